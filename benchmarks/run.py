@@ -1,0 +1,188 @@
+"""Backup and restore throughput against a bare consumer and a bare producer, side by side.
+
+    .venv/bin/python benchmarks/run.py [--records 1000000] [--size 200] [--partitions 4] [--s3]
+
+One run, one machine, the same data: (a) a bare confluent-kafka consumer reads everything,
+(b) `topicvault backup`, (c) a bare idempotent producer writes everything to a fresh topic,
+(d) `topicvault restore` to a fresh topic. Spark start-up is measured separately and left
+out of the ratios. Peak RSS of the driver and of the Python workers is sampled from /proc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from topicvault.core.embedded_broker import EmbeddedBroker
+from topicvault.core.kafka import KafkaSettings, create_topics
+from topicvault.core.spark import get_spark
+from topicvault.sink.backup import BackupJob, plan, run_backup
+from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+
+
+class WorkerRssSampler(threading.Thread):
+    """Samples the peak resident memory of PySpark's Python worker processes."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak_kib = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    if b"pyspark" not in cmdline or int(pid) == os.getpid():
+                        continue
+                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                        if line.startswith("VmRSS:"):
+                            self.peak_kib = max(self.peak_kib, int(line.split()[1]))
+                except (OSError, ValueError):
+                    continue
+
+
+def produce_data(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> list[bytes]:
+    """Produce the data set; each partition ends with a single-record batch (embedded broker's
+    high watermark is only right then). Returns the payloads for the bare producer run."""
+    rng = random.Random(1)
+    payloads = [rng.randbytes(size) for _ in range(1024)]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
+                         "queue.buffering.max.messages": 1_000_000})
+    body = records - partitions
+    for i in range(body):
+        while True:
+            try:
+                producer.produce(topic, payloads[i % 1024], b"key-%d" % i, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush()
+    for p in range(partitions):
+        producer.produce(topic, payloads[p], b"last", partition=p)
+        producer.flush()
+    return payloads
+
+
+def bare_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, float]:
+    """Read every record with one consumer, to EOF on all partitions."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.partition.eof": True,
+                         "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
+                         "queued.max.messages.kbytes": 256 << 10})
+    started = time.monotonic()
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    done, count = set(), 0
+    while len(done) < partitions:
+        for message in consumer.consume(num_messages=20_000, timeout=0.2):
+            if message.error() is None:
+                message.key(), message.value(), message.headers(), message.timestamp()
+                count += 1
+            elif message.error().code() == KafkaError._PARTITION_EOF:
+                done.add(message.partition())
+    elapsed = time.monotonic() - started
+    consumer.close()
+    return count, elapsed
+
+
+def bare_produce(bootstrap: str, topic: str, records: int, partitions: int, payloads: list[bytes]) -> float:
+    """Write the same number of records with one idempotent producer."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 20, "batch.size": 1 << 20, "queue.buffering.max.messages": 500_000})
+    started = time.monotonic()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, payloads[i % 1024], b"key-%d" % i, partition=i % partitions,
+                                 timestamp=1_700_000_000_000 + i)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush()
+    return time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--s3", action="store_true", help="back up to the moto S3 server instead of a directory")
+    parser.add_argument("--output", default="benchmarks/results/latest.json")
+    args = parser.parse_args()
+
+    results: dict[str, object] = {"records": args.records, "size": args.size, "partitions": args.partitions}
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch:
+        settings = KafkaSettings.of(broker.bootstrap)
+        create_topics(settings, {"bench.src": args.partitions, "bench.bare": args.partitions})
+        payloads = produce_data(broker.bootstrap, "bench.src", args.records, args.size, args.partitions)
+        location = str(Path(scratch) / "backup")
+        if args.s3:
+            location = start_s3(scratch)
+
+        count, consume_s = bare_consume(broker.bootstrap, "bench.src", args.partitions)
+        assert count == args.records, f"bare consumer read {count} of {args.records}"
+        started = time.monotonic()
+        spark = get_spark(args.master)
+        spark.sparkContext.parallelize(range(4), 4).count()  # warm the Python workers
+        results["spark_start_s"] = time.monotonic() - started
+
+        sampler = WorkerRssSampler()
+        sampler.start()
+        job = BackupJob(kafka=settings, store_uri=location)
+        backup = run_backup(spark, job, plan(job, ["bench.src"]))
+        assert backup.records == args.records
+        produce_s = bare_produce(broker.bootstrap, "bench.bare", args.records, args.partitions, payloads)
+        restore_job = RestoreJob(settings, location)
+        restored = run_restore(spark, restore_job, plan_restore(restore_job, [], {"bench.src": "bench.restored"}, None))
+        assert restored.produced == args.records
+        sampler.stop.set()
+
+        mb = args.records * args.size / 1e6
+        results.update({
+            "bare_consume_s": consume_s, "backup_s": backup.elapsed_s,
+            "bare_produce_s": produce_s, "restore_s": restored.elapsed_s,
+            "backup_over_bare_consume": consume_s / backup.elapsed_s,
+            "restore_over_bare_produce": produce_s / restored.elapsed_s,
+            "driver_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "worker_peak_rss_mib": sampler.peak_kib / 1024,
+            "store": "s3" if args.s3 else "local",
+        })
+        for name, seconds in (("bare consume", consume_s), ("backup", backup.elapsed_s),
+                              ("bare produce", produce_s), ("restore", restored.elapsed_s)):
+            print(f"{name:13} {seconds:7.2f} s  {args.records / seconds:12,.0f} records/s  {mb / seconds:8.1f} MB/s")
+        print(f"Spark start {results['spark_start_s']:.1f} s (excluded)")
+        print(f"backup / bare consume  = {results['backup_over_bare_consume']:.2f}x")
+        print(f"restore / bare produce = {results['restore_over_bare_produce']:.2f}x")
+        print(f"peak RSS: driver {results['driver_peak_rss_mib']:.0f} MiB, workers {results['worker_peak_rss_mib']:.0f} MiB")
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def start_s3(scratch: str) -> str:
+    """Start moto's S3 server in this process and return a fresh bucket URI."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    os.environ.update({"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "bench",
+                       "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    boto3.client("s3").create_bucket(Bucket="bench-bucket")
+    return "s3://bench-bucket/backup"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

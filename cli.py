@@ -1,0 +1,222 @@
+"""The `topicvault` command line: parses arguments, calls the library, reports."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from typing import Callable, List, Optional
+
+import typer
+
+from . import __version__
+from .core.errors import TopicvaultError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Back up Kafka topics to object storage (S3 or a directory) and restore them exactly.",
+)
+_debug = False
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"topicvault {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Back up Kafka topics to object storage and restore them exactly."""
+    global _debug
+    _debug = debug
+
+
+def reports_errors(command: Callable) -> Callable:
+    """Turn library errors into one line on stderr and exit code 1 (traceback only with --debug)."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except TopicvaultError as exc:
+            if _debug:
+                raise
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted: nothing uncommitted is presented as backed up; run again to continue", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _kafka(bootstrap_servers: str, properties: list[str]):
+    from .core.kafka import KafkaSettings, parse_properties
+
+    return KafkaSettings.of(bootstrap_servers, parse_properties(properties))
+
+
+def _store_options(options: list[str]) -> tuple[tuple[str, str], ...]:
+    from .core.kafka import parse_properties
+
+    return tuple(sorted(parse_properties(options).items()))
+
+
+def _rate(count: float, seconds: float) -> str:
+    return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
+
+
+@app.command()
+@reports_errors
+def backup(
+    bootstrap_servers: str = typer.Option(..., "--bootstrap-servers", "-b", help="Kafka bootstrap servers."),
+    to: str = typer.Option(..., "--to", help="Backup location: s3://bucket/prefix, file:///dir or a path."),
+    topic: List[str] = typer.Option([], "--topic", "-t", help="Topic to back up (repeatable)."),
+    topics_regex: Optional[str] = typer.Option(None, "--topics-regex", help="Back up every topic matching this regex."),
+    format_name: str = typer.Option("parquet", "--format", help="parquet, avro, jsonl or csv."),
+    compression: Optional[str] = typer.Option(None, "--compression", help="Codec of the format (default: its own)."),
+    key_template: Optional[str] = typer.Option(None, "--key-template", help="Object key template (Aiven syntax)."),
+    max_records: int = typer.Option(500_000, "--max-records", help="Records per object at most."),
+    max_bytes: int = typer.Option(64 * 1024 * 1024, "--max-bytes", help="Payload bytes per object at most."),
+    records_per_task: int = typer.Option(1_000_000, "--records-per-task", help="Offsets per Spark task."),
+    full: bool = typer.Option(False, "--full", help="Start over (the location must hold no backup)."),
+    kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
+    store_option: List[str] = typer.Option([], "-S", help="Store option key=value, e.g. endpoint_url=… (repeatable)."),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; read no records, write nothing."),
+) -> None:
+    """Back up topics to a location; only what is new since the last backup there."""
+    from .sink.backup import BackupJob, plan, run_backup
+    from .sink.objects import Rotation
+
+    job = BackupJob(
+        kafka=_kafka(bootstrap_servers, kafka_property),
+        store_uri=to,
+        store_options=_store_options(store_option),
+        format_name=format_name,
+        compression=compression,
+        key_template=key_template,
+        rotation=Rotation(max_records, max_bytes),
+    )
+    backup_plan = plan(job, topic, topics_regex, records_per_task, full)
+    for warning in backup_plan.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if dry_run or not backup_plan.has_work:
+        typer.echo(f"{'plan' if dry_run else 'nothing new to back up'}: {len(backup_plan.tasks)} tasks")
+        for p in backup_plan.partitions:
+            typer.echo(f"  {p.topic}[{p.partition}] offsets {p.start}..{p.end - 1} (up to {p.records_at_most} records)")
+        return
+    from .core.spark import get_spark
+
+    spark_started = time.monotonic()
+    spark = get_spark(master)
+    spark_s = time.monotonic() - spark_started
+    result = run_backup(spark, job, backup_plan)
+    typer.echo(
+        f"backed up {result.records:,} records in {len(result.objects)} objects ({result.bytes:,} bytes) "
+        f"in {result.elapsed_s:.1f} s ({_rate(result.records, result.elapsed_s)}; Spark start {spark_s:.1f} s); "
+        f"committed {result.commit_key}"
+    )
+
+
+@app.command()
+@reports_errors
+def restore(
+    from_uri: str = typer.Option(..., "--from", help="Backup location to restore from."),
+    bootstrap_servers: str = typer.Option(..., "--bootstrap-servers", "-b", help="Target Kafka bootstrap servers."),
+    topic: List[str] = typer.Option([], "--topic", "-t", help="Source topic to restore (default: all)."),
+    rename: List[str] = typer.Option([], "--rename", help="Restore topic OLD under NEW: OLD=NEW (repeatable)."),
+    restore_id: Optional[str] = typer.Option(None, "--restore-id", help="Id to resume an interrupted restore."),
+    create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
+    allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
+    kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
+    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
+) -> None:
+    """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
+    from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
+
+    job = RestoreJob(_kafka(bootstrap_servers, kafka_property), from_uri, _store_options(store_option))
+    restore_plan = plan_restore(job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics)
+    if dry_run:
+        typer.echo(f"plan: {restore_plan.records:,} records in {len(restore_plan.tasks)} partitions")
+        for task in restore_plan.tasks:
+            typer.echo(f"  {task.source_topic}[{task.partition}] -> {task.target_topic}[{task.partition}]: "
+                       f"{task.records:,} records in {len(task.objects)} objects")
+        return
+    typer.echo(f"restore id {restore_plan.restore_id}{' (resuming)' if restore_plan.resumed else ''}: "
+               "if interrupted, run again with --restore-id to continue")
+    from .core.spark import get_spark
+
+    result = run_restore(get_spark(master), job, restore_plan)
+    skipped = sum(r.already_present for r in result.results)
+    typer.echo(
+        f"restored {result.produced:,} records ({result.bytes:,} bytes) to "
+        f"{', '.join(sorted(set(restore_plan.topic_map.values())))} in {result.elapsed_s:.1f} s "
+        f"({_rate(result.produced, result.elapsed_s)})" + (f"; {skipped:,} were already there" if skipped else "")
+    )
+    if result.timestamps_replaced:
+        typer.echo(
+            f"warning: {result.timestamps_replaced} records had timestamp <= 0, which Kafka clients cannot "
+            "produce; they carry the produce time instead", err=True)
+
+
+@app.command("ls")
+@reports_errors
+def list_backup(
+    uri: str = typer.Argument(..., help="Backup location."),
+    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
+) -> None:
+    """List what a backup location holds, from its commit records."""
+    from .core.commits import load_state
+    from .core.store import open_store
+
+    state = load_state(open_store(uri, dict(_store_options(store_option))))
+    if not state.partitions:
+        raise TopicvaultError(f"no backup at {uri}: no commit records under _topicvault/commits/")
+    typer.echo(f"{'topic':30} {'part':>4} {'offsets':>23} {'records':>12} {'objects':>7} {'bytes':>14}  time span (UTC)")
+    for (topic, partition), ps in sorted(state.partitions.items()):
+        span = "-"
+        if ps.objects:
+            low = min(o.min_timestamp_ms for o in ps.objects)
+            high = max(o.max_timestamp_ms for o in ps.objects)
+            span = f"{_iso(low)} .. {_iso(high)}"
+        typer.echo(
+            f"{topic:30} {partition:>4} {f'{ps.start}..{ps.end - 1}':>23} {ps.records:>12,} "
+            f"{len(ps.objects):>7} {sum(o.bytes for o in ps.objects):>14,}  {span}"
+        )
+    typer.echo(f"{len(state.partitions)} partitions, {sum(p.records for p in state.partitions.values()):,} records, "
+               f"{state.last_sequence} commits")
+
+
+def _iso(millis: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(millis / 1000)) + f".{millis % 1000:03d}Z"
+
+
+@app.command()
+@reports_errors
+def demo(
+    records: int = typer.Option(20_000, "--records", help="Sample records to produce."),
+    directory: Optional[str] = typer.Option(None, "--dir", help="Backup directory (default: a temporary one)."),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+) -> None:
+    """Embedded broker + local directory: back up a topic, restore it under a new name, compare."""
+    from .demo import run_demo
+
+    if not run_demo(records, directory, master, typer.echo):
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Commit records: the single truth of what a backup location holds.
+
+Each backup run that moved data writes one JSON record
+`_topicvault/commits/<sequence, 19 digits>.json`, created only if absent, so two runs that
+raced from the same previous state cannot both commit. A record names, per topic-partition,
+the offset range it covers and every object in it. Objects no record names are not part
+of the backup.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+from .errors import PreconditionFailed, TopicvaultError
+from .store import ObjectStore
+
+STATE_PREFIX = "_topicvault/"
+COMMITS_PREFIX = STATE_PREFIX + "commits/"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    """One committed object: where it is and what it holds."""
+
+    key: str
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    records: int
+    bytes: int
+    min_timestamp_ms: int
+    max_timestamp_ms: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """The offsets [start, end) of one topic-partition a commit covers (gaps allowed inside)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """What one backup run added."""
+
+    sequence: int
+    created_ms: int
+    ranges: tuple[PartitionRange, ...]
+    objects: tuple[ObjectEntry, ...]
+    topics: dict[str, dict] = field(default_factory=dict)  # topic -> {"partitions": n, ...}
+
+    def to_json(self) -> bytes:
+        """Serialise (stable key order, so identical records give identical bytes)."""
+        body = {
+            "format_version": FORMAT_VERSION,
+            "sequence": self.sequence,
+            "created_ms": self.created_ms,
+            "topics": self.topics,
+            "ranges": [asdict(r) for r in self.ranges],
+            "objects": [asdict(o) for o in self.objects],
+        }
+        return json.dumps(body, sort_keys=True, indent=1).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, key: str) -> "CommitRecord":
+        """Parse a commit record; a damaged one is a clear error naming its key."""
+        try:
+            body = json.loads(data)
+            if body.get("format_version") != FORMAT_VERSION:
+                raise ValueError(f"unsupported format_version {body.get('format_version')}")
+            return cls(
+                sequence=int(body["sequence"]),
+                created_ms=int(body["created_ms"]),
+                topics=dict(body.get("topics", {})),
+                ranges=tuple(PartitionRange(**r) for r in body["ranges"]),
+                objects=tuple(ObjectEntry(**o) for o in body["objects"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
+
+
+@dataclass
+class PartitionState:
+    """A topic-partition as all commits together describe it."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    objects: list[ObjectEntry] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(o.records for o in self.objects)
+
+
+@dataclass
+class BackupState:
+    """The fold of every commit record of a location."""
+
+    last_sequence: int = 0
+    partitions: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    topics: dict[str, dict] = field(default_factory=dict)
+
+    def end_offset(self, topic: str, partition: int) -> int | None:
+        """The committed end (next offset to back up) of a topic-partition, if backed up before."""
+        state = self.partitions.get((topic, partition))
+        return state.end if state else None
+
+    def apply(self, record: CommitRecord, key: str) -> None:
+        """Add one commit record; ranges must continue exactly where the previous ones ended."""
+        for r in record.ranges:
+            state = self.partitions.get((r.topic, r.partition))
+            if state is None:
+                self.partitions[(r.topic, r.partition)] = PartitionState(r.topic, r.partition, r.start, r.end)
+            elif r.start != state.end:
+                raise TopicvaultError(
+                    f"commit record {key} starts {r.topic}[{r.partition}] at offset {r.start} but the "
+                    f"previous commits end at {state.end}: the backup state is inconsistent"
+                )
+            else:
+                state.end = r.end
+        for entry in record.objects:
+            self.partitions[(entry.topic, entry.partition)].objects.append(entry)
+        for topic, info in record.topics.items():
+            self.topics[topic] = info
+        self.last_sequence = record.sequence
+
+
+def commit_key(sequence: int) -> str:
+    """Object key of the commit record with this sequence number."""
+    return f"{COMMITS_PREFIX}{sequence:019d}.json"
+
+
+def load_commits(store: ObjectStore) -> list[tuple[str, CommitRecord]]:
+    """Every commit record of the location, in sequence order."""
+    records = []
+    for info in store.list(COMMITS_PREFIX):
+        if info.key.endswith(".json"):
+            records.append((info.key, CommitRecord.from_json(store.get(info.key), info.key)))
+    records.sort(key=lambda pair: pair[1].sequence)
+    for expected, (key, record) in enumerate(records, start=1):
+        if record.sequence != expected:
+            raise TopicvaultError(f"commit record {key} has sequence {record.sequence}, expected {expected}")
+    return records
+
+
+def load_state(store: ObjectStore) -> BackupState:
+    """Fold every commit record of the location into one state."""
+    state = BackupState()
+    for key, record in load_commits(store):
+        state.apply(record, key)
+    for partition in state.partitions.values():
+        partition.objects.sort(key=lambda o: o.first_offset)
+    return state
+
+
+def write_commit(store: ObjectStore, record: CommitRecord) -> str:
+    """Write a commit record only if no record with its sequence exists; return its key."""
+    key = commit_key(record.sequence)
+    try:
+        store.put(key, record.to_json(), if_none_match=True)
+    except PreconditionFailed:
+        raise TopicvaultError(
+            f"another backup committed to {store.uri} at the same time ({key} exists): "
+            "nothing of this run was committed; run the backup again to continue from its position"
+        ) from None
+    return key
+
+
+def objects_by_partition(objects: Iterable[ObjectEntry]) -> dict[tuple[str, int], list[ObjectEntry]]:
+    """Group object entries by topic-partition, each list in offset order."""
+    grouped: dict[tuple[str, int], list[ObjectEntry]] = {}
+    for entry in objects:
+        grouped.setdefault((entry.topic, entry.partition), []).append(entry)
+    for entries in grouped.values():
+        entries.sort(key=lambda o: o.first_offset)
+    return grouped

@@ -1,0 +1,194 @@
+"""The envelope: one row per Kafka record, the schema of Spark's own Kafka source.
+
+Everything in topicvault moves records as Arrow record batches of ARROW_SCHEMA.
+`timestamp` is Kafka milliseconds carried in Spark's microsecond timestamp type,
+so the conversion is an exact multiplication and nothing is rounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Kafka's TimestampType ids, as Spark's Kafka source reports them.
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+SPARK_SCHEMA_DDL = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int, "
+    "headers array<struct<key: string, value: binary>>"
+)
+
+HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+HEADERS_TYPE = pa.list_(HEADER_TYPE)
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
+ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", TIMESTAMP_TYPE),
+        pa.field("timestampType", pa.int32()),
+        pa.field("headers", HEADERS_TYPE),
+    ]
+)
+
+Header = tuple[str, "bytes | None"]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One Kafka record. None and b"" are different keys and values."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    timestamp_type: int = CREATE_TIME
+    headers: tuple[Header, ...] = field(default_factory=tuple)
+
+
+def spark_schema():
+    """The envelope as a Spark StructType (imports pyspark lazily)."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromDDL(SPARK_SCHEMA_DDL)
+
+
+def empty_batch() -> pa.RecordBatch:
+    """An envelope batch with no rows."""
+    return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+
+
+def batch_from_columns(
+    *,
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    topics: Sequence[str],
+    partitions: Sequence[int],
+    offsets: Sequence[int],
+    timestamps_ms: Sequence[int],
+    timestamp_types: Sequence[int],
+    headers: Sequence[Sequence[Header] | None],
+) -> pa.RecordBatch:
+    """Build an envelope batch from parallel Python lists, in bulk."""
+    timestamps = pa.array(timestamps_ms, pa.int64())
+    timestamps = pc.multiply(timestamps, 1000).cast(TIMESTAMP_TYPE)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array(topics, pa.string()),
+            pa.array(partitions, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            timestamps,
+            pa.array(timestamp_types, pa.int32()),
+            pa.array([list(h) if h else [] for h in headers], HEADERS_TYPE),
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+def records_to_batch(records: Iterable[Record]) -> pa.RecordBatch:
+    """Convert records to one envelope batch."""
+    records = list(records)
+    return batch_from_columns(
+        keys=[r.key for r in records],
+        values=[r.value for r in records],
+        topics=[r.topic for r in records],
+        partitions=[r.partition for r in records],
+        offsets=[r.offset for r in records],
+        timestamps_ms=[r.timestamp_ms for r in records],
+        timestamp_types=[r.timestamp_type for r in records],
+        headers=[r.headers for r in records],
+    )
+
+
+def timestamps_ms(batch: pa.RecordBatch | pa.Table) -> pa.Array:
+    """The batch's timestamps as int64 Kafka milliseconds (exact)."""
+    micros = batch.column("timestamp").cast(pa.int64())
+    return pc.divide(micros, 1000)
+
+
+def batch_to_records(batch: pa.RecordBatch | pa.Table) -> list[Record]:
+    """Convert an envelope batch (or table) to records, in row order."""
+    cols = {name: batch.column(name).to_pylist() for name in ARROW_SCHEMA.names if name != "timestamp"}
+    millis = timestamps_ms(batch).to_pylist()
+    return [
+        Record(
+            topic=cols["topic"][i],
+            partition=cols["partition"][i],
+            offset=cols["offset"][i],
+            key=cols["key"][i],
+            value=cols["value"][i],
+            timestamp_ms=millis[i],
+            timestamp_type=cols["timestampType"][i],
+            headers=tuple((h["key"], h["value"]) for h in (cols["headers"][i] or ())),
+        )
+        for i in range(batch.num_rows)
+    ]
+
+
+def conform(table: pa.Table | pa.RecordBatch) -> pa.Table:
+    """Cast a table with the envelope's columns to exactly ARROW_SCHEMA (column order too)."""
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    return table.select(ARROW_SCHEMA.names).cast(ARROW_SCHEMA)
+
+
+def record_sizes(batch: pa.RecordBatch | pa.Table) -> list[int]:
+    """Payload bytes per record (key + value + header names and values), for rotation by size."""
+    sizes = pc.add(
+        pc.binary_length(batch.column("key")).fill_null(0).cast(pa.int64()),
+        pc.binary_length(batch.column("value")).fill_null(0).cast(pa.int64()),
+    )
+    headers = batch.column("headers")
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks()
+    flat = pc.list_flatten(headers)
+    if len(flat) == 0:
+        return sizes.to_pylist()
+    header_bytes = pc.add(
+        pc.binary_length(pc.struct_field(flat, "key").cast(pa.binary())).fill_null(0).cast(pa.int64()),
+        pc.binary_length(pc.struct_field(flat, "value")).fill_null(0).cast(pa.int64()),
+    )
+    per_record = (
+        pa.table({"row": pc.list_parent_indices(headers), "bytes": header_bytes})
+        .group_by("row")
+        .aggregate([("bytes", "sum")])
+    )
+    result = sizes.to_pylist()
+    for row, extra in zip(per_record.column("row").to_pylist(), per_record.column("bytes_sum").to_pylist()):
+        result[row] += extra
+    return result
+
+
+def runs_by_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[Iterator[pa.RecordBatch]]:
+    """Split a stream of envelope batches into consecutive runs of one topic-partition each."""
+    pending: list[pa.RecordBatch] = []
+    current = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch]).sort_by([("topic", "ascending"), ("partition", "ascending")])
+        keys = list(zip(table.column("topic").to_pylist(), table.column("partition").to_pylist()))
+        start = 0
+        for index in range(1, len(keys) + 1):
+            if index == len(keys) or keys[index] != keys[start]:
+                if current is not None and keys[start] != current:
+                    yield iter(pending)
+                    pending = []
+                current = keys[start]
+                pending.extend(table.slice(start, index - start).to_batches())
+                start = index
+    if pending:
+        yield iter(pending)

@@ -1,0 +1,75 @@
+"""The Spark session topicvault runs its jobs in, and registration of its data sources."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+def get_spark(master: str | None = None, app_name: str = "topicvault"):
+    """Return the active Spark session or start one (default master local[*]).
+
+    Workers must run this interpreter (the one topicvault is installed in), so PYSPARK_PYTHON
+    is set before the session starts unless the user already chose one.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or os.environ.get("TOPICVAULT_SPARK_MASTER", "local[*]"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.task.maxFailures", "4")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}")
+    )
+    spark = builder.getOrCreate()
+    # Task failures reach the user as one line (see run_tasks), not as JVM log tracebacks.
+    spark.sparkContext.setLogLevel("OFF")
+    return spark
+
+
+_ERROR_MARK = "TOPICVAULT-ERROR: "
+
+
+def _reporting_errors(function):
+    """Wrap a task function so a TopicvaultError keeps its one-line message across the JVM."""
+
+    def task(spec):
+        from .errors import TopicvaultError
+
+        try:
+            return function(spec)
+        except TopicvaultError as exc:
+            raise RuntimeError(f"{_ERROR_MARK}{exc}") from None
+
+    return task
+
+
+def run_tasks(spark, function, specs: list) -> list:
+    """Run `function(spec)` for every spec as one Spark task each; return the results in order.
+
+    A task that failed with a TopicvaultError fails the job with that same one-line error.
+    """
+    if not specs:
+        return []
+    from .errors import TopicvaultError
+
+    try:
+        return spark.sparkContext.parallelize(specs, len(specs)).map(_reporting_errors(function)).collect()
+    except Exception as exc:  # Py4JJavaError / PythonException carry the worker's message as text
+        text = str(exc)
+        start = text.find(_ERROR_MARK)
+        if start < 0:
+            raise
+        raise TopicvaultError(text[start + len(_ERROR_MARK) :].splitlines()[0]) from None

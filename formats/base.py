@@ -1,0 +1,102 @@
+"""The ObjectFormat interface and the physical record shape every format shares.
+
+Physical shape (all formats): key (bytes|null), value (bytes|null), headers (ordered list of
+{key: string, value: bytes|null}), metadata {topic, partition, offset, timestamp (int64 Kafka
+milliseconds), timestampType}.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from abc import ABC, abstractmethod
+
+import pyarrow as pa
+
+from ..core.errors import CorruptObject
+
+METADATA_TYPE = pa.struct(
+    [
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.int64()),
+        pa.field("timestampType", pa.int32()),
+    ]
+)
+
+
+class ObjectFormat(ABC):
+    """Turns envelope tables into object bytes and back."""
+
+    name: str
+    extension: str
+
+    @abstractmethod
+    def write(self, table: pa.Table) -> bytes:
+        """Envelope table (ARROW_SCHEMA) -> complete, deterministic object bytes."""
+
+    @abstractmethod
+    def read(self, data: bytes, object_key: str) -> pa.Table:
+        """Object bytes -> envelope table (ARROW_SCHEMA), rows in file order; CorruptObject if damaged."""
+
+    def corrupt(self, object_key: str, reason: object) -> CorruptObject:
+        """The error for bytes that cannot be read back completely."""
+        return CorruptObject(
+            f"object {object_key} is not a complete {self.name} file ({reason}): it is truncated or damaged; "
+            "restore it from another copy or exclude it"
+        )
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """Deterministic gzip (no file name, mtime 0)."""
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+def gunzip_bytes(fmt: ObjectFormat, data: bytes, object_key: str) -> bytes:
+    """Decompress gzip, failing on truncation or CRC errors."""
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise fmt.corrupt(object_key, exc) from None
+
+
+def to_rows(table: pa.Table) -> list[dict]:
+    """Envelope table -> physical-shape dicts (timestamp as int64 ms)."""
+    from ..core.envelope import timestamps_ms
+
+    columns = {name: table.column(name).to_pylist() for name in ("key", "value", "topic", "partition", "offset",
+                                                                  "timestampType", "headers")}
+    millis = timestamps_ms(table).to_pylist()
+    return [
+        {
+            "key": columns["key"][i],
+            "value": columns["value"][i],
+            "headers": columns["headers"][i] or [],
+            "metadata": {
+                "topic": columns["topic"][i],
+                "partition": columns["partition"][i],
+                "offset": columns["offset"][i],
+                "timestamp": millis[i],
+                "timestampType": columns["timestampType"][i],
+            },
+        }
+        for i in range(table.num_rows)
+    ]
+
+
+def from_rows(rows: list[dict]) -> pa.Table:
+    """Physical-shape dicts -> envelope table."""
+    from ..core.envelope import batch_from_columns
+
+    batch = batch_from_columns(
+        keys=[r["key"] for r in rows],
+        values=[r["value"] for r in rows],
+        topics=[r["metadata"]["topic"] for r in rows],
+        partitions=[r["metadata"]["partition"] for r in rows],
+        offsets=[r["metadata"]["offset"] for r in rows],
+        timestamps_ms=[r["metadata"]["timestamp"] for r in rows],
+        timestamp_types=[r["metadata"]["timestampType"] for r in rows],
+        headers=[[(h["key"], h["value"]) for h in r["headers"]] for r in rows],
+    )
+    return pa.Table.from_batches([batch])

@@ -1,0 +1,12 @@
+"""Object-key codec: render and parse object keys (pure Python, no Spark or Kafka)."""
+
+from .codec import (
+    AIVEN_DEFAULT_TEMPLATE,
+    KeyCodec,
+    ObjectKey,
+    default_codec,
+    parse_keys,
+    template_codec,
+)
+
+__all__ = ["AIVEN_DEFAULT_TEMPLATE", "KeyCodec", "ObjectKey", "default_codec", "parse_keys", "template_codec"]

@@ -1,0 +1,253 @@
+"""Object-key codec: render (topic, partition, start offset) into a key and parse it back.
+
+The default codec writes Hive-style keys with the start offset zero-padded to 19 digits, so
+lexicographic order equals offset order. Template codecs use the Aiven S3 connector syntax
+and compile the template into one anchored regex for parsing.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+from ..core.errors import KeyParseError
+
+TOPIC_PATTERN = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+OFFSET_DIGITS = 19
+AIVEN_DEFAULT_TEMPLATE = "{{topic}}-{{partition}}-{{start_offset}}"
+_EXTENSION = r"(?:\.(?P<extension>[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)?))?"
+
+
+@dataclass(frozen=True)
+class ObjectKey:
+    """What a key says about its object."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    extension: str
+
+
+class KeyCodec(Protocol):
+    """Renders and parses object keys."""
+
+    def render(
+        self, topic: str, partition: int, start_offset: int, extension: str, timestamp_ms: int | None = None
+    ) -> str: ...
+
+    def parse(self, key: str) -> ObjectKey | None: ...
+
+
+def _check(topic: str, partition: int, start_offset: int) -> None:
+    if not TOPIC_PATTERN.fullmatch(topic):
+        raise KeyParseError(f"topic name {topic!r} is not a legal Kafka topic name ([a-zA-Z0-9._-], 1-249 chars)")
+    if partition < 0 or partition > 2**31 - 1:
+        raise KeyParseError(f"partition {partition} is out of range")
+    if start_offset < 0 or start_offset > 2**63 - 1:
+        raise KeyParseError(f"offset {start_offset} is out of range (0..2^63-1)")
+
+
+def _with_extension(stem: str, extension: str) -> str:
+    return f"{stem}.{extension}" if extension and not stem.endswith("." + extension) else stem
+
+
+class HiveCodec:
+    """`topic=<topic>/partition=<p>/<start offset, 19 digits>.<ext>`."""
+
+    _pattern = re.compile(
+        r"topic=(?P<topic>[a-zA-Z0-9._-]{1,249})/partition=(?P<partition>\d+)/(?P<start_offset>\d{19})" + _EXTENSION
+    )
+
+    def render(
+        self, topic: str, partition: int, start_offset: int, extension: str, timestamp_ms: int | None = None
+    ) -> str:
+        """Key of the object of `topic`[`partition`] whose first offset is `start_offset`."""
+        _check(topic, partition, start_offset)
+        return _with_extension(f"topic={topic}/partition={partition}/{start_offset:0{OFFSET_DIGITS}d}", extension)
+
+    def parse(self, key: str) -> ObjectKey | None:
+        """The key's topic, partition, start offset and extension; None if it is not such a key."""
+        match = self._pattern.fullmatch(key)
+        if not match:
+            return None
+        return ObjectKey(match["topic"], int(match["partition"]), int(match["start_offset"]), match["extension"] or "")
+
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*(?::\s*([a-z]+)\s*=\s*([A-Za-z]+)\s*)?\}\}")
+_TIME_UNITS = {"yyyy": ("%Y", r"\d{4}"), "MM": ("%m", r"\d{2}"), "dd": ("%d", r"\d{2}"), "HH": ("%H", r"\d{2}")}
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str  # topic | partition | start_offset | timestamp | utc_date | local_date
+    padded: bool = False
+    unit: str = ""
+
+    def regex(self, group: str | None) -> str:
+        if self.name == "topic":
+            body = r"[a-zA-Z0-9._-]+"
+        elif self.name == "partition":
+            body = r"\d{10}" if self.padded else r"\d+"
+        elif self.name == "start_offset":
+            body = r"\d{20}" if self.padded else r"\d+"
+        elif self.name == "timestamp":
+            body = _TIME_UNITS[self.unit][1]
+        else:
+            body = r"\d{4}-\d{2}-\d{2}"
+        return f"(?P<{group}>{body})" if group else f"(?:{body})"
+
+    @property
+    def free_text(self) -> bool:
+        """Matches a variable amount of text (so adjacency can be ambiguous)."""
+        return self.name == "topic" or (self.name in ("partition", "start_offset") and not self.padded)
+
+
+class TemplateCodec:
+    """Keys from an Aiven-syntax template such as `{{topic}}-{{partition}}-{{start_offset}}`."""
+
+    def __init__(self, template: str, topic: str | None = None) -> None:
+        self.template = template
+        self.topic = topic
+        self.parts: list[str | _Field] = self._split(template)
+        names = {p.name for p in self.parts if isinstance(p, _Field)}
+        for required in ("partition", "start_offset"):
+            if required not in names:
+                raise KeyParseError(
+                    f"key template {template!r} lacks {{{{{required}}}}}: restore needs it to order objects by offset"
+                )
+        if "topic" not in names and topic is None:
+            raise KeyParseError(
+                f"key template {template!r} lacks {{{{topic}}}}: add it, or give the topic these objects belong to"
+            )
+        self._check_unambiguous()
+        self._pattern = re.compile(self._regex())
+
+    @staticmethod
+    def _split(template: str) -> list[str | _Field]:
+        parts: list[str | _Field] = []
+        position = 0
+        for match in _PLACEHOLDER.finditer(template):
+            if match.start() > position:
+                parts.append(template[position : match.start()])
+            name, modifier, value = match.groups()
+            parts.append(TemplateCodec._field(template, name, modifier, value))
+            position = match.end()
+        rest = template[position:]
+        if "{{" in rest or "}}" in rest:
+            raise KeyParseError(f"key template {template!r} has a malformed placeholder near {rest!r}")
+        if rest:
+            parts.append(rest)
+        return parts
+
+    @staticmethod
+    def _field(template: str, name: str, modifier: str | None, value: str | None) -> _Field:
+        if name in ("partition", "start_offset"):
+            if modifier is None:
+                return _Field(name)
+            if modifier == "padding" and value in ("true", "false"):
+                return _Field(name, padded=value == "true")
+        elif name == "timestamp":
+            if modifier == "unit" and value in _TIME_UNITS:
+                return _Field(name, unit=value)
+            raise KeyParseError(f"key template {template!r}: use {{{{timestamp:unit=yyyy|MM|dd|HH}}}}")
+        elif name in ("topic", "utc_date", "local_date") and modifier is None:
+            return _Field(name)
+        shown = name + (f":{modifier}={value}" if modifier else "")
+        raise KeyParseError(
+            f"key template {template!r}: unknown placeholder {{{{{shown}}}}}; known are topic, partition, "
+            "start_offset (with :padding=true), timestamp:unit=yyyy|MM|dd|HH, utc_date, local_date"
+        )
+
+    def _check_unambiguous(self) -> None:
+        previous: str | _Field | None = None
+        for part in self.parts:
+            if isinstance(part, _Field) and isinstance(previous, _Field) and (part.free_text or previous.free_text):
+                raise KeyParseError(
+                    f"key template {self.template!r} puts {{{{{previous.name}}}}} and {{{{{part.name}}}}} side by side: "
+                    "a key could split between them in more than one way; put a separator such as '/' between them"
+                )
+            previous = part
+        # Numeric fields cannot contain literal text, so a literal after them is a clean boundary; a topic
+        # followed by a literal it may contain is resolved by the numeric fields after it, as long as the
+        # same field does not occur twice with different values.
+        seen = [p.name for p in self.parts if isinstance(p, _Field) and p.name in ("topic", "partition", "start_offset")]
+        if len(seen) != len(set(seen)):
+            raise KeyParseError(f"key template {self.template!r} repeats a placeholder; use each of them once")
+        last = self.parts[-1]
+        if isinstance(last, _Field) and last.name == "topic":
+            raise KeyParseError(
+                f"key template {self.template!r} ends with {{{{topic}}}}: topic names may contain '.', so the "
+                "file extension could be read as part of the topic; end the template with another placeholder"
+            )
+
+    def _regex(self) -> str:
+        pieces = []
+        for part in self.parts:
+            if isinstance(part, str):
+                pieces.append(re.escape(part))
+            else:
+                group = part.name if part.name in ("topic", "partition", "start_offset") else None
+                pieces.append(part.regex(group))
+        return "".join(pieces) + _EXTENSION
+
+    def render(
+        self, topic: str, partition: int, start_offset: int, extension: str, timestamp_ms: int | None = None
+    ) -> str:
+        """Key for the object; time placeholders use `timestamp_ms` (UTC; local_date in local time)."""
+        _check(topic, partition, start_offset)
+        if self.topic is not None and topic != self.topic:
+            raise KeyParseError(f"this key template is bound to topic {self.topic!r}, not {topic!r}")
+        seconds = (timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)) / 1000
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif part.name == "topic":
+                out.append(topic)
+            elif part.name == "partition":
+                out.append(f"{partition:010d}" if part.padded else str(partition))
+            elif part.name == "start_offset":
+                out.append(f"{start_offset:020d}" if part.padded else str(start_offset))
+            elif part.name == "timestamp":
+                out.append(time.strftime(_TIME_UNITS[part.unit][0], time.gmtime(seconds)))
+            elif part.name == "utc_date":
+                out.append(time.strftime("%Y-%m-%d", time.gmtime(seconds)))
+            else:
+                out.append(time.strftime("%Y-%m-%d", time.localtime(seconds)))
+        return _with_extension("".join(out), extension)
+
+    def parse(self, key: str) -> ObjectKey | None:
+        """The key's topic, partition, start offset and extension; None if it does not match."""
+        match = self._pattern.fullmatch(key)
+        if not match:
+            return None
+        groups = match.groupdict()
+        topic = groups.get("topic") or self.topic
+        if self.topic is not None and topic != self.topic:
+            return None
+        return ObjectKey(topic, int(groups["partition"]), int(groups["start_offset"]), groups["extension"] or "")
+
+
+def default_codec() -> KeyCodec:
+    """The Hive-style codec topicvault writes by default."""
+    return HiveCodec()
+
+
+def template_codec(template: str, topic: str | None = None) -> KeyCodec:
+    """A codec for an Aiven-syntax template; rejects templates that cannot be parsed back."""
+    return TemplateCodec(template, topic)
+
+
+def parse_keys(codec: KeyCodec, keys: Iterable[str]) -> tuple[list[tuple[str, ObjectKey]], list[str]]:
+    """Parse many keys: (key, ObjectKey) pairs for those that match, and the keys that do not."""
+    parsed: list[tuple[str, ObjectKey]] = []
+    unmatched: list[str] = []
+    for key in keys:
+        result = codec.parse(key)
+        if result is None:
+            unmatched.append(key)
+        else:
+            parsed.append((key, result))
+    return parsed, unmatched

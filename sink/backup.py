@@ -1,0 +1,135 @@
+"""The backup job: plan on the driver, consume and write objects in Spark tasks, commit once.
+
+Tasks are fused (each consumes its range and writes objects inside one Python worker and
+returns only object entries), because moving rows from one Python data source to another
+through the JVM costs more than reading them from the broker (see DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, load_state, write_commit
+from ..core.errors import TopicvaultError
+from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, watermarks
+from ..core.spark import run_tasks
+from ..core.store import open_store
+from ..formats import resolve_format
+from ..keys import KeyCodec, default_codec, template_codec
+from .kafka_reader import OffsetRange, read_range
+from .objects import Rotation, write_objects
+from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, plan_backup
+
+
+@dataclass(frozen=True)
+class BackupJob:
+    """Everything a backup task needs, as plain picklable data."""
+
+    kafka: KafkaSettings
+    store_uri: str
+    store_options: tuple[tuple[str, str], ...] = ()
+    format_name: str = "parquet"
+    compression: str | None = None
+    key_template: str | None = None
+    rotation: Rotation = field(default_factory=Rotation)
+    idle_timeout_s: float = 60.0
+
+    def codec(self) -> KeyCodec:
+        """The object-key codec this backup names objects with."""
+        return template_codec(self.key_template) if self.key_template else default_codec()
+
+    def open_store(self):
+        """The object store of the backup location."""
+        return open_store(self.store_uri, dict(self.store_options))
+
+
+@dataclass
+class BackupResult:
+    """What a backup run did."""
+
+    plan: BackupPlan
+    objects: list[ObjectEntry]
+    commit_key: str | None
+    elapsed_s: float
+    spark_start_s: float = 0.0
+
+    @property
+    def records(self) -> int:
+        return sum(o.records for o in self.objects)
+
+    @property
+    def bytes(self) -> int:
+        return sum(o.bytes for o in self.objects)
+
+
+def backup_task(job: BackupJob, task: OffsetRange) -> list[ObjectEntry]:
+    """Consume one offset range and write it as objects (runs in a Spark worker)."""
+    return write_objects(
+        read_range(job.kafka, task, idle_timeout_s=job.idle_timeout_s),
+        job.open_store(),
+        job.codec(),
+        resolve_format(job.format_name, job.compression),
+        job.rotation,
+    )
+
+
+def snapshot_offsets(kafka: KafkaSettings, topics: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) watermarks of every partition of the topics, read once."""
+    consumer = metadata_consumer(kafka)
+    try:
+        return {(t, p): watermarks(consumer, t, p) for t, n in topics.items() for p in range(n)}
+    finally:
+        consumer.close()
+
+
+def plan(
+    job: BackupJob,
+    topics: list[str],
+    topics_regex: str | None = None,
+    records_per_task: int = DEFAULT_RECORDS_PER_TASK,
+    full: bool = False,
+) -> BackupPlan:
+    """Plan a backup: what is new on the cluster since the location's last commit."""
+    job.codec()  # a bad template fails before anything is read
+    resolve_format(job.format_name, job.compression)
+    state = load_state(job.open_store())
+    if full and state.last_sequence:
+        raise TopicvaultError(
+            f"{job.store_uri} already holds a backup: --full starts over, so give it a new location"
+        )
+    selected = select_topics(list_topic_partitions(job.kafka), topics, topics_regex)
+    return plan_backup(selected, snapshot_offsets(job.kafka, selected), state, records_per_task)
+
+
+def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
+    """Run the planned tasks and commit what they wrote; nothing is committed if any task fails."""
+    started = time.monotonic()
+    results = run_tasks(spark, lambda task: backup_task(job, task), backup_plan.tasks)
+    objects = [entry for entries in results for entry in entries]
+    commit_key = None
+    if backup_plan.has_work:
+        store = job.open_store()
+        state = load_state(store)
+        ranges = tuple(
+            PartitionRange(p.topic, p.partition, p.start, p.end)
+            for p in backup_plan.partitions
+            if p.end > p.start
+        )
+        record = CommitRecord(
+            sequence=state.last_sequence + 1,
+            created_ms=int(time.time() * 1000),
+            ranges=ranges,
+            objects=tuple(sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset))),
+            topics={t: {"partitions": n} for t, n in backup_plan.topics.items()},
+        )
+        # Re-check continuity against the state as it is now: a concurrent run may have moved it.
+        for r in ranges:
+            committed = state.end_offset(r.topic, r.partition)
+            if committed is not None and committed != r.start:
+                raise TopicvaultError(
+                    f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
+                    "nothing of this run was committed; run the backup again"
+                )
+        commit_key = write_commit(store, record)
+    return BackupResult(backup_plan, objects, commit_key, time.monotonic() - started)

@@ -1,0 +1,149 @@
+"""Backup as DataFrame API: the `topicvault-kafka` reader and the `topicvault` writer.
+
+They call the same functions as the fused CLI path (`read_range`, `write_objects`), so a
+DataFrame pipeline writes objects byte-identical to `topicvault backup`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
+
+from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, load_state, write_commit
+from ..core.envelope import runs_by_partition
+from ..core.errors import TopicvaultError
+from ..core.kafka import KafkaSettings, list_topic_partitions, select_topics
+from ..core.store import open_store
+from ..formats import resolve_format
+from ..keys import default_codec, template_codec
+from .backup import snapshot_offsets
+from .kafka_reader import OffsetRange, read_range
+from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_objects
+from .plan import DEFAULT_RECORDS_PER_TASK
+
+
+def kafka_settings_from_options(options: Mapping[str, str]) -> KafkaSettings:
+    """`kafka.bootstrap.servers` plus every other `kafka.*` option, as in Spark's Kafka source."""
+    properties = {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
+    servers = properties.pop("bootstrap.servers", None)
+    if not servers:
+        raise TopicvaultError("option kafka.bootstrap.servers is required")
+    return KafkaSettings.of(servers, properties)
+
+
+def store_options_from(options: Mapping[str, str]) -> dict[str, str]:
+    """Store options are passed as `store.<name>` (e.g. store.endpoint_url)."""
+    return {k[len("store."):]: v for k, v in options.items() if k.startswith("store.")}
+
+
+def _offset_spec(raw: str | None, default: str) -> str | dict:
+    if raw is None or raw in ("earliest", "latest"):
+        return raw or default
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise TopicvaultError(f"bad offsets option {raw!r}: use earliest, latest or JSON like {{\"t\":{{\"0\":5}}}}") from None
+
+
+def _pick(spec: str | dict, topic: str, partition: int, low: int, high: int) -> int:
+    if spec == "earliest":
+        return low
+    if spec == "latest":
+        return high
+    value = spec.get(topic, {}).get(str(partition))
+    return low if value in (None, -2) else high if value == -1 else int(value)
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    """One offset range as a Spark input partition."""
+
+    task: OffsetRange
+
+
+class KafkaRangeReader(DataSourceReader):
+    """Batch reader: the requested offsets of the topics, split into ranges read in parallel."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        self.kafka = kafka_settings_from_options(options)
+
+    def partitions(self) -> list[RangePartition]:
+        topics = [t for t in self.options.get("subscribe", "").split(",") if t]
+        selected = select_topics(list_topic_partitions(self.kafka), topics, self.options.get("subscribePattern"))
+        starting = _offset_spec(self.options.get("startingOffsets"), "earliest")
+        ending = _offset_spec(self.options.get("endingOffsets"), "latest")
+        per_task = int(self.options.get("recordsPerPartition", DEFAULT_RECORDS_PER_TASK))
+        ranges = []
+        for (topic, partition), (low, high) in sorted(snapshot_offsets(self.kafka, selected).items()):
+            start = _pick(starting, topic, partition, low, high)
+            end = _pick(ending, topic, partition, low, high)
+            for chunk in range(start, end, per_task):
+                ranges.append(RangePartition(OffsetRange(topic, partition, chunk, min(chunk + per_task, end))))
+        return ranges or [RangePartition(OffsetRange("", 0, 0, 0))]
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        yield from read_range(self.kafka, partition.task)
+
+
+@dataclass
+class ObjectsWritten(WriterCommitMessage):
+    """Object entries one writer task stored."""
+
+    entries: list[ObjectEntry]
+
+
+class ObjectWriter(DataSourceArrowWriter):
+    """Batch writer: envelope rows to rotated objects, then one commit record on the driver."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        if "path" not in self.options:
+            raise TopicvaultError("the topicvault writer needs a location: .save('s3://bucket/prefix' or a path)")
+        template = self.options.get("keyTemplate")
+        self.codec = template_codec(template) if template else default_codec()
+        self.object_format = resolve_format(self.options.get("format", "parquet"), self.options.get("compression"))
+        self.rotation = Rotation(
+            int(self.options.get("maxRecords", DEFAULT_MAX_RECORDS)), int(self.options.get("maxBytes", DEFAULT_MAX_BYTES))
+        )
+
+    def _store(self):
+        return open_store(self.options["path"], store_options_from(self.options))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> ObjectsWritten:
+        store = self._store()
+        entries: list[ObjectEntry] = []
+        for run in runs_by_partition(iterator):
+            entries.extend(write_objects(run, store, self.codec, self.object_format, self.rotation))
+        return ObjectsWritten(entries)
+
+    def commit(self, messages: list[ObjectsWritten]) -> None:
+        entries = sorted(
+            (e for m in messages if m is not None for e in m.entries), key=lambda e: (e.topic, e.partition, e.first_offset)
+        )
+        if not entries:
+            return
+        store = self._store()
+        state = load_state(store)
+        ranges = []
+        for topic, partition in sorted({(e.topic, e.partition) for e in entries}):
+            mine = [e for e in entries if (e.topic, e.partition) == (topic, partition)]
+            for before, after in zip(mine, mine[1:]):
+                if after.first_offset <= before.last_offset:
+                    raise TopicvaultError(f"{topic}[{partition}]: rows of overlapping offsets were written twice")
+            committed = state.end_offset(topic, partition)
+            if committed is not None and mine[0].first_offset < committed:
+                raise TopicvaultError(
+                    f"{topic}[{partition}] offset {mine[0].first_offset} is already backed up at {self.options['path']}"
+                )
+            start = committed if committed is not None else mine[0].first_offset
+            ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
+        write_commit(
+            store,
+            CommitRecord(state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}),
+        )

@@ -1,0 +1,79 @@
+"""Restore as DataFrame API: the `topicvault` reader and the `topicvault-kafka` writer.
+
+They call the same functions as the fused CLI path (`read_partition`, `produce_partition`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
+
+from ..core.commits import ObjectEntry, load_state
+from ..core.errors import TopicvaultError
+from ..core.store import open_store
+from ..core.envelope import runs_by_partition
+from ..sink.datasource import kafka_settings_from_options, store_options_from
+from .kafka_writer import produce_partition
+from .object_reader import read_partition
+
+
+@dataclass(frozen=True)
+class ObjectsPartition(InputPartition):
+    """All committed objects of one topic-partition."""
+
+    entries: tuple[ObjectEntry, ...]
+
+
+class ObjectReader(DataSourceReader):
+    """Batch reader: one Spark partition per backed-up topic-partition, rows in offset order."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        if "path" not in self.options:
+            raise TopicvaultError("the topicvault reader needs a location: .load('s3://bucket/prefix' or a path)")
+        self.topics = {t for t in self.options.get("topics", "").split(",") if t}
+
+    def _store(self):
+        return open_store(self.options["path"], store_options_from(self.options))
+
+    def partitions(self) -> list[ObjectsPartition]:
+        state = load_state(self._store())
+        parts = [
+            ObjectsPartition(tuple(ps.objects))
+            for (topic, _), ps in sorted(state.partitions.items())
+            if ps.objects and (not self.topics or topic in self.topics)
+        ]
+        return parts or [ObjectsPartition(())]
+
+    def read(self, partition: ObjectsPartition) -> Iterator[pa.RecordBatch]:
+        yield from read_partition(self._store(), list(partition.entries))
+
+
+@dataclass
+class Produced(WriterCommitMessage):
+    """How many records one writer task produced."""
+
+    records: int
+
+
+class KafkaPartitionWriter(DataSourceArrowWriter):
+    """Produces rows to the partition number they carry, in the order received per partition.
+
+    Option `topic` overrides the rows' topic (restore under another name).
+    """
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        self.kafka = kafka_settings_from_options(options)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Produced:
+        total = 0
+        for run in runs_by_partition(iterator):
+            batches = list(run)
+            first = batches[0]
+            topic = self.options.get("topic") or first.column("topic")[0].as_py()
+            total += produce_partition(self.kafka, topic, first.column("partition")[0].as_py(), batches).records
+        return Produced(total)

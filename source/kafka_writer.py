@@ -1,0 +1,121 @@
+"""Produce envelope batches to one target partition, in order, and count what a partition holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import pyarrow as pa
+from confluent_kafka import Producer
+
+from ..core.envelope import timestamps_ms
+from ..core.errors import TopicvaultError
+from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof
+
+
+@dataclass
+class ProduceResult:
+    """What was produced to one partition."""
+
+    records: int = 0
+    bytes: int = 0
+    # librdkafka treats timestamp 0 as "now" and cannot send negative ones, so these
+    # records got the broker's/producer's time instead of their own.
+    timestamps_replaced: int = 0
+
+
+def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
+    """An idempotent producer: retries never reorder or duplicate records within a partition."""
+    config = settings.client_config(
+        **{
+            "linger.ms": 20,
+            "batch.size": 1024 * 1024,
+            "queue.buffering.max.messages": 500_000,
+            "queue.buffering.max.kbytes": 512 * 1024,
+            "message.max.bytes": 16 * 1024 * 1024,
+            "delivery.report.only.error": True,
+            "on_delivery": on_delivery,
+        }
+    )
+    for name, value in settings.properties:
+        config[name] = value
+    # Correctness settings the user may not switch off.
+    config.update({"enable.idempotence": True, "acks": "all"})
+    return Producer(config)
+
+
+def produce_partition(
+    settings: KafkaSettings,
+    topic: str,
+    partition: int,
+    batches: Iterable[pa.RecordBatch],
+    flush_timeout_s: float = 300.0,
+) -> ProduceResult:
+    """Produce every record of the batches to `topic`[`partition`] with its key, value,
+    headers and timestamp; wait for all deliveries and fail on any delivery error."""
+    failures: list[str] = []
+
+    def on_delivery(error, message) -> None:
+        if error is not None and len(failures) < 5:
+            failures.append(error.str())
+
+    producer = restore_producer(settings, on_delivery)
+    result = ProduceResult()
+    produce = producer.produce
+    for batch in batches:
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        millis = timestamps_ms(batch).to_pylist()
+        headers = batch.column("headers").to_pylist()
+        for i in range(batch.num_rows):
+            timestamp = millis[i]
+            if timestamp <= 0:
+                result.timestamps_replaced += 1
+            record_headers = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else None
+            while True:
+                try:
+                    produce(
+                        topic,
+                        value=values[i],
+                        key=keys[i],
+                        partition=partition,
+                        timestamp=timestamp if timestamp > 0 else 0,
+                        headers=record_headers,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        result.records += batch.num_rows
+        result.bytes += batch.nbytes
+        producer.poll(0)
+        if failures:
+            break
+    remaining = producer.flush(flush_timeout_s)
+    if failures:
+        raise TopicvaultError(f"producing to {topic}[{partition}] failed: {failures[0]}")
+    if remaining:
+        raise TopicvaultError(
+            f"{remaining} records to {topic}[{partition}] were not acknowledged within {flush_timeout_s:.0f} s: "
+            "is the broker up? run the restore again with the same --restore-id to continue"
+        )
+    return result
+
+
+def count_records(settings: KafkaSettings, topic: str, partition: int, start: int) -> int:
+    """Records in the partition from `start` to its true end (read to EOF, not the watermark)."""
+    consumer = metadata_consumer(settings, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"})
+    try:
+        return sum(1 for _ in read_to_eof(consumer, topic, partition, start))
+    finally:
+        consumer.close()
+
+
+def partition_end(settings: KafkaSettings, topic: str, partition: int) -> int:
+    """The true end offset of a partition (see core.kafka.true_end_offset)."""
+    from ..core.kafka import true_end_offset
+
+    consumer = metadata_consumer(settings, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"})
+    try:
+        return true_end_offset(consumer, topic, partition)
+    finally:
+        consumer.close()
