@@ -2,69 +2,129 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import unquote, urlparse
 
 from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from .store import ObjectInfo, ObjectStore
+from .store import ObjectInfo, ObjectStore, check_key
 
 TEMP_PREFIX = ".tv-tmp-"
 LOCK_NAME = ".tv-lock"
+_CHUNK = 1024 * 1024
+_MKDIR_ATTEMPTS = 5
 
 
-def _etag(data: bytes) -> str:
-    return hashlib.md5(data).hexdigest()
+def _is_internal(name: str) -> bool:
+    return name.startswith(TEMP_PREFIX) or name == LOCK_NAME
+
+
+def _file_etag(path: str | Path) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class LocalStore(ObjectStore):
-    """Objects are files under a root directory; keys use '/'."""
+    """Objects are files under a root directory; keys use '/'. ETags are hex MD5s, as in S3."""
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
-        path = unquote(urlparse(uri).path) if uri.startswith("file://") else uri
+        if uri.startswith("file:"):
+            parsed = urlparse(uri)
+            if parsed.netloc not in ("", "localhost"):
+                raise TopicvaultError(f"bad location {uri!r}: file URIs look like file:///dir")
+            path = unquote(parsed.path)
+        else:
+            path = uri
         self.root = Path(path).expanduser().absolute()
 
-    def _path(self, key: str) -> Path:
-        if not key or key.startswith("/") or ".." in key.split("/"):
-            raise TopicvaultError(f"bad object key {key!r}")
-        return self.root / key
+    def __repr__(self) -> str:
+        return f"LocalStore({self.uri!r})"
 
-    def put(self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None) -> str:
+    def _path(self, key: str) -> Path:
+        check_key(key)
+        if any(_is_internal(part) for part in key.split("/")):
+            raise TopicvaultError(f"bad object key {key!r}: names starting {TEMP_PREFIX!r} are reserved")
+        return self.root.joinpath(*key.split("/"))
+
+    def put(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
+        if if_none_match and if_match is not None:
+            raise ValueError("put: give if_none_match or if_match, not both")
         path = self._path(key)
+        temp = self._write_temp(path, data)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise TopicvaultError(f"cannot create directory {path.parent}: {exc.strerror}") from None
-        fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
             if if_none_match:
                 try:
-                    os.link(temp, path)  # atomic: fails if the key exists
+                    os.link(temp, path)  # atomic, and fails if the key exists
                 except FileExistsError:
                     raise PreconditionFailed(f"object {key} already exists in {self.uri}") from None
             elif if_match is not None:
                 with self._lock():
-                    current = self.head(key)
-                    if current is None or current.etag != if_match:
-                        raise PreconditionFailed(f"object {key} in {self.uri} changed since it was read")
+                    current = self._etag_or_none(path)
+                    if current != if_match:
+                        state = "is absent" if current is None else "changed since it was read"
+                        raise PreconditionFailed(f"object {key} in {self.uri} {state}")
                     os.replace(temp, path)
             else:
                 os.replace(temp, path)
+        except IsADirectoryError:
+            raise TopicvaultError(f"cannot write {key} in {self.uri}: {path} is a directory") from None
         finally:
-            if os.path.exists(temp):
+            try:
                 os.unlink(temp)
-        return _etag(data)
+            except FileNotFoundError:
+                pass
+        _fsync_dir(path.parent)
+        return hashlib.md5(data).hexdigest()
 
-    def _lock(self):
+    def _write_temp(self, path: Path, data: bytes) -> str:
+        """A fsynced temp file with `data` next to `path`; its directory is created if needed."""
+        for attempt in range(_MKDIR_ATTEMPTS):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+                break
+            except FileNotFoundError:
+                # A concurrent delete pruned the (then empty) directory: create it again.
+                if attempt == _MKDIR_ATTEMPTS - 1:
+                    raise
+            except (FileExistsError, NotADirectoryError):
+                raise TopicvaultError(
+                    f"cannot write {path.relative_to(self.root)} in {self.uri}: "
+                    "a parent of it is an object (a file)"
+                ) from None
+            except OSError as exc:
+                raise TopicvaultError(f"cannot write in {path.parent}: {exc.strerror}") from None
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fchmod(handle.fileno(), 0o644)  # mkstemp makes 0600 files
+                os.fsync(handle.fileno())
+        except BaseException:
+            os.unlink(temp)
+            raise
+        return temp
+
+    def _lock(self) -> _FileLock:
         self.root.mkdir(parents=True, exist_ok=True)
         return _FileLock(self.root / LOCK_NAME)
 
@@ -75,52 +135,99 @@ class LocalStore(ObjectStore):
             raise ObjectNotFound(f"object {key} not found in {self.uri}") from None
 
     def head(self, key: str) -> ObjectInfo | None:
+        path = self._path(key)
         try:
-            data = self._path(key).read_bytes()
+            size = path.stat().st_size
+            etag = _file_etag(path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
-        return ObjectInfo(key, len(data), _etag(data))
+        return ObjectInfo(key, size, etag)
+
+    def _etag_or_none(self, path: Path) -> str | None:
+        try:
+            return _file_etag(path)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectInfo]:
-        if not self.root.exists():
+        return self._walk(self.root, "", prefix, start_after)
+
+    def _walk(
+        self, directory: Path, base: str, prefix: str, start_after: str | None
+    ) -> Iterator[ObjectInfo]:
+        """Objects under `directory` (whose keys start with `base`), in key order.
+
+        Every key below a subdirectory `d` starts with `d/`, and no file name contains '/',
+        so sorting files by name and subdirectories by name + '/' yields the keys in string
+        order (e.g. file `a.b` before directory `a/`, as '.' < '/').
+        """
+        try:
+            with os.scandir(directory) as scan:
+                entries = []
+                for entry in scan:
+                    if _is_internal(entry.name):
+                        continue
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        continue
+                    entries.append((entry.name + "/" if is_dir else entry.name, is_dir))
+        except (FileNotFoundError, NotADirectoryError):
             return
-        keys = []
-        for directory, _dirs, files in os.walk(self.root):
-            relative = os.path.relpath(directory, self.root)
-            base = "" if relative == "." else relative.replace(os.sep, "/") + "/"
-            for name in files:
-                if name.startswith(TEMP_PREFIX) or name == LOCK_NAME:
+        for name, is_dir in sorted(entries):
+            key = base + name
+            if is_dir:
+                if not (key.startswith(prefix) or prefix.startswith(key)):
                     continue
-                key = base + name
-                if key.startswith(prefix) and (start_after is None or key > start_after):
-                    keys.append(key)
-        for key in sorted(keys):
-            path = self.root / key
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
-            # The ETag is computed lazily by head(); listing reports size only.
-            yield ObjectInfo(key, size, "")
+                if start_after is not None and key <= start_after and not start_after.startswith(key):
+                    continue  # every key below sorts before start_after
+                yield from self._walk(directory / name[:-1], key, prefix, start_after)
+            elif key.startswith(prefix) and (start_after is None or key > start_after):
+                path = directory / name
+                try:
+                    info = ObjectInfo(key, path.stat().st_size, _file_etag(path))
+                except (FileNotFoundError, IsADirectoryError):
+                    continue  # deleted or replaced while listing
+                yield info
 
     def delete(self, key: str) -> None:
-        try:
-            self._path(key).unlink()
-        except FileNotFoundError:
-            pass
+        path = self._path(key)
+        with self._lock():
+            try:
+                path.unlink()
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            except IsADirectoryError:
+                return  # a "directory" key holds no object
+            self._prune(path.parent)
+
+    def _prune(self, directory: Path) -> None:
+        """Remove directories emptied by a delete, up to (not including) the root."""
+        while directory != self.root and self.root in directory.parents:
+            try:
+                directory.rmdir()
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                    return
+                raise
+            directory = directory.parent
 
 
 class _FileLock:
-    """An exclusive flock held for the duration of a `with` block."""
+    """An exclusive flock on a lock file, held for the duration of a `with` block."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def __enter__(self) -> "_FileLock":
+    def __enter__(self) -> _FileLock:
         self.handle = open(self.path, "a+")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX)
+        except BaseException:
+            self.handle.close()
+            raise
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         fcntl.flock(self.handle, fcntl.LOCK_UN)
         self.handle.close()

@@ -2,119 +2,202 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+
 from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from .store import ObjectInfo, ObjectStore
+from .store import ObjectInfo, ObjectStore, check_key
 
 DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024
-PART_SIZE = 16 * 1024 * 1024
-_OPTIONS = {
-    "endpoint_url", "region", "path_style", "max_attempts", "connect_timeout", "read_timeout",
-    "multipart_threshold", "sse", "sse_kms_key_id",
+MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for every part but the last
+MAX_PARTS = 10_000
+OPTIONS = {
+    "endpoint_url": "S3 endpoint URL (default: AWS_ENDPOINT_URL or AWS)",
+    "region": "AWS region (default: the standard chain, e.g. AWS_DEFAULT_REGION)",
+    "path_style": "true for path-style addressing (http://host/bucket/key)",
+    "max_attempts": "attempts per request, with adaptive retry (default 10)",
+    "connect_timeout": "seconds (default 10)",
+    "read_timeout": "seconds (default 60)",
+    "multipart_threshold": "bytes above which uploads are multipart (default 64 MiB)",
+    "sse": "server-side encryption: AES256 or aws:kms",
+    "sse_kms_key_id": "KMS key for sse=aws:kms",
 }
+_NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+_CONDITION_FAILED = {"PreconditionFailed", "ConditionalRequestConflict", "412"}
+_BAD_CREDENTIALS = {
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+    "TokenRefreshRequired", "InvalidClientTokenId", "UnrecognizedClientException",
+}
+_DENIED = {"AccessDenied", "AllAccessDisabled", "403", "Forbidden"}
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
 
 
 class S3Store(ObjectStore):
-    """Objects under s3://bucket/prefix. Picklable: the boto3 client is made lazily per process."""
+    """Objects under s3://bucket/prefix.
 
-    def __init__(self, uri: str, options: dict[str, str]) -> None:
-        unknown = set(options) - _OPTIONS
+    Picklable: the boto3 client is created lazily in each process and never pickled.
+    Multipart uploads honour if_none_match/if_match through CompleteMultipartUpload's
+    IfNoneMatch/IfMatch, so the condition is checked atomically when the object appears.
+    """
+
+    def __init__(self, uri: str, options: Mapping[str, str] | None = None) -> None:
+        options = dict(options or {})
+        unknown = set(options) - set(OPTIONS)
         if unknown:
-            raise TopicvaultError(f"unknown store option(s) {', '.join(sorted(unknown))}: valid are {', '.join(sorted(_OPTIONS))}")
+            raise TopicvaultError(
+                f"unknown store option(s) {', '.join(sorted(unknown))}: "
+                f"valid are {', '.join(OPTIONS)}"
+            )
         parsed = urlparse(uri)
-        if not parsed.netloc:
-            raise TopicvaultError(f"bad S3 URI {uri!r}: write it as s3://bucket/prefix")
+        if parsed.scheme not in ("s3", "s3a") or not parsed.netloc:
+            raise TopicvaultError(f"bad S3 location {uri!r}: write it as s3://bucket/prefix")
         self.uri = uri
         self.bucket = parsed.netloc
-        self.prefix = parsed.path.strip("/") + "/" if parsed.path.strip("/") else ""
+        path = parsed.path.strip("/")
+        self.prefix = path + "/" if path else ""
         self.options = options
-        self.multipart_threshold = int(options.get("multipart_threshold", DEFAULT_MULTIPART_THRESHOLD))
-        self._client = None
+        self.multipart_threshold = _int_option(options, "multipart_threshold", DEFAULT_MULTIPART_THRESHOLD)
+        self.max_attempts = _int_option(options, "max_attempts", 10)
+        self.connect_timeout = _float_option(options, "connect_timeout", 10.0)
+        self.read_timeout = _float_option(options, "read_timeout", 60.0)
+        self.path_style = _bool_option(options, "path_style")
+        self.sse = options.get("sse") or None
+        self.sse_kms_key_id = options.get("sse_kms_key_id") or None
+        if self.sse not in (None, "AES256", "aws:kms"):
+            raise TopicvaultError(f"bad store option sse={self.sse}: use AES256 or aws:kms")
+        if self.sse_kms_key_id and self.sse != "aws:kms":
+            raise TopicvaultError("store option sse_kms_key_id needs sse=aws:kms")
+        self._client: Any = None
+        self._client_lock = threading.Lock()
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None
+        del state["_client_lock"]
         return state
 
-    @property
-    def client(self):
-        if self._client is None:
-            import boto3
-            from botocore.config import Config
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._client_lock = threading.Lock()
 
-            config = Config(
-                retries={"max_attempts": int(self.options.get("max_attempts", 10)), "mode": "adaptive"},
-                connect_timeout=float(self.options.get("connect_timeout", 10)),
-                read_timeout=float(self.options.get("read_timeout", 60)),
-                s3={"addressing_style": "path" if self.options.get("path_style", "").lower() == "true" else "auto"},
-            )
-            self._client = boto3.session.Session().client(
-                "s3",
-                endpoint_url=self.options.get("endpoint_url") or None,
-                region_name=self.options.get("region") or None,
-                config=config,
-            )
+    def __repr__(self) -> str:
+        return f"S3Store({self.uri!r})"
+
+    @property
+    def client(self) -> Any:
+        """The boto3 S3 client of this process, created on first use."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = self._make_client()
         return self._client
 
-    def _full(self, key: str) -> str:
-        return self.prefix + key
+    def _make_client(self) -> Any:
+        import boto3
+        from botocore.config import Config
 
-    def _extra(self) -> dict:
+        config = Config(
+            retries={"max_attempts": self.max_attempts, "mode": "adaptive"},
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            s3={"addressing_style": "path" if self.path_style else "auto"},
+        )
+        # A fresh session per store: boto3's default session is not thread-safe.
+        return boto3.session.Session().client(
+            "s3",
+            endpoint_url=self.options.get("endpoint_url") or None,
+            region_name=self.options.get("region") or None,
+            config=config,
+        )
+
+    def _full(self, key: str) -> str:
+        return self.prefix + check_key(key)
+
+    def _sse(self) -> dict[str, str]:
         extra = {}
-        if self.options.get("sse"):
-            extra["ServerSideEncryption"] = self.options["sse"]
-        if self.options.get("sse_kms_key_id"):
-            extra["SSEKMSKeyId"] = self.options["sse_kms_key_id"]
+        if self.sse:
+            extra["ServerSideEncryption"] = self.sse
+        if self.sse_kms_key_id:
+            extra["SSEKMSKeyId"] = self.sse_kms_key_id
         return extra
 
-    def put(self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None) -> str:
+    def put(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
+        if if_none_match and if_match is not None:
+            raise ValueError("put: give if_none_match or if_match, not both")
+        full = self._full(key)
         conditions = {}
         if if_none_match:
             conditions["IfNoneMatch"] = "*"
         if if_match is not None:
-            conditions["IfMatch"] = if_match
+            conditions["IfMatch"] = f'"{if_match.strip(chr(34))}"'
         try:
             if len(data) > self.multipart_threshold:
-                return self._put_multipart(key, data, conditions)
-            response = self.client.put_object(
-                Bucket=self.bucket, Key=self._full(key), Body=data, **conditions, **self._extra()
-            )
-        except Exception as exc:  # botocore errors are mapped to one line
-            raise self._error(exc, key) from None
-        return response["ETag"].strip('"')
+                etag = self._put_multipart(full, data, conditions)
+            else:
+                response = self.client.put_object(
+                    Bucket=self.bucket, Key=full, Body=data, **conditions, **self._sse()
+                )
+                etag = response["ETag"]
+        except (ClientError, BotoCoreError) as exc:
+            error = self._error(exc, key)
+            if isinstance(error, ObjectNotFound) and if_match is not None:
+                # If-Match on an absent object: S3 answers NoSuchKey.
+                raise PreconditionFailed(f"object s3://{self.bucket}/{full} is absent") from None
+            raise error from None
+        return etag.strip('"')
 
-    def _put_multipart(self, key: str, data: bytes, conditions: dict) -> str:
-        upload = self.client.create_multipart_upload(Bucket=self.bucket, Key=self._full(key), **self._extra())
-        upload_id = upload["UploadId"]
+    def _put_multipart(self, full: str, data: bytes, conditions: dict[str, str]) -> str:
+        part_size = max(MIN_PART_SIZE, self.multipart_threshold, -(-len(data) // MAX_PARTS))
+        upload_id = self.client.create_multipart_upload(
+            Bucket=self.bucket, Key=full, **self._sse()
+        )["UploadId"]
         try:
+            view = memoryview(data)
             parts = []
-            for number, start in enumerate(range(0, len(data), PART_SIZE), start=1):
+            for number, start in enumerate(range(0, len(data), part_size), start=1):
                 part = self.client.upload_part(
-                    Bucket=self.bucket, Key=self._full(key), UploadId=upload_id, PartNumber=number,
-                    Body=data[start : start + PART_SIZE],
+                    Bucket=self.bucket, Key=full, UploadId=upload_id, PartNumber=number,
+                    Body=bytes(view[start : start + part_size]),
                 )
                 parts.append({"PartNumber": number, "ETag": part["ETag"]})
             response = self.client.complete_multipart_upload(
-                Bucket=self.bucket, Key=self._full(key), UploadId=upload_id,
+                Bucket=self.bucket, Key=full, UploadId=upload_id,
                 MultipartUpload={"Parts": parts}, **conditions,
             )
-        except Exception:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=self._full(key), UploadId=upload_id)
+        except BaseException:
+            try:
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=full, UploadId=upload_id)
+            except (ClientError, BotoCoreError):
+                pass  # the original error matters; a lifecycle rule reaps what is left
             raise
-        return response["ETag"].strip('"')
+        return response["ETag"]
 
     def get(self, key: str) -> bytes:
         try:
             return self.client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"].read()
-        except Exception as exc:
+        except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, key) from None
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
             response = self.client.head_object(Bucket=self.bucket, Key=self._full(key))
-        except Exception as exc:
+        except (ClientError, BotoCoreError) as exc:
+            # HEAD has no error body: a missing bucket also looks like a missing key here.
             error = self._error(exc, key)
             if isinstance(error, ObjectNotFound):
                 return None
@@ -122,47 +205,113 @@ class S3Store(ObjectStore):
         return ObjectInfo(key, response["ContentLength"], response["ETag"].strip('"'))
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectInfo]:
-        arguments = {"Bucket": self.bucket, "Prefix": self._full(prefix)}
+        arguments = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
         if start_after is not None:
-            arguments["StartAfter"] = self._full(start_after)
+            arguments["StartAfter"] = self.prefix + start_after
+        return self._list(arguments, prefix)
+
+    def _list(self, arguments: dict[str, str], prefix: str) -> Iterator[ObjectInfo]:
+        cut = len(self.prefix)
         try:
             for page in self.client.get_paginator("list_objects_v2").paginate(**arguments):
                 for item in page.get("Contents", []):
-                    yield ObjectInfo(item["Key"][len(self.prefix) :], item["Size"], item["ETag"].strip('"'))
-        except TopicvaultError:
-            raise
-        except Exception as exc:
-            raise self._error(exc, prefix or "(listing)") from None
+                    yield ObjectInfo(item["Key"][cut:], item["Size"], item["ETag"].strip('"'))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, prefix, listing=True) from None
 
     def delete(self, key: str) -> None:
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self._full(key))
-        except Exception as exc:
-            raise self._error(exc, key) from None
+        except (ClientError, BotoCoreError) as exc:
+            error = self._error(exc, key)
+            if not isinstance(error, ObjectNotFound):
+                raise error from None
 
-    def _error(self, exc: Exception, key: str) -> TopicvaultError:
-        """One-line error naming the object, the S3 error code and what to do."""
-        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
-
-        where = f"s3://{self.bucket}/{self._full(key)}"
+    def _error(self, exc: Exception, key: str, listing: bool = False) -> TopicvaultError:
+        """One line naming the object, the S3 error code and what to do."""
+        where = f"s3://{self.bucket}/{self.prefix}{key}" + ("*" if listing else "")
         if isinstance(exc, ClientError):
-            code = exc.response.get("Error", {}).get("Code", "")
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("NoSuchKey", "404", "NotFound"):
-                return ObjectNotFound(f"object {where} not found")
-            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (412, 409):
+            if code in _NOT_FOUND:
+                return ObjectNotFound(f"object {where} not found ({code})")
+            if code in _CONDITION_FAILED:
                 return PreconditionFailed(f"conditional write of {where} failed ({code})")
             if code == "NoSuchBucket":
-                return TopicvaultError(f"bucket {self.bucket} does not exist (NoSuchBucket): create it or fix the URI")
-            if code in ("AccessDenied", "403", "Forbidden"):
-                return TopicvaultError(f"access denied to {where} ({code}): check the credentials' permissions")
-            if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"):
-                return TopicvaultError(f"S3 rejected the credentials for {where} ({code}): check AWS credentials")
-            return TopicvaultError(f"S3 error on {where}: {code} (HTTP {status}) {exc.response.get('Error', {}).get('Message', '')}")
+                return TopicvaultError(
+                    f"bucket {self.bucket} does not exist (NoSuchBucket): create it or fix the URI"
+                )
+            if code in _BAD_CREDENTIALS:
+                return TopicvaultError(
+                    f"S3 rejected the credentials used for {where} ({code}): check credentials "
+                    "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and the clock"
+                )
+            if code in _DENIED:
+                return TopicvaultError(
+                    f"access to {where} denied ({code}): check the credentials' permissions "
+                    f"and the policy of bucket {self.bucket}"
+                )
+            if code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"):
+                return TopicvaultError(
+                    f"bucket {self.bucket} is in another region ({code}): set store option region"
+                )
+            message = _one_line(error.get("Message", ""))
+            return TopicvaultError(f"S3 error on {where}: {code} (HTTP {status}) {message}".rstrip())
+        endpoint = self._endpoint()
         if isinstance(exc, NoCredentialsError):
-            return TopicvaultError("no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile")
+            return TopicvaultError(
+                f"no AWS credentials found for {where}: check credentials "
+                "(set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE)"
+            )
         if isinstance(exc, EndpointConnectionError):
-            return TopicvaultError(f"cannot reach the S3 endpoint for {where} ({exc}): check endpoint_url/AWS_ENDPOINT_URL")
-        if isinstance(exc, BotoCoreError):
-            return TopicvaultError(f"S3 request for {where} failed: {exc}")
-        raise exc
+            return TopicvaultError(
+                f"cannot reach S3 endpoint {endpoint} for {where} ({type(exc).__name__}): "
+                "check endpoint_url/AWS_ENDPOINT_URL and the network"
+            )
+        if isinstance(exc, ReadTimeoutError):
+            return TopicvaultError(
+                f"S3 endpoint {endpoint} timed out on {where}: raise store option read_timeout"
+            )
+        return TopicvaultError(f"S3 request for {where} failed: {_one_line(exc)}")
+
+    def _endpoint(self) -> str:
+        try:
+            return self.client.meta.endpoint_url
+        except Exception:
+            return self.options.get("endpoint_url") or "(default AWS endpoint)"
+
+
+def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
+    raw = options.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise TopicvaultError(f"bad store option {name}={raw}: expected a whole number") from None
+    if value < 1:
+        raise TopicvaultError(f"bad store option {name}={raw}: must be at least 1")
+    return value
+
+
+def _float_option(options: Mapping[str, str], name: str, default: float) -> float:
+    raw = options.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise TopicvaultError(f"bad store option {name}={raw}: expected seconds") from None
+    if value <= 0:
+        raise TopicvaultError(f"bad store option {name}={raw}: must be positive")
+    return value
+
+
+def _bool_option(options: Mapping[str, str], name: str) -> bool:
+    raw = str(options.get(name, "")).strip().lower()
+    if raw in ("", "false", "0", "no", "off"):
+        return False
+    if raw in ("true", "1", "yes", "on"):
+        return True
+    raise TopicvaultError(f"bad store option {name}={options[name]}: use true or false")

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+
+from .errors import TopicvaultError
+
+__all__ = ["ObjectInfo", "ObjectStore", "open_store", "check_key"]
 
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """One listed object."""
+    """One object: its key relative to the store root, its size in bytes and its ETag."""
 
     key: str
     size: int
@@ -17,13 +21,22 @@ class ObjectInfo:
 
 
 class ObjectStore(ABC):
-    """Objects under one root (a directory or an S3 bucket/prefix), addressed by relative keys."""
+    """Objects under one root (a directory or an S3 bucket/prefix), addressed by relative keys.
+
+    Implementations are picklable and cheap to pickle: they are shipped to Spark workers.
+    """
 
     uri: str
 
     @abstractmethod
-    def put(self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None) -> str:
-        """Store `data` under `key`; return its ETag. Raises PreconditionFailed if a condition fails."""
+    def put(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
+        """Store `data` under `key` and return its new ETag.
+
+        `if_none_match` writes only if no object exists; `if_match` only if the current ETag
+        equals it. A failed condition raises PreconditionFailed and leaves the object as it was.
+        """
 
     @abstractmethod
     def get(self, key: str) -> bytes:
@@ -35,19 +48,42 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectInfo]:
-        """Every object whose key starts with `prefix`, in lexicographic key order, lazily."""
+        """Every object whose key starts with `prefix` and sorts after `start_after`.
+
+        Keys come in lexicographic (code point) order; results are produced lazily.
+        """
 
     @abstractmethod
     def delete(self, key: str) -> None:
         """Remove the object (absent is fine)."""
 
 
+def check_key(key: str) -> str:
+    """Return `key` if it is a usable relative key, else raise TopicvaultError."""
+    if not key or key.startswith("/") or any(part in ("", ".", "..") for part in key.split("/")):
+        raise TopicvaultError(f"bad object key {key!r}: keys are relative, '/'-separated paths")
+    if "\0" in key:
+        raise TopicvaultError(f"bad object key {key!r}: NUL characters are not allowed")
+    return key
+
+
 def open_store(uri: str, options: Mapping[str, str] | None = None) -> ObjectStore:
     """The store for `s3://bucket/prefix`, `file:///dir` or a plain directory path."""
-    if uri.startswith("s3://") or uri.startswith("s3a://"):
+    options = dict(options or {})
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    if scheme in ("s3", "s3a"):
         from .s3_store import S3Store
 
-        return S3Store(uri, dict(options or {}))
+        return S3Store(uri, options)
+    if scheme not in ("", "file"):
+        raise TopicvaultError(
+            f"unsupported location {uri!r}: use s3://bucket/prefix, file:///dir or a directory path"
+        )
+    if options:
+        raise TopicvaultError(
+            f"store option(s) {', '.join(sorted(options))} apply to s3:// locations only, "
+            f"not to {uri}"
+        )
     from .local_store import LocalStore
 
     return LocalStore(uri)

@@ -1,0 +1,24 @@
+# Two entry points: `make demo` and `make test`. Both set up .venv (and Java) first.
+VENV := .venv
+STAMP := $(VENV)/.topicvault-installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test setup bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml ci/setup.sh
+	bash ci/setup.sh
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/topicvault demo
+
+test: $(STAMP)
+	bash ci/test.sh $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .tv-run .pytest_cache

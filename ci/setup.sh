@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Create .venv and install topicvault with its test extras; install Java when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_install() {
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@"
+}
+
+if ! command -v java >/dev/null 2>&1; then
+    echo "setup: no java on PATH; installing openjdk-17-jre-headless"
+    apt_install openjdk-17-jre-headless
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python=$(command -v python3.11 || command -v python3)
+    echo "setup: creating .venv with $python"
+    "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test,dev]'
+echo "setup: .venv ready ($(.venv/bin/python --version))"

@@ -1,0 +1,87 @@
+"""Broker fixture: TOPICVAULT_TEST_BOOTSTRAP, else a testcontainers broker, else the embedded one.
+
+The container image is built locally from the tansu binary (see ci/prepare-broker-image.sh);
+testcontainers reaches podman through its Docker-compatible socket (DOCKER_HOST). Only when no
+container engine answers does the suite fall back to the embedded tansu process, and it says so.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+
+import pytest
+from kafkatools import create_topic
+
+from topicvault.core.embedded_broker import EmbeddedBroker, free_port, wait_for_broker
+
+BROKER_IMAGE = "localhost/topicvault-broker:tansu"
+_broker_kind = {"kind": "not started", "detail": ""}
+
+
+def _start_container():
+    from testcontainers.core.container import DockerContainer
+
+    port = free_port()
+    container = (
+        DockerContainer(BROKER_IMAGE)
+        .with_command(f"/tansu broker --listener-url tcp://0.0.0.0:9092 "
+                      f"--advertised-listener-url tcp://127.0.0.1:{port} --storage-engine memory://tansu/")
+        .with_bind_ports(9092, port)
+    )
+    container.start()
+    try:
+        wait_for_broker(f"127.0.0.1:{port}", 60.0)
+    except BaseException:
+        container.stop()
+        raise
+    return container, f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def bootstrap():
+    """Bootstrap servers of the test broker."""
+    external = os.environ.get("TOPICVAULT_TEST_BOOTSTRAP")
+    if external:
+        _broker_kind.update(kind="external", detail=external)
+        yield external
+        return
+    try:
+        container, servers = _start_container()
+    except Exception as exc:  # no container engine here: fall back, loudly
+        reason = f"{type(exc).__name__}: {str(exc)[:300]}"
+        _broker_kind.update(kind="embedded", detail=f"container path skipped ({reason})")
+        warnings.warn(f"NO CONTAINER ENGINE: testcontainers broker could not start ({reason}); "
+                      "using the embedded tansu process instead", stacklevel=1)
+        with EmbeddedBroker() as broker:
+            yield broker.bootstrap
+        return
+    _broker_kind.update(kind="testcontainers", detail=BROKER_IMAGE)
+    try:
+        yield servers
+    finally:
+        container.stop()
+
+
+@pytest.fixture(scope="session")
+def broker_kind(bootstrap) -> str:
+    """Which broker the suite runs on: external, testcontainers or embedded."""
+    return _broker_kind["kind"]
+
+
+@pytest.fixture
+def topic_factory(bootstrap):
+    """Create uniquely named topics: topic_factory(partitions, prefix='t', config=None) -> name."""
+
+    def make(partitions: int, prefix: str = "t", config: dict | None = None) -> str:
+        return create_topic(bootstrap, f"{prefix}-{uuid.uuid4().hex[:8]}", partitions, config)
+
+    return make
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say which broker the suite ran on."""
+    kind, detail = _broker_kind["kind"], _broker_kind["detail"]
+    terminalreporter.write_line(f"broker: {kind} ({detail})" if detail else f"broker: {kind}",
+                                red=kind == "embedded", bold=True)

@@ -1,0 +1,124 @@
+"""S3 fixtures: moto's real HTTP S3 server on a free loopback port, stopped at session end."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+__all__ = ["s3_endpoint", "s3_uri", "local_uri", "store_uri", "moto_server", "free_port"]
+
+# Every variable that could point boto3 somewhere else than the test server.
+_AWS_VARIABLES = (
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+    "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+    "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def moto_server(log_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Run `moto_server` on a free port; yield its URL; stop it (SIGKILL after 10 s) on exit."""
+    port = free_port()
+    executable = Path(sys.executable).with_name("moto_server")
+    log = log_dir / f"moto-{port}.log"
+    with open(log, "wb") as out:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            [str(executable), "-H", "127.0.0.1", "-p", str(port)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, env={**os.environ, **(env or {})},
+        )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(endpoint, process, log)
+        yield endpoint
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_until_up(endpoint: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"moto_server exited with {process.returncode}; see {log}")
+        try:
+            with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return  # it answered
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"moto_server did not answer on {endpoint} in 60 s; see {log}")
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """URL of a moto S3 server; AWS_* variables point every boto3 client at it meanwhile."""
+    saved = {name: os.environ.get(name) for name in _AWS_VARIABLES}
+    with tempfile.TemporaryDirectory(prefix="tv-moto-") as scratch:
+        with moto_server(Path(scratch)) as endpoint:
+            for name in _AWS_VARIABLES:
+                os.environ.pop(name, None)
+            os.environ.update({
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": endpoint,
+                # No user config or credentials files may redirect or re-sign requests.
+                "AWS_CONFIG_FILE": str(Path(scratch) / "absent-config"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(Path(scratch) / "absent-credentials"),
+            })
+            try:
+                yield endpoint
+            finally:
+                for name, value in saved.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
+
+
+@pytest.fixture
+def s3_uri(s3_endpoint: str) -> str:
+    """A fresh, empty bucket on the S3 server, as s3://bucket/prefix."""
+    import boto3
+
+    bucket = f"tv-{uuid.uuid4().hex[:16]}"
+    boto3.session.Session().client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/backups/run1"
+
+
+@pytest.fixture
+def local_uri(tmp_path: Path) -> str:
+    """A fresh local store directory, as a plain path (not yet created)."""
+    return str(tmp_path / "store")
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_uri(request: pytest.FixtureRequest) -> str:
+    """Each store in turn: a local directory, then a bucket on the S3 server."""
+    return request.getfixturevalue("local_uri" if request.param == "local" else "s3_uri")

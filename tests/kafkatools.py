@@ -1,0 +1,95 @@
+"""Independent Kafka helpers for tests: plain confluent-kafka, no topicvault code on the read path."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Iterable
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from topicvault.core.envelope import Record
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> str:
+    """Create a topic and wait until its metadata shows every partition."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})])[
+        name
+    ].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(topic=name, timeout=5).topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) == partitions:
+            return name
+        time.sleep(0.1)
+    raise AssertionError(f"topic {name} did not appear")
+
+
+def topic_exists(bootstrap: str, name: str) -> bool:
+    """Whether the cluster has the topic."""
+    return name in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+
+
+def produce_records(bootstrap: str, topic: str, records: Iterable[Record], producer_config: dict | None = None) -> None:
+    """Produce records to their partitions with key, value, headers and timestamp.
+
+    Per partition the LAST record goes alone in its own batch (flush, produce, flush): the
+    embedded broker (tansu) reports high watermark = base offset of the last batch + 1, which
+    is only the true end when that batch holds one record.
+    """
+    config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
+              "message.max.bytes": 8 * 1024 * 1024}
+    config.update(producer_config or {})
+    producer = Producer(config)
+    records = list(records)
+    last_index = {r.partition: i for i, r in enumerate(records)}
+    held = set(last_index.values())
+
+    def send(record: Record) -> None:
+        while True:
+            try:
+                producer.produce(topic, record.value, record.key, partition=record.partition,
+                                 timestamp=record.timestamp_ms, headers=list(record.headers) or None)
+                return
+            except BufferError:
+                producer.poll(0.1)
+
+    for index, record in enumerate(records):
+        if index not in held:
+            send(record)
+    assert producer.flush(60) == 0
+    for index in sorted(held):
+        send(records[index])
+        assert producer.flush(60) == 0
+
+
+def consume_all(bootstrap: str, topic: str, isolation: str = "read_committed") -> dict[int, list[Record]]:
+    """Every record of every partition, read from the beginning to partition EOF."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = sorted(admin.list_topics(topic=topic, timeout=10).topics[topic].partitions)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    found: dict[int, list[Record]] = {p: [] for p in partitions}
+    at_eof: set[int] = set()
+    deadline = time.monotonic() + 120
+    try:
+        while len(at_eof) < len(partitions):
+            assert time.monotonic() < deadline, f"no EOF on {topic} within 120 s"
+            for message in consumer.consume(num_messages=5000, timeout=0.2):
+                error = message.error()
+                if error is not None:
+                    assert error.code() == KafkaError._PARTITION_EOF, error.str()
+                    at_eof.add(message.partition())
+                    continue
+                kind, timestamp = message.timestamp()
+                found[message.partition()].append(Record(
+                    topic=topic, partition=message.partition(), offset=message.offset(), key=message.key(),
+                    value=message.value(), timestamp_ms=timestamp, timestamp_type=1 if kind == 2 else 0,
+                    headers=tuple(message.headers() or ()),
+                ))
+    finally:
+        consumer.close()
+    return found
