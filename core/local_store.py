@@ -9,6 +9,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 from urllib.parse import unquote, urlparse
 
 from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
@@ -219,7 +220,7 @@ class _FileLock:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def __enter__(self) -> _FileLock:
+    def __enter__(self) -> Self:
         self.handle = open(self.path, "a+")
         try:
             fcntl.flock(self.handle, fcntl.LOCK_EX)

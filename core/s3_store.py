@@ -276,10 +276,9 @@ class S3Store(ObjectStore):
         return TopicvaultError(f"S3 request for {where} failed: {_one_line(exc)}")
 
     def _endpoint(self) -> str:
-        try:
-            return self.client.meta.endpoint_url
-        except Exception:
-            return self.options.get("endpoint_url") or "(default AWS endpoint)"
+        if self._client is not None:
+            return self._client.meta.endpoint_url
+        return self.options.get("endpoint_url") or "(default AWS endpoint)"
 
 
 def _int_option(options: Mapping[str, str], name: str, default: int) -> int:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .errors import TopicvaultError
 
-__all__ = ["ObjectInfo", "ObjectStore", "open_store", "check_key"]
+__all__ = ["ObjectInfo", "ObjectStore", "check_key", "open_store"]
 
 
 @dataclass(frozen=True)

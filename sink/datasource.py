@@ -27,6 +27,11 @@ from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_obj
 from .plan import DEFAULT_RECORDS_PER_TASK
 
 
+def lowercase_keys(options: Mapping[str, str]) -> dict[str, str]:
+    """Spark passes options case-insensitively; keep them that way in a plain dict."""
+    return {k.lower(): v for k, v in options.items()}
+
+
 def kafka_settings_from_options(options: Mapping[str, str]) -> KafkaSettings:
     """`kafka.bootstrap.servers` plus every other `kafka.*` option, as in Spark's Kafka source."""
     properties = {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
@@ -70,15 +75,15 @@ class KafkaRangeReader(DataSourceReader):
     """Batch reader: the requested offsets of the topics, split into ranges read in parallel."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.options = dict(options)
+        self.options = lowercase_keys(options)
         self.kafka = kafka_settings_from_options(options)
 
     def partitions(self) -> list[RangePartition]:
         topics = [t for t in self.options.get("subscribe", "").split(",") if t]
-        selected = select_topics(list_topic_partitions(self.kafka), topics, self.options.get("subscribePattern"))
-        starting = _offset_spec(self.options.get("startingOffsets"), "earliest")
-        ending = _offset_spec(self.options.get("endingOffsets"), "latest")
-        per_task = int(self.options.get("recordsPerPartition", DEFAULT_RECORDS_PER_TASK))
+        selected = select_topics(list_topic_partitions(self.kafka), topics, self.options.get("subscribepattern"))
+        starting = _offset_spec(self.options.get("startingoffsets"), "earliest")
+        ending = _offset_spec(self.options.get("endingoffsets"), "latest")
+        per_task = int(self.options.get("recordsperpartition", DEFAULT_RECORDS_PER_TASK))
         ranges = []
         for (topic, partition), (low, high) in sorted(snapshot_offsets(self.kafka, selected).items()):
             start = _pick(starting, topic, partition, low, high)
@@ -102,14 +107,14 @@ class ObjectWriter(DataSourceArrowWriter):
     """Batch writer: envelope rows to rotated objects, then one commit record on the driver."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.options = dict(options)
+        self.options = lowercase_keys(options)
         if "path" not in self.options:
             raise TopicvaultError("the topicvault writer needs a location: .save('s3://bucket/prefix' or a path)")
-        template = self.options.get("keyTemplate")
+        template = self.options.get("keytemplate")
         self.codec = template_codec(template) if template else default_codec()
         self.object_format = resolve_format(self.options.get("format", "parquet"), self.options.get("compression"))
         self.rotation = Rotation(
-            int(self.options.get("maxRecords", DEFAULT_MAX_RECORDS)), int(self.options.get("maxBytes", DEFAULT_MAX_BYTES))
+            int(self.options.get("maxrecords", DEFAULT_MAX_RECORDS)), int(self.options.get("maxbytes", DEFAULT_MAX_BYTES))
         )
 
     def _store(self):

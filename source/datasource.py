@@ -15,7 +15,7 @@ from ..core.commits import ObjectEntry, load_state
 from ..core.errors import TopicvaultError
 from ..core.store import open_store
 from ..core.envelope import runs_by_partition
-from ..sink.datasource import kafka_settings_from_options, store_options_from
+from ..sink.datasource import kafka_settings_from_options, lowercase_keys, store_options_from
 from .kafka_writer import produce_partition
 from .object_reader import read_partition
 
@@ -31,7 +31,7 @@ class ObjectReader(DataSourceReader):
     """Batch reader: one Spark partition per backed-up topic-partition, rows in offset order."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.options = dict(options)
+        self.options = lowercase_keys(options)
         if "path" not in self.options:
             raise TopicvaultError("the topicvault reader needs a location: .load('s3://bucket/prefix' or a path)")
         self.topics = {t for t in self.options.get("topics", "").split(",") if t}
@@ -66,7 +66,7 @@ class KafkaPartitionWriter(DataSourceArrowWriter):
     """
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.options = dict(options)
+        self.options = lowercase_keys(options)
         self.kafka = kafka_settings_from_options(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Produced:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["s3_endpoint", "s3_uri", "local_uri", "store_uri", "moto_server", "free_port"]
+# conftest star-imports this module: export the fixtures only.
+__all__ = ["local_uri", "s3_endpoint", "s3_uri", "store_uri"]
 
 # Every variable that could point boto3 somewhere else than the test server.
 _AWS_VARIABLES = (
@@ -79,27 +80,29 @@ def _wait_until_up(endpoint: str, process: subprocess.Popen, log: Path) -> None:
 def s3_endpoint() -> Iterator[str]:
     """URL of a moto S3 server; AWS_* variables point every boto3 client at it meanwhile."""
     saved = {name: os.environ.get(name) for name in _AWS_VARIABLES}
-    with tempfile.TemporaryDirectory(prefix="tv-moto-") as scratch:
-        with moto_server(Path(scratch)) as endpoint:
-            for name in _AWS_VARIABLES:
-                os.environ.pop(name, None)
-            os.environ.update({
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL": endpoint,
-                # No user config or credentials files may redirect or re-sign requests.
-                "AWS_CONFIG_FILE": str(Path(scratch) / "absent-config"),
-                "AWS_SHARED_CREDENTIALS_FILE": str(Path(scratch) / "absent-credentials"),
-            })
-            try:
-                yield endpoint
-            finally:
-                for name, value in saved.items():
-                    if value is None:
-                        os.environ.pop(name, None)
-                    else:
-                        os.environ[name] = value
+    with (
+        tempfile.TemporaryDirectory(prefix="tv-moto-") as scratch,
+        moto_server(Path(scratch)) as endpoint,
+    ):
+        for name in _AWS_VARIABLES:
+            os.environ.pop(name, None)
+        os.environ.update({
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint,
+            # No user config or credentials files may redirect or re-sign requests.
+            "AWS_CONFIG_FILE": str(Path(scratch) / "absent-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(Path(scratch) / "absent-credentials"),
+        })
+        try:
+            yield endpoint
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 @pytest.fixture

@@ -1,0 +1,97 @@
+"""Backup edge cases: offset gaps, transactions, and the DataFrame API writing the same bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+
+import pytest
+from clitools import run_cli
+from confluent_kafka import Producer
+from kafkatools import consume_all, produce_records
+from nasty import nasty_records
+
+from topicvault.core.envelope import Record
+
+
+def transactional_producer(bootstrap: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"})
+    producer.init_transactions(30)
+    return producer
+
+
+def test_offset_gaps_from_transaction_markers_are_kept(bootstrap, spark, topic_factory, tmp_path):
+    # Commit markers occupy offsets, so committed records have gaps: the backup must keep the
+    # real offsets and the restore must still produce every record once, in order.
+    topic = topic_factory(1, prefix="gaps")
+    producer = transactional_producer(bootstrap)
+    for batch in range(5):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, f"v{batch}-{i}".encode(), b"k", partition=0, timestamp=1_700_000_000_000 + i)
+        producer.commit_transaction(30)
+    # tansu: end with a single-record batch so the high watermark is the true end.
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, b"last", b"last", 1_700_000_000_009, 0, ())])
+    source = consume_all(bootstrap, topic)[0]
+    offsets = [r.offset for r in source]
+    assert offsets != list(range(offsets[0], offsets[0] + len(offsets))), "expected offset gaps"
+
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--max-records", "4")
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    restored = consume_all(bootstrap, f"{topic}-r")[0]
+    assert [(r.key, r.value, r.timestamp_ms) for r in restored] == [(r.key, r.value, r.timestamp_ms) for r in source]
+
+
+def test_aborted_transactions_are_not_backed_up(bootstrap, broker_kind, spark, topic_factory, tmp_path, request):
+    if broker_kind != "external":
+        # tansu makes aborted records visible to read_committed consumers once aborted, so a
+        # correct backup cannot be shown on it; runs for real with TOPICVAULT_TEST_BOOTSTRAP.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu shows aborted records to read_committed"))
+    topic = topic_factory(1, prefix="aborted")
+    producer = transactional_producer(bootstrap)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed-1", partition=0)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"ABORTED", partition=0)
+    producer.flush()
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed-2", partition=0)
+    producer.commit_transaction(30)
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"last", 1_700_000_000_000, 0, ())])
+
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    import pyarrow.parquet as pq
+
+    values = [row["value"] for path in sorted(location.rglob("*.parquet")) for row in pq.read_table(path).to_pylist()]
+    assert values == [b"committed-1", b"committed-2", b"last"]
+
+
+def file_digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in root.rglob("*") if p.is_file() and "_topicvault" not in p.parts}
+
+
+def test_dataframe_api_writes_the_same_objects_as_the_cli(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(2, prefix="df.api")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 700, big_values=0))
+    cli_root, df_root = tmp_path / "cli", tmp_path / "df"
+    run_cli("backup", "-b", bootstrap, "--to", str(cli_root), "-t", topic, "--max-records", "300")
+
+    rows = (spark.read.format("topicvault-kafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).load())
+    rows.write.format("topicvault").option("maxRecords", "300").mode("append").save(str(df_root))
+    assert file_digests(cli_root) == file_digests(df_root)
+    assert len(file_digests(cli_root)) >= 6
+
+    # Read back through the DataFrame reader: envelope rows in offset order per partition.
+    back = spark.read.format("topicvault").load(str(df_root))
+    assert back.count() == 1400
+    first = back.where("partition = 1").orderBy("offset").limit(3).collect()
+    expected = consume_all(bootstrap, topic)[1][:3]
+    assert [(r.key, r.value, r.offset) for r in first] == [(bytes(e.key) if e.key is not None else None, e.value, e.offset)
+                                                          for e in expected]
