@@ -1,4 +1,4 @@
-"""A local directory as an object store: atomic writes by rename, conditional writes by link/lock."""
+"""A local directory as an object store: atomic writes by rename, conditional ones by link/lock."""
 
 from __future__ import annotations
 
@@ -61,7 +61,9 @@ class LocalStore(ObjectStore):
     def _path(self, key: str) -> Path:
         check_key(key)
         if any(_is_internal(part) for part in key.split("/")):
-            raise TopicvaultError(f"bad object key {key!r}: names starting {TEMP_PREFIX!r} are reserved")
+            raise TopicvaultError(
+                f"bad object key {key!r}: names starting {TEMP_PREFIX!r} are reserved"
+            )
         return self.root.joinpath(*key.split("/"))
 
     def put(
@@ -87,7 +89,9 @@ class LocalStore(ObjectStore):
             else:
                 os.replace(temp, path)
         except IsADirectoryError:
-            raise TopicvaultError(f"cannot write {key} in {self.uri}: {path} is a directory") from None
+            raise TopicvaultError(
+                f"cannot write {key} in {self.uri}: {path} is a directory"
+            ) from None
         finally:
             try:
                 os.unlink(temp)
@@ -180,7 +184,8 @@ class LocalStore(ObjectStore):
             if is_dir:
                 if not (key.startswith(prefix) or prefix.startswith(key)):
                     continue
-                if start_after is not None and key <= start_after and not start_after.startswith(key):
+                below_start = start_after is not None and key <= start_after
+                if below_start and not start_after.startswith(key):
                     continue  # every key below sorts before start_after
                 yield from self._walk(directory / name[:-1], key, prefix, start_after)
             elif key.startswith(prefix) and (start_after is None or key > start_after):

@@ -39,6 +39,9 @@ _BAD_CREDENTIALS = {
     "TokenRefreshRequired", "InvalidClientTokenId", "UnrecognizedClientException",
 }
 _DENIED = {"AccessDenied", "AllAccessDisabled", "403", "Forbidden"}
+_WRONG_REGION = {
+    "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException",
+}
 
 
 def _one_line(text: object) -> str:
@@ -69,7 +72,9 @@ class S3Store(ObjectStore):
         path = parsed.path.strip("/")
         self.prefix = path + "/" if path else ""
         self.options = options
-        self.multipart_threshold = _int_option(options, "multipart_threshold", DEFAULT_MULTIPART_THRESHOLD)
+        self.multipart_threshold = _int_option(
+            options, "multipart_threshold", DEFAULT_MULTIPART_THRESHOLD
+        )
         self.max_attempts = _int_option(options, "max_attempts", 10)
         self.connect_timeout = _float_option(options, "connect_timeout", 10.0)
         self.read_timeout = _float_option(options, "read_timeout", 60.0)
@@ -110,7 +115,7 @@ class S3Store(ObjectStore):
         from botocore.config import Config
 
         config = Config(
-            retries={"max_attempts": self.max_attempts, "mode": "adaptive"},
+            retries={"total_max_attempts": self.max_attempts, "mode": "adaptive"},
             connect_timeout=self.connect_timeout,
             read_timeout=self.read_timeout,
             s3={"addressing_style": "path" if self.path_style else "auto"},
@@ -252,12 +257,13 @@ class S3Store(ObjectStore):
                     f"access to {where} denied ({code}): check the credentials' permissions "
                     f"and the policy of bucket {self.bucket}"
                 )
-            if code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"):
+            if code in _WRONG_REGION:
                 return TopicvaultError(
                     f"bucket {self.bucket} is in another region ({code}): set store option region"
                 )
             message = _one_line(error.get("Message", ""))
-            return TopicvaultError(f"S3 error on {where}: {code} (HTTP {status}) {message}".rstrip())
+            detail = f"{code} (HTTP {status}) {message}".rstrip()
+            return TopicvaultError(f"S3 error on {where}: {detail}")
         endpoint = self._endpoint()
         if isinstance(exc, NoCredentialsError):
             return TopicvaultError(

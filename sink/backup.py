@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, load_state, write_commit
 from ..core.errors import TopicvaultError
+from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, watermarks
 from ..core.spark import run_tasks
 from ..core.store import open_store
@@ -131,5 +132,7 @@ def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
                     f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
                     "nothing of this run was committed; run the backup again"
                 )
+        if crash_after("backup.commit") is not None:
+            crash_now()
         commit_key = write_commit(store, record)
     return BackupResult(backup_plan, objects, commit_key, time.monotonic() - started)

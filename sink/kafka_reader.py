@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from ..core.envelope import batch_from_columns
 from ..core.errors import TopicvaultError
+from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, confluent_timestamp_type
 
 BATCH_RECORDS = 20_000
@@ -65,6 +66,7 @@ def read_range(
         columns = _Columns(task.topic, task.partition)
         last_progress = time.monotonic()
         done = False
+        crash_at = crash_after("backup.consume")
         while not done:
             messages = consumer.consume(num_messages=batch_records, timeout=0.2)
             if not messages:
@@ -86,6 +88,8 @@ def read_range(
                     done = True
                     break
                 columns.append(message)
+                if crash_at is not None and columns.next_offset - task.start >= crash_at:
+                    crash_now()
             if len(columns) >= batch_records or (done and len(columns)):
                 yield columns.flush()
     finally:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from ..core.commits import ObjectEntry
 from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import TopicvaultError
+from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore
 from ..formats import ObjectFormat
 from ..keys import KeyCodec
@@ -60,6 +61,7 @@ def write_objects(
     pending_records = 0
     pending_bytes = 0
     entries: list[ObjectEntry] = []
+    crash_at = crash_after("backup.object")
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -69,13 +71,20 @@ def write_objects(
             if cut > start:
                 pending.append(batch.slice(start, cut - start))
             entries.append(_store_object(pending, store, codec, object_format))
+            _maybe_crash(crash_at, len(entries))
             pending, pending_records, pending_bytes, start = [], 0, 0, cut
         pending.append(batch.slice(start))
         pending_records += batch.num_rows - start
         pending_bytes += sum(sizes[start:])
     if pending_records:
         entries.append(_store_object(pending, store, codec, object_format))
+        _maybe_crash(crash_at, len(entries))
     return entries
+
+
+def _maybe_crash(crash_at: int | None, objects_stored: int) -> None:
+    if crash_at is not None and objects_stored >= crash_at:
+        crash_now()
 
 
 def _store_object(

@@ -10,6 +10,7 @@ from confluent_kafka import Producer
 
 from ..core.envelope import timestamps_ms
 from ..core.errors import TopicvaultError
+from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof
 
 
@@ -62,12 +63,16 @@ def produce_partition(
     producer = restore_producer(settings, on_delivery)
     result = ProduceResult()
     produce = producer.produce
+    crash_at = crash_after("restore.produce")
     for batch in batches:
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
         millis = timestamps_ms(batch).to_pylist()
         headers = batch.column("headers").to_pylist()
         for i in range(batch.num_rows):
+            if crash_at is not None and result.records + i >= crash_at:
+                producer.poll(0)
+                crash_now()
             timestamp = millis[i]
             if timestamp <= 0:
                 result.timestamps_replaced += 1

@@ -111,7 +111,7 @@ def test_list_is_lexicographic_paginated_prefix_and_start_after(
 
     listed = list(store.list())
     assert [info.key for info in listed] == expected
-    assert all(info.size == len(info.key) and info.etag == _md5(info.key.encode()) for info in listed)
+    assert all(i.size == len(i.key) and i.etag == _md5(i.key.encode()) for i in listed)
 
     cases = [
         ("p", None), ("p/", None), ("p/x", None), ("p/x/", None), ("p.", None), ("p0/0", None),
@@ -120,7 +120,10 @@ def test_list_is_lexicographic_paginated_prefix_and_start_after(
         ("p0/", "a"), ("", ""),
     ]
     for prefix, start_after in cases:
-        want = [k for k in expected if k.startswith(prefix) and (start_after is None or k > start_after)]
+        want = [
+            k for k in expected
+            if k.startswith(prefix) and (start_after is None or k > start_after)
+        ]
         got = [info.key for info in store.list(prefix, start_after=start_after)]
         assert got == want, (prefix, start_after)
 
@@ -171,7 +174,7 @@ def test_s3_options(s3_uri: str, s3_endpoint: str) -> None:
     head = _boto(s3_endpoint).head_object(Bucket=bucket, Key=f"{prefix}/encrypted")
     assert head["ServerSideEncryption"] == "AES256"
     config = store.client.meta.config
-    assert config.retries == {"max_attempts": 3, "mode": "adaptive"}
+    assert config.retries == {"total_max_attempts": 3, "mode": "adaptive"}
     assert config.s3["addressing_style"] == "path"
 
 
@@ -197,7 +200,8 @@ def test_local_rejects_options_and_unknown_schemes(tmp_path: Path) -> None:
 def test_missing_bucket_names_it(s3_endpoint: str) -> None:
     bucket = f"tv-missing-{uuid.uuid4().hex[:8]}"
     store = open_store(f"s3://{bucket}/p")
-    for attempt in (lambda: store.put("k", b"x"), lambda: store.get("k"), lambda: list(store.list())):
+    attempts = (lambda: store.put("k", b"x"), lambda: store.get("k"), lambda: list(store.list()))
+    for attempt in attempts:
         with pytest.raises(TopicvaultError) as caught:
             attempt()
         assert not isinstance(caught.value, ObjectNotFound)
@@ -217,7 +221,9 @@ def test_unreachable_endpoint_is_named() -> None:
 @pytest.fixture(scope="module")
 def s3_with_auth(tmp_path_factory: pytest.TempPathFactory):
     """A second moto server that, unlike the default, checks access keys."""
-    with moto_server(tmp_path_factory.mktemp("moto-auth"), {"INITIAL_NO_AUTH_ACTION_COUNT": "0"}) as url:
+    # moto authenticates nothing unless told to from the first request on.
+    enforce = {"INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    with moto_server(tmp_path_factory.mktemp("moto-auth"), enforce) as url:
         yield url
 
 

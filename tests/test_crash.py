@@ -1,0 +1,96 @@
+"""Crash safety: SIGKILL of the whole CLI (driver, JVM, workers) at many points, then run again.
+
+Each crash run gets TOPICVAULT_CRASH_AT=<point>:<count> (see topicvault.core.faults); the
+process group dies at once, like a machine failure. Afterwards an independent consumer (and a
+plain pyarrow reader for backups) checks that every record is there exactly once, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from clitools import run_cli
+from kafkatools import consume_all, produce_records
+from nasty import nasty_records
+
+CLI = str(Path(sys.executable).with_name("topicvault"))
+
+
+def run_cli_process(args: list[str], log: Path, crash_at: str | None = None) -> int:
+    """Run the CLI as its own process group; return its exit status (-9 when it was killed)."""
+    env = {k: v for k, v in os.environ.items() if k != "TOPICVAULT_CRASH_AT"}
+    if crash_at:
+        env["TOPICVAULT_CRASH_AT"] = crash_at
+    with open(log, "ab") as out:
+        process = subprocess.Popen([CLI, *args, "--master", "local[2]"], stdin=subprocess.DEVNULL, stdout=out,
+                                   stderr=out, env=env, start_new_session=True)
+        return process.wait(timeout=300)
+
+
+def strip(records):
+    return [(r.key, r.value, r.headers, r.timestamp_ms) for r in records]
+
+
+def test_restore_killed_at_ten_points_ends_exactly_once(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(2, prefix="crash-restore")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 3_000, big_values=0))
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--max-records", "700")
+    source = consume_all(bootstrap, topic)
+    target = f"{topic}-restored"
+    args = ["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
+            "--restore-id", "crash-test"]
+    log = tmp_path / "cli.log"
+
+    for count in (0, 1, 250, 699, 700, 701, 1_234, 2_000, 2_999, 5):
+        status = run_cli_process(args, log, f"restore.produce:{count}")
+        assert status == -9, f"run crashing at {count} ended with {status}; see {log}"
+        restored = consume_all(bootstrap, target)
+        for partition, records in restored.items():
+            # Invariant after any crash: the target holds a prefix of the source, no more.
+            assert strip(records) == strip(source[partition][: len(records)]), f"crash at {count}: not a prefix"
+
+    assert run_cli_process(args, log) == 0, log.read_text()[-2000:]
+    restored = consume_all(bootstrap, target)
+    assert {p: strip(r) for p, r in restored.items()} == {p: strip(r) for p, r in source.items()}
+
+
+def backed_up_records(root: Path) -> dict[int, list[tuple]]:
+    """Records of the committed objects only, read with plain pyarrow."""
+    found: dict[int, list[tuple]] = {}
+    for commit in sorted((root / "_topicvault" / "commits").glob("*.json")):
+        for entry in json.loads(commit.read_text())["objects"]:
+            for row in pq.read_table(root / entry["key"]).to_pylist():
+                meta = row["metadata"]
+                headers = tuple((h["key"], h["value"]) for h in row["headers"])
+                found.setdefault(meta["partition"], []).append((meta["offset"], row["key"], row["value"], headers))
+    return {p: sorted(rows) for p, rows in found.items()}
+
+
+def test_backup_killed_at_ten_points_ends_exactly_once(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(2, prefix="crash-backup")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 1_500, big_values=0))
+    root = tmp_path / "b"
+    args = ["backup", "-b", bootstrap, "--to", str(root), "-t", topic, "--max-records", "400",
+            "--records-per-task", "1000"]
+    log = tmp_path / "cli.log"
+    assert run_cli_process(args, log) == 0, log.read_text()[-2000:]  # a first, complete backup
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 1_500, seed=9, big_values=0))
+
+    for point in ("backup.consume:1", "backup.consume:399", "backup.consume:400", "backup.consume:999",
+                  "backup.object:1", "backup.object:2", "backup.object:3", "backup.commit:0",
+                  "backup.consume:700", "backup.object:1"):
+        status = run_cli_process(args, log, point)
+        assert status == -9, f"run crashing at {point} ended with {status}; see {log}"
+        commits = list((root / "_topicvault" / "commits").glob("*.json"))
+        assert len(commits) == 1, f"crash at {point} left a commit"
+
+    assert run_cli_process(args, log) == 0, log.read_text()[-2000:]
+    expected = {p: [(r.offset, r.key, r.value, r.headers) for r in rs] for p, rs in consume_all(bootstrap, topic).items()}
+    assert backed_up_records(root) == expected
+    assert "6,000 records" in run_cli("ls", str(root)) or "6,002 records" in run_cli("ls", str(root))
