@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 import time
 from typing import Callable, List, Optional
@@ -215,6 +216,8 @@ def demo(
 
 def main() -> None:
     """Console-script entry point."""
+    # SIGTERM unwinds like Ctrl-C would, so child processes (embedded broker) are stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     app()
 
 

@@ -1,0 +1,113 @@
+"""Bad input: one line naming what is wrong, a non-zero exit, no traceback, nothing half-done."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from clitools import run_cli
+from kafkatools import consume_all, produce_records, topic_exists
+from nasty import nasty_records
+
+from topicvault.core.embedded_broker import free_port
+
+
+def assert_one_line_error(output: str, *needles: str) -> None:
+    lines = [line for line in output.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, output
+    assert "Traceback" not in output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture
+def small_backup(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(2, prefix="bad")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 300, big_values=0))
+    location = tmp_path / "backup"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "100")
+    return topic, location
+
+
+def test_unreachable_bootstrap_fails_fast(tmp_path):
+    started = time.monotonic()
+    out = run_cli("backup", "-b", f"127.0.0.1:{free_port()}", "--to", str(tmp_path), "-t", "x", expect_exit=1)
+    assert time.monotonic() - started <= 30
+    assert_one_line_error(out, "cannot reach Kafka", "--bootstrap-servers")
+
+
+def test_missing_bucket(bootstrap, s3_endpoint):
+    out = run_cli("ls", "s3://no-such-bucket-tv/x", expect_exit=1)
+    assert_one_line_error(out, "no-such-bucket-tv", "NoSuchBucket")
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--format", "xml"], ["unknown format 'xml'", "parquet"]),
+        (["--format", "jsonl", "--compression", "zstd"], ["no compression 'zstd'"]),
+        (["--key-template", "{{topic}}{{partition}}{{start_offset}}"], ["side by side"]),
+        (["--key-template", "{{topic}}/{{partition}}"], ["lacks {{start_offset}}"]),
+        (["--max-records", "0"], ["must be positive"]),
+        (["-X", "nonsense"], ["key=value"]),
+    ],
+)
+def test_bad_backup_options(bootstrap, tmp_path, args, needles):
+    out = run_cli("backup", "-b", bootstrap, "--to", str(tmp_path / "b"), "-t", "x", *args, expect_exit=1)
+    assert_one_line_error(out, *needles)
+    assert not (tmp_path / "b").exists()
+
+
+def test_corrupt_object_stops_before_producing_that_partition(bootstrap, small_backup):
+    topic, location = small_backup
+    commit = json.loads(next((location / "_topicvault" / "commits").glob("*.json")).read_text())
+    victim = [o for o in commit["objects"] if o["partition"] == 1][1]
+    path = location / victim["key"]
+    path.write_bytes(path.read_bytes()[:-100])
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r",
+                  expect_exit=1)
+    assert_one_line_error(out, victim["key"])
+    restored = consume_all(bootstrap, f"{topic}-r")
+    # Partition 1 stops before the corrupt object: only the records of the objects before it.
+    assert len(restored[1]) <= victim["first_offset"]
+
+
+def test_restore_id_reused_for_a_different_restore(bootstrap, small_backup):
+    topic, location = small_backup
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-a",
+            "--restore-id", "same-id")
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-b",
+                  "--restore-id", "same-id", expect_exit=1)
+    assert_one_line_error(out, "same-id", "different restore")
+    assert not topic_exists(bootstrap, f"{topic}-b")
+
+
+def test_rename_of_a_topic_not_in_the_backup(bootstrap, small_backup):
+    _, location = small_backup
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", "ghost=x", expect_exit=1)
+    assert_one_line_error(out, "ghost")
+
+
+def test_damaged_commit_record_is_named(small_backup):
+    _, location = small_backup
+    commit = next((location / "_topicvault" / "commits").glob("*.json"))
+    commit.write_text("{not json")
+    out = run_cli("ls", str(location), expect_exit=1)
+    assert_one_line_error(out, Path(commit).name)
+
+
+def test_concurrent_backups_cannot_both_commit(bootstrap, spark, topic_factory, tmp_path):
+    from topicvault.core.errors import TopicvaultError
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.sink.backup import BackupJob, plan, run_backup
+
+    topic = topic_factory(1, prefix="race")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 50, big_values=0))
+    job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
+    first, second = plan(job, [topic]), plan(job, [topic])  # both planned from the same state
+    run_backup(spark, job, first)
+    with pytest.raises(TopicvaultError, match="another backup committed"):
+        run_backup(spark, job, second)
+    assert len(list((tmp_path / "b" / "_topicvault" / "commits").glob("*.json"))) == 1
