@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-
 from topicvault.core.embedded_broker import EmbeddedBroker
 from topicvault.core.kafka import KafkaSettings, create_topics
 from topicvault.core.spark import get_spark

@@ -12,9 +12,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
 from ..core.commits import ObjectEntry, load_state
+from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.store import open_store
-from ..core.envelope import runs_by_partition
 from ..sink.datasource import kafka_settings_from_options, lowercase_keys, store_options_from
 from .kafka_writer import produce_partition
 from .object_reader import read_partition

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typer.testing import CliRunner
-
 from topicvault.cli import app
+from typer.testing import CliRunner
 
 
 def run_cli(*args: str, expect_exit: int = 0) -> str:

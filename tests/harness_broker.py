@@ -13,7 +13,6 @@ import warnings
 
 import pytest
 from kafkatools import create_topic
-
 from topicvault.core.embedded_broker import EmbeddedBroker, free_port, wait_for_broker
 
 BROKER_IMAGE = "localhost/topicvault-broker:tansu"

@@ -72,7 +72,7 @@ def _wait_until_up(endpoint: str, process: subprocess.Popen, log: Path) -> None:
             return  # it answered
         except OSError:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"moto_server did not answer on {endpoint} in 60 s; see {log}")
+                raise RuntimeError(f"moto_server did not answer on {endpoint} in 60 s; see {log}") from None
             time.sleep(0.1)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from topicvault.core.spark import get_spark
 
 

@@ -8,7 +8,6 @@ from typing import Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from topicvault.core.envelope import Record
 
 

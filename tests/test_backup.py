@@ -9,7 +9,6 @@ import pyarrow.parquet as pq
 from clitools import run_cli
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
-
 from topicvault.core.envelope import Record
 
 

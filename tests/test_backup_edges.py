@@ -11,7 +11,6 @@ from clitools import run_cli
 from confluent_kafka import Producer
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
-
 from topicvault.core.envelope import Record
 
 

@@ -10,7 +10,6 @@ import pytest
 from clitools import run_cli
 from kafkatools import consume_all, produce_records, topic_exists
 from nasty import nasty_records
-
 from topicvault.core.embedded_broker import free_port
 
 

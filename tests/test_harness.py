@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 from kafkatools import consume_all, produce_records
-
 from topicvault.core.embedded_broker import EmbeddedBroker
 from topicvault.core.envelope import Record
 from topicvault.core.store import open_store
