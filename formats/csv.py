@@ -16,6 +16,8 @@ import pyarrow as pa
 
 from .base import ObjectFormat, from_rows, gunzip_bytes, gzip_bytes, to_rows
 
+# Kafka values can be many MiB; the csv module's default cell limit is 128 KiB.
+csv.field_size_limit(2**31 - 1)
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 EMPTY = "="
 
@@ -74,6 +76,6 @@ class CsvFormat(ObjectFormat):
                     "metadata": {"topic": topic, "partition": int(partition), "offset": int(offset),
                                  "timestamp": int(timestamp), "timestampType": int(timestamp_type)},
                 })
-        except (ValueError, StopIteration, TypeError) as exc:
+        except (ValueError, StopIteration, TypeError, csv.Error) as exc:
             raise self.corrupt(object_key, exc) from None
         return from_rows(rows)

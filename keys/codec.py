@@ -17,7 +17,8 @@ from ..core.errors import KeyParseError
 TOPIC_PATTERN = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 OFFSET_DIGITS = 19
 AIVEN_DEFAULT_TEMPLATE = "{{topic}}-{{partition}}-{{start_offset}}"
-_EXTENSION = r"(?:\.(?P<extension>[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)?))?"
+# Extensions start with a letter, so they can never be mistaken for the digits of an offset.
+_EXTENSION = r"(?:\.(?P<extension>[A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z][A-Za-z0-9]*)?))?"
 
 
 @dataclass(frozen=True)

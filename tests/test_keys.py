@@ -1,0 +1,111 @@
+"""Object-key codec: round trips over random legal names, ordering, templates, rejections."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+from topicvault.core.errors import KeyParseError
+from topicvault.keys import AIVEN_DEFAULT_TEMPLATE, ObjectKey, default_codec, parse_keys, template_codec
+
+TOPIC_CHARS = string.ascii_letters + string.digits + "._-"
+MAX_OFFSET = 2**63 - 1
+
+
+def random_topics(count: int, seed: int = 3) -> list[str]:
+    rng = random.Random(seed)
+    topics = ["a", ".", "-", "_", "0", "...", "--", "1.2-3", "x" * 249, "9" * 249]
+    while len(topics) < count:
+        alphabet = rng.choice([TOPIC_CHARS, "._-", string.digits + "-", string.digits + "."])
+        topics.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 249))))
+    return topics
+
+
+def random_position(rng: random.Random) -> tuple[int, int]:
+    partition = rng.choice([0, 1, 2**31 - 1, rng.randrange(2**31)])
+    offset = rng.choice([0, 1, MAX_OFFSET, rng.randrange(MAX_OFFSET), rng.randrange(10**6)])
+    return partition, offset
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        None,
+        AIVEN_DEFAULT_TEMPLATE,
+        "{{topic}}/{{partition:padding=true}}/{{start_offset:padding=true}}",
+        "year={{timestamp:unit=yyyy}}/month={{timestamp:unit=MM}}/{{topic}}/p{{partition}}/{{start_offset}}",
+        "dt={{utc_date}}/{{topic}}+{{partition}}+{{start_offset}}",
+        "{{topic}}.{{start_offset}}.{{partition}}",
+    ],
+)
+def test_render_parse_round_trip(template):
+    codec = default_codec() if template is None else template_codec(template)
+    rng = random.Random(template)
+    for topic in random_topics(2_000):
+        partition, offset = random_position(rng)
+        extension = rng.choice(["parquet", "avro", "jsonl.gz", "csv"])
+        key = codec.render(topic, partition, offset, extension, timestamp_ms=rng.randrange(0, 4102444800000))
+        assert codec.parse(key) == ObjectKey(topic, partition, offset, extension), key
+
+
+def test_default_keys_sort_like_offsets():
+    codec = default_codec()
+    rng = random.Random(5)
+    offsets = sorted({rng.choice([rng.randrange(1000), rng.randrange(MAX_OFFSET)]) for _ in range(3000)} | {0, MAX_OFFSET})
+    keys = [codec.render("t", 7, o, "parquet") for o in offsets]
+    assert sorted(keys) == keys
+    assert codec.render("t", 0, 42, "parquet") == "topic=t/partition=0/0000000000000000042.parquet"
+
+
+def test_unmatched_keys_are_reported_not_skipped():
+    codec = default_codec()
+    good = codec.render("orders", 1, 5, "parquet")
+    parsed, unmatched = parse_keys(codec, [good, "topic=orders/partition=1/5.parquet", "_topicvault/commits/1.json",
+                                           "topic=bad topic/partition=1/0000000000000000005.parquet"])
+    assert parsed == [(good, ObjectKey("orders", 1, 5, "parquet"))]
+    assert len(unmatched) == 3
+
+
+@pytest.mark.parametrize(
+    "template, message",
+    [
+        ("{{topic}}{{partition}}/{{start_offset}}", "side by side"),
+        ("{{topic}}/{{partition}}{{start_offset}}", "side by side"),
+        ("{{topic}}/{{partition}}", "lacks {{start_offset}}"),
+        ("{{topic}}/{{start_offset}}", "lacks {{partition}}"),
+        ("{{partition}}/{{start_offset}}", "lacks {{topic}}"),
+        ("{{topic}}/{{partition}}/{{start_offset}}/{{nope}}", "unknown placeholder {{nope}}"),
+        ("{{topic}}/{{partition:padding=maybe}}/{{start_offset}}", "unknown placeholder"),
+        ("{{timestamp:unit=ss}}/{{topic}}/{{partition}}/{{start_offset}}", "unit=yyyy"),
+        ("{{partition}}/{{start_offset}}/{{topic}}", "ends with {{topic}}"),
+        ("{{topic}}/{{partition}}/{{start_offset}}/{{topic}}", "repeats"),
+        ("{{topic}}/{{partition}}/{{start_offset}", "malformed"),
+    ],
+)
+def test_unparseable_templates_are_rejected_with_a_reason(template, message):
+    with pytest.raises(KeyParseError, match=message.replace("{", r"\{").replace("}", r"\}")):
+        template_codec(template)
+
+
+def test_template_bound_to_a_topic():
+    codec = template_codec("{{partition}}/{{start_offset}}", topic="orders.v1")
+    key = codec.render("orders.v1", 3, 9, "avro")
+    assert key == "3/9.avro"
+    assert codec.parse(key) == ObjectKey("orders.v1", 3, 9, "avro")
+    with pytest.raises(KeyParseError):
+        codec.render("other", 3, 9, "avro")
+
+
+def test_time_placeholders_render_utc():
+    codec = template_codec("{{timestamp:unit=yyyy}}/{{timestamp:unit=MM}}/{{timestamp:unit=dd}}/"
+                           "{{timestamp:unit=HH}}/{{utc_date}}/{{topic}}-{{partition}}-{{start_offset}}")
+    # 2026-11-22T07:30:00Z
+    assert codec.render("t", 0, 1, "", timestamp_ms=1_795_332_600_000) == "2026/11/22/07/2026-11-22/t-0-1"
+
+
+@pytest.mark.parametrize("topic, partition, offset", [("bad topic", 0, 0), ("", 0, 0), ("t", -1, 0), ("t", 0, -1),
+                                                      ("t", 0, 2**63), ("x" * 250, 0, 0)])
+def test_render_rejects_illegal_values(topic, partition, offset):
+    with pytest.raises(KeyParseError):
+        default_codec().render(topic, partition, offset, "parquet")
