@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Producer
 
 from ..core.envelope import timestamps_ms
@@ -68,7 +69,9 @@ def produce_partition(
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
         millis = timestamps_ms(batch).to_pylist()
-        headers = batch.column("headers").to_pylist()
+        # Most topics carry no headers: skip building per-record header lists then.
+        has_headers = (pc.sum(pc.list_value_length(batch.column("headers"))).as_py() or 0) > 0
+        headers = batch.column("headers").to_pylist() if has_headers else None
         for i in range(batch.num_rows):
             if crash_at is not None and result.records + i >= crash_at:
                 producer.poll(0)
@@ -76,7 +79,7 @@ def produce_partition(
             timestamp = millis[i]
             if timestamp <= 0:
                 result.timestamps_replaced += 1
-            record_headers = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else None
+            record_headers = [(h["key"], h["value"]) for h in headers[i]] if headers and headers[i] else None
             while True:
                 try:
                     produce(
