@@ -166,14 +166,25 @@ def load_state(store: ObjectStore) -> BackupState:
 def write_commit(store: ObjectStore, record: CommitRecord) -> str:
     """Write a commit record only if no record with its sequence exists; return its key."""
     key = commit_key(record.sequence)
+    data = record.to_json()
     try:
-        store.put(key, record.to_json(), if_none_match=True)
+        store.put(key, data, if_none_match=True)
     except PreconditionFailed:
+        if _is_own_write(store, key, data):
+            return key
         raise TopicvaultError(
             f"another backup committed to {store.uri} at the same time ({key} exists): "
             "nothing of this run was committed; run the backup again to continue from its position"
         ) from None
     return key
+
+
+def _is_own_write(store: ObjectStore, key: str, data: bytes) -> bool:
+    """A retried conditional put can fail because its own first attempt landed (timeout after write)."""
+    try:
+        return store.get(key) == data
+    except TopicvaultError:
+        return False
 
 
 def objects_by_partition(objects: Iterable[ObjectEntry]) -> dict[tuple[str, int], list[ObjectEntry]]:
