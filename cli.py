@@ -133,6 +133,8 @@ def restore(
     topic: List[str] = typer.Option([], "--topic", "-t", help="Source topic to restore (default: all)."),
     rename: List[str] = typer.Option([], "--rename", help="Restore topic OLD under NEW: OLD=NEW (repeatable)."),
     restore_id: Optional[str] = typer.Option(None, "--restore-id", help="Id to resume an interrupted restore."),
+    until: Optional[str] = typer.Option(None, "--until", help="Point in time: restore each partition up to the "
+                                        "first record after TIME (ISO-8601 or epoch ms)."),
     create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
     allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
     kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
@@ -141,10 +143,11 @@ def restore(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
-    from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
+    from .source.restore import RestoreJob, parse_renames, parse_until, plan_restore, run_restore
 
     job = RestoreJob(_kafka(bootstrap_servers, kafka_property), from_uri, _store_options(store_option))
-    restore_plan = plan_restore(job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics)
+    until_ms = parse_until(until) if until else None
+    restore_plan = plan_restore(job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics, until_ms)
     if dry_run:
         typer.echo(f"plan: {restore_plan.records:,} records in {len(restore_plan.tasks)} partitions")
         for task in restore_plan.tasks:

@@ -97,7 +97,10 @@ def select_topics(
             raise TopicvaultError(f"topic {topic!r} does not exist on the cluster: check the name (topics are case-sensitive)")
         chosen[topic] = available[topic]
     if regex:
-        pattern = re.compile(regex)
+        try:
+            pattern = re.compile(regex)
+        except re.error as exc:
+            raise TopicvaultError(f"bad --topics-regex {regex!r}: {exc}") from None
         chosen.update({t: n for t, n in available.items() if pattern.fullmatch(t) and not t.startswith("__")})
     if not chosen:
         raise TopicvaultError("no topics selected: pass --topic NAME or a --topics-regex that matches")

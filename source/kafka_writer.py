@@ -100,7 +100,10 @@ def produce_partition(
             break
     remaining = producer.flush(flush_timeout_s)
     if failures:
-        raise TopicvaultError(f"producing to {topic}[{partition}] failed: {failures[0]}")
+        raise TopicvaultError(
+            f"producing to {topic}[{partition}] failed: {failures[0]}: check the broker, then run again with the "
+            "same --restore-id to continue (-X message.timeout.ms sets how long a broker outage is waited out)"
+        )
     if remaining:
         raise TopicvaultError(
             f"{remaining} records to {topic}[{partition}] were not acknowledged within {flush_timeout_s:.0f} s: "

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
+from ..core.envelope import timestamps_ms
 from ..core.errors import CorruptObject
 from ..core.store import ObjectStore
 from ..formats import extension_of, format_for_extension
@@ -57,3 +58,31 @@ def read_partition(store: ObjectStore, entries: list[ObjectEntry], skip: int = 0
         for batch in table.slice(skip).to_batches(max_chunksize=50_000):
             yield batch
         skip = 0
+
+
+def until_prefix(batches: Iterable[pa.RecordBatch], until_ms: int | None) -> Iterator[pa.RecordBatch]:
+    """The records before the first one whose timestamp is after `until_ms` (point-in-time)."""
+    for batch in batches:
+        if until_ms is None:
+            yield batch
+            continue
+        past = pc.greater(timestamps_ms(batch), until_ms)
+        first_past = pc.index(past, True).as_py()
+        if first_past < 0:
+            yield batch
+            continue
+        if first_past > 0:
+            yield batch.slice(0, first_past)
+        return
+
+
+def objects_until(entries: list[ObjectEntry], until_ms: int | None) -> list[ObjectEntry]:
+    """The objects that can hold records of the prefix up to `until_ms` (offset order)."""
+    if until_ms is None:
+        return entries
+    kept = []
+    for entry in sorted(entries, key=lambda e: e.first_offset):
+        kept.append(entry)
+        if entry.max_timestamp_ms > until_ms:
+            break
+    return kept

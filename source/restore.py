@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from ..core.commits import BackupState, ObjectEntry, load_state
 from ..core.errors import TopicvaultError
@@ -12,7 +13,7 @@ from ..core.kafka import KafkaSettings, create_topics, list_topic_partitions, me
 from ..core.spark import run_tasks
 from ..core.store import open_store
 from .kafka_writer import count_records, partition_end, produce_partition
-from .object_reader import read_partition
+from .object_reader import objects_until, read_partition, until_prefix
 from .restore_state import RestoreState, check_same_restore, load_restore_state, save_restore_state
 
 
@@ -25,6 +26,7 @@ class RestoreTask:
     target_topic: str
     target_start: int
     objects: tuple[ObjectEntry, ...]
+    until_ms: int | None = None
 
     @property
     def records(self) -> int:
@@ -103,7 +105,10 @@ def restore_task(job: RestoreJob, task: RestoreTask) -> TaskResult:
             "restore into a new topic"
         )
     produced = produce_partition(
-        job.kafka, task.target_topic, task.partition, read_partition(job.open_store(), list(task.objects), skip=present)
+        job.kafka,
+        task.target_topic,
+        task.partition,
+        until_prefix(read_partition(job.open_store(), list(task.objects), skip=present), task.until_ms),
     )
     return TaskResult(
         task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced
@@ -138,6 +143,7 @@ def plan_restore(
     restore_id: str | None,
     allow_nonempty: bool = False,
     create_missing: bool = True,
+    until_ms: int | None = None,
 ) -> RestorePlan:
     """Plan a restore; on a first start this also records where each target partition stands."""
     store = job.open_store()
@@ -165,6 +171,7 @@ def plan_restore(
     if to_create and not create_missing:
         raise TopicvaultError(f"target topics missing: {', '.join(sorted(to_create))}: create them or drop --no-create-topics")
 
+    _check_until(state, selected, until_ms)
     restore_id = restore_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     saved = load_restore_state(store, restore_id)
     if saved is not None:
@@ -174,11 +181,41 @@ def plan_restore(
         starts = _target_starts(job.kafka, partitions_needed, existing, allow_nonempty)
     tasks = [
         RestoreTask(source, partition, topic_map[source], starts.get(f"{topic_map[source]}:{partition}", 0),
-                    tuple(ps.objects))
+                    tuple(objects_until(ps.objects, until_ms)), until_ms)
         for (source, partition), ps in sorted(state.partitions.items())
         if source in topic_map and ps.objects
     ]
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None)
+
+
+def parse_until(text: str) -> int:
+    """`--until` as Kafka milliseconds: epoch ms, or ISO-8601 (UTC unless it names a zone)."""
+    if text.strip().isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise TopicvaultError(f"bad --until {text!r}: give ISO-8601 (2026-11-22T07:00:00Z) or epoch milliseconds") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def _check_until(state: BackupState, topics: list[str], until_ms: int | None) -> None:
+    if until_ms is None:
+        return
+    if until_ms > time.time() * 1000 + 60_000:
+        raise TopicvaultError(f"--until {_iso(until_ms)} is in the future: give a time at or before now")
+    objects = [o for (t, _), ps in state.partitions.items() if t in topics for o in ps.objects]
+    earliest = min((o.min_timestamp_ms for o in objects), default=None)
+    if earliest is not None and until_ms < earliest:
+        raise TopicvaultError(
+            f"--until {_iso(until_ms)} is before the backed-up data (earliest record {_iso(earliest)}): nothing to restore"
+        )
+
+
+def _iso(millis: int) -> str:
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _target_starts(

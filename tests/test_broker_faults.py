@@ -1,0 +1,97 @@
+"""Broker faults: the broker goes away mid-restore and comes back, or stays away past a deadline.
+
+A TCP proxy sits between clients and a broker of the test's own (the broker advertises the
+proxy's port), so the outage is real to every client: connections dropped, new ones refused.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from clitools import run_cli
+from kafkatools import consume_all, create_topic, produce_records
+from nasty import nasty_records
+from tcpproxy import TcpProxy
+from topicvault.core.embedded_broker import broker_binary, free_port, wait_for_broker
+
+CLI = str(Path(sys.executable).with_name("topicvault"))
+
+
+@pytest.fixture
+def proxied_broker(tmp_path):
+    """(bootstrap through the proxy, proxy) for a tansu broker advertising the proxy's port."""
+    broker_port, proxy_port = free_port(), free_port()
+    proxy = TcpProxy(proxy_port, broker_port).start()
+    with open(tmp_path / "tansu.log", "wb") as log:
+        broker = subprocess.Popen(
+            [broker_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{broker_port}",
+             "--advertised-listener-url", f"tcp://127.0.0.1:{proxy_port}", "--storage-engine", "memory://tansu/"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    try:
+        wait_for_broker(f"127.0.0.1:{proxy_port}", 30)
+        yield f"127.0.0.1:{proxy_port}", proxy
+    finally:
+        proxy.close()
+        broker.terminate()
+        broker.wait(10)
+
+
+def start_restore(args: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([CLI, *args, "--master", "local[2]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                env=dict(os.environ), start_new_session=True)
+
+
+def wait_for_traffic(proxy: TcpProxy, extra_bytes: int, timeout_s: float = 120) -> None:
+    start, deadline = proxy.bytes, time.monotonic() + timeout_s
+    while proxy.bytes - start < extra_bytes:
+        assert time.monotonic() < deadline, "the restore never started producing"
+        time.sleep(0.02)
+
+
+def strip(partitions):
+    return {p: [(r.key, r.value, r.headers, r.timestamp_ms) for r in rs] for p, rs in partitions.items()}
+
+
+def test_restore_survives_a_broker_outage(spark, proxied_broker, tmp_path):
+    bootstrap, proxy = proxied_broker
+    topic = create_topic(bootstrap, "outage", 2)
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 40_000, big_values=0))
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    restore = start_restore(["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r"],
+                            tmp_path / "cli.log")
+    wait_for_traffic(proxy, 2_000_000)  # mid-produce
+    proxy.outage()
+    time.sleep(4)
+    proxy.restore()
+    assert restore.wait(300) == 0, (tmp_path / "cli.log").read_text()[-3000:]
+    assert strip(consume_all(bootstrap, f"{topic}-r")) == strip(consume_all(bootstrap, topic))
+
+
+def test_outage_past_the_deadline_fails_clearly_and_resumes_exactly_once(spark, proxied_broker, tmp_path):
+    bootstrap, proxy = proxied_broker
+    topic = create_topic(bootstrap, "deadline", 2)
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 40_000, big_values=0))
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    args = ["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r",
+            "--restore-id", "deadline", "-X", "message.timeout.ms=3000"]
+    log = tmp_path / "cli.log"
+    restore = start_restore(args, log)
+    wait_for_traffic(proxy, 2_000_000)
+    proxy.outage()
+    status = restore.wait(120)
+    proxy.restore()
+    errors = [line for line in log.read_text().splitlines() if line.startswith("error:")]
+    assert status == 1 and len(errors) == 1, log.read_text()[-3000:]
+    assert "deadline-r" in errors[0] or "timed out" in errors[0].lower(), errors[0]
+    assert "Traceback" not in log.read_text()
+
+    assert start_restore(args, log).wait(300) == 0, log.read_text()[-3000:]
+    assert strip(consume_all(bootstrap, f"{topic}-r")) == strip(consume_all(bootstrap, topic))
