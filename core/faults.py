@@ -1,5 +1,7 @@
 """Crash injection for the crash-safety tests.
 
+`TOPICVAULT_FAIL_FIRST_ATTEMPT_AT=<point>:<count>` instead fails only a Spark task's first attempt
+(noted in the file TOPICVAULT_FAULT_LOG names, if set).
 `TOPICVAULT_CRASH_AT=<point>:<count>` makes the process group die by SIGKILL when `point` has
 been passed `count` times: the CLI, its JVM and every Python worker go at once, as in a
 machine failure. Points: backup.consume (records read), backup.object (objects stored),
@@ -12,18 +14,40 @@ import os
 import signal
 
 ENV = "TOPICVAULT_CRASH_AT"
+FAIL_ENV = "TOPICVAULT_FAIL_FIRST_ATTEMPT_AT"
 
 
 def crash_after(point: str) -> int | None:
-    """The count at which `point` should crash, or None (the normal case)."""
-    spec = os.environ.get(ENV)
-    if not spec:
-        return None
-    name, _, count = spec.rpartition(":")
-    return int(count) if name == point else None
+    """The count at which `point` should crash (or fail, see `failing_now`), or None (the normal case)."""
+    for variable in (ENV, FAIL_ENV):
+        spec = os.environ.get(variable)
+        if spec:
+            name, _, count = spec.rpartition(":")
+            if name == point:
+                return int(count)
+    return None
 
 
 def crash_now() -> None:
+    """Crash as configured: fail the first Spark task attempt (TOPICVAULT_FAIL_FIRST_ATTEMPT_AT) or SIGKILL.
+
+    A failed first attempt lets Spark retry the task (with a master like local[2,4]): the test of
+    task retries inside one job.
+    """
+    if os.environ.get(FAIL_ENV):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is not None and context.attemptNumber() == 0:
+            if os.environ.get("TOPICVAULT_FAULT_LOG"):
+                with open(os.environ["TOPICVAULT_FAULT_LOG"], "a") as log:
+                    log.write(f"failed attempt 0 of partition {context.partitionId()}\n")
+            raise RuntimeError("injected failure of a first task attempt")
+        return
+    _kill_session()
+
+
+def _kill_session() -> None:
     """SIGKILL every process of this session (CLI, JVM, Python workers), then this one.
 
     The session, not the process group: PySpark's daemon puts workers in groups of their own.

@@ -41,8 +41,10 @@ def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
     )
     for name, value in settings.properties:
         config[name] = value
-    # Correctness settings the user may not switch off.
-    config.update({"enable.idempotence": True, "acks": "all"})
+    # Correctness settings the user may not switch off. Gapless: if a record fails after later
+    # ones were sent, the producer stops with a fatal error instead of leaving a hole, so the
+    # target always holds a prefix of the source, which is what a resumed restore counts on.
+    config.update({"enable.idempotence": True, "acks": "all", "enable.gapless.guarantee": True})
     return Producer(config)
 
 
@@ -65,40 +67,50 @@ def produce_partition(
     result = ProduceResult()
     produce = producer.produce
     crash_at = crash_after("restore.produce")
-    for batch in batches:
-        keys = batch.column("key").to_pylist()
-        values = batch.column("value").to_pylist()
-        millis = timestamps_ms(batch).to_pylist()
-        # Most topics carry no headers: skip building per-record header lists then.
-        has_headers = (pc.sum(pc.list_value_length(batch.column("headers"))).as_py() or 0) > 0
-        headers = batch.column("headers").to_pylist() if has_headers else None
-        for i in range(batch.num_rows):
-            if crash_at is not None and result.records + i >= crash_at:
-                producer.poll(0)
-                crash_now()
-            timestamp = millis[i]
-            if timestamp <= 0:
-                result.timestamps_replaced += 1
-            record_headers = [(h["key"], h["value"]) for h in headers[i]] if headers and headers[i] else None
-            while True:
-                try:
-                    produce(
-                        topic,
-                        value=values[i],
-                        key=keys[i],
-                        partition=partition,
-                        timestamp=timestamp if timestamp > 0 else 0,
-                        headers=record_headers,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        result.records += batch.num_rows
-        result.bytes += batch.nbytes
-        producer.poll(0)
-        if failures:
-            break
+    try:
+        for batch in batches:
+            keys = batch.column("key").to_pylist()
+            values = batch.column("value").to_pylist()
+            millis = timestamps_ms(batch).to_pylist()
+            # Most topics carry no headers: skip building per-record header lists then.
+            has_headers = (pc.sum(pc.list_value_length(batch.column("headers"))).as_py() or 0) > 0
+            headers = batch.column("headers").to_pylist() if has_headers else None
+            for i in range(batch.num_rows):
+                if crash_at is not None and result.records + i >= crash_at:
+                    producer.poll(0)
+                    crash_now()
+                timestamp = millis[i]
+                if timestamp <= 0:
+                    result.timestamps_replaced += 1
+                record_headers = [(h["key"], h["value"]) for h in headers[i]] if headers and headers[i] else None
+                while True:
+                    try:
+                        produce(
+                            topic,
+                            value=values[i],
+                            key=keys[i],
+                            partition=partition,
+                            timestamp=timestamp if timestamp > 0 else 0,
+                            headers=record_headers,
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+            result.records += batch.num_rows
+            result.bytes += batch.nbytes
+            producer.poll(0)
+            if failures:
+                break
+    except BaseException:
+        # Settle the partition before anyone counts it again: drop what was never sent and wait
+        # for what is in flight, so a retried task attempt counts a stable prefix.
+        producer.purge(in_queue=True, in_flight=False)
+        producer.flush(flush_timeout_s)
+        raise
     remaining = producer.flush(flush_timeout_s)
+    if failures or remaining:
+        producer.purge(in_queue=True, in_flight=False)
+        producer.flush(flush_timeout_s)
     if failures:
         raise TopicvaultError(
             f"producing to {topic}[{partition}] failed: {failures[0]}: check the broker, then run again with the "

@@ -21,13 +21,17 @@ from nasty import nasty_records
 CLI = str(Path(sys.executable).with_name("topicvault"))
 
 
-def run_cli_process(args: list[str], log: Path, crash_at: str | None = None) -> int:
-    """Run the CLI as its own process group; return its exit status (-9 when it was killed)."""
-    env = {k: v for k, v in os.environ.items() if k != "TOPICVAULT_CRASH_AT"}
+def run_cli_process(args: list[str], log: Path, crash_at: str | None = None, fail_first_attempt_at: str | None = None,
+                    master: str = "local[2]") -> int:
+    """Run the CLI as its own session; return its exit status (-9 when it was killed)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPICVAULT_CRASH_AT")}
     if crash_at:
         env["TOPICVAULT_CRASH_AT"] = crash_at
+    if fail_first_attempt_at:
+        env["TOPICVAULT_FAIL_FIRST_ATTEMPT_AT"] = fail_first_attempt_at
+        env["TOPICVAULT_FAULT_LOG"] = str(log.with_suffix(".faults"))
     with open(log, "ab") as out:
-        process = subprocess.Popen([CLI, *args, "--master", "local[2]"], stdin=subprocess.DEVNULL, stdout=out,
+        process = subprocess.Popen([CLI, *args, "--master", master], stdin=subprocess.DEVNULL, stdout=out,
                                    stderr=out, env=env, start_new_session=True)
         return process.wait(timeout=300)
 
@@ -94,3 +98,23 @@ def test_backup_killed_at_ten_points_ends_exactly_once(bootstrap, spark, topic_f
     expected = {p: [(r.offset, r.key, r.value, r.headers) for r in rs] for p, rs in consume_all(bootstrap, topic).items()}
     assert backed_up_records(root) == expected
     assert "6,000 records" in run_cli("ls", str(root)) or "6,002 records" in run_cli("ls", str(root))
+
+
+def test_spark_task_retries_inside_one_job_end_exactly_once(bootstrap, spark, topic_factory, tmp_path):
+    # local[2,4]: Spark retries a failed task up to 4 times; every first attempt fails midway.
+    topic = topic_factory(2, prefix="retry")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 2_000, big_values=0))
+    root, log = tmp_path / "b", tmp_path / "cli.log"
+    backup = ["backup", "-b", bootstrap, "--to", str(root), "-t", topic, "--max-records", "300"]
+    assert run_cli_process(backup, log, fail_first_attempt_at="backup.object:2", master="local[2,4]") == 0, \
+        log.read_text()[-3000:]
+    assert len(log.with_suffix(".faults").read_text().splitlines()) == 2, "every first attempt must have failed"
+    expected = {p: [(r.offset, r.key, r.value, r.headers) for r in rs] for p, rs in consume_all(bootstrap, topic).items()}
+    assert backed_up_records(root) == expected
+
+    restore = ["restore", "--from", str(root), "-b", bootstrap, "--rename", f"{topic}={topic}-r"]
+    assert run_cli_process(restore, log, fail_first_attempt_at="restore.produce:777", master="local[2,4]") == 0, \
+        log.read_text()[-3000:]
+    assert len(log.with_suffix(".faults").read_text().splitlines()) == 4
+    assert {p: strip(r) for p, r in consume_all(bootstrap, f"{topic}-r").items()} == \
+        {p: strip(r) for p, r in consume_all(bootstrap, topic).items()}
