@@ -58,12 +58,18 @@ def strip(partitions):
     return {p: [(r.key, r.value, r.headers, r.timestamp_ms) for r in rs] for p, rs in partitions.items()}
 
 
+def backed_up_topic(bootstrap: str, name: str, location: str) -> str:
+    """A 2-partition topic of 80,000 records, backed up to `location`."""
+    topic = create_topic(bootstrap, name, 2)
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 40_000, big_values=0))
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    return topic
+
+
 def test_restore_survives_a_broker_outage(spark, proxied_broker, tmp_path):
     bootstrap, proxy = proxied_broker
-    topic = create_topic(bootstrap, "outage", 2)
-    produce_records(bootstrap, topic, nasty_records(topic, 2, 40_000, big_values=0))
     location = str(tmp_path / "b")
-    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    topic = backed_up_topic(bootstrap, "outage", location)
     restore = start_restore(["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r"],
                             tmp_path / "cli.log")
     wait_for_traffic(proxy, 2_000_000)  # mid-produce
@@ -76,10 +82,8 @@ def test_restore_survives_a_broker_outage(spark, proxied_broker, tmp_path):
 
 def test_outage_past_the_deadline_fails_clearly_and_resumes_exactly_once(spark, proxied_broker, tmp_path):
     bootstrap, proxy = proxied_broker
-    topic = create_topic(bootstrap, "deadline", 2)
-    produce_records(bootstrap, topic, nasty_records(topic, 2, 40_000, big_values=0))
     location = str(tmp_path / "b")
-    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    topic = backed_up_topic(bootstrap, "deadline", location)
     args = ["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r",
             "--restore-id", "deadline", "-X", "message.timeout.ms=3000"]
     log = tmp_path / "cli.log"
