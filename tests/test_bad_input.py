@@ -110,3 +110,36 @@ def test_concurrent_backups_cannot_both_commit(bootstrap, spark, topic_factory, 
     with pytest.raises(TopicvaultError, match="another backup committed"):
         run_backup(spark, job, second)
     assert len(list((tmp_path / "b" / "_topicvault" / "commits").glob("*.json"))) == 1
+
+
+def test_full_backup_into_a_used_location_is_refused(bootstrap, small_backup):
+    topic, location = small_backup
+    out = run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--full", expect_exit=1)
+    assert_one_line_error(out, "already holds a backup", "new location")
+
+
+def test_no_create_topics_with_a_missing_target(bootstrap, small_backup):
+    topic, location = small_backup
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-missing",
+                  "--no-create-topics", expect_exit=1)
+    assert_one_line_error(out, f"{topic}-missing", "--no-create-topics")
+    assert not topic_exists(bootstrap, f"{topic}-missing")
+
+
+def test_committed_object_with_an_unknown_format_is_named(bootstrap, small_backup):
+    topic, location = small_backup
+    commit_path = next((location / "_topicvault" / "commits").glob("*.json"))
+    commit = json.loads(commit_path.read_text())
+    entry = commit["objects"][0]
+    strange = entry["key"].replace(".parquet", ".xyz")
+    (location / entry["key"]).rename(location / strange)
+    entry["key"] = strange
+    commit_path.write_text(json.dumps(commit))
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-x",
+                  "--topic", topic, expect_exit=1)
+    assert_one_line_error(out, strange)
+
+
+def test_bad_topics_regex(bootstrap, tmp_path):
+    out = run_cli("backup", "-b", bootstrap, "--to", str(tmp_path / "b"), "--topics-regex", "orders[", expect_exit=1)
+    assert_one_line_error(out, "bad --topics-regex")
