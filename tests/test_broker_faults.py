@@ -6,12 +6,14 @@ proxy's port), so the outage is real to every client: connections dropped, new o
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from clitools import run_cli
 from kafkatools import consume_all, create_topic, produce_records
@@ -41,7 +43,7 @@ def proxied_broker(tmp_path):
         broker.wait(10)
 
 
-def start_restore(args: list[str], log: Path) -> subprocess.Popen:
+def start_cli(args: list[str], log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen([CLI, *args, "--master", "local[2]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                 env=dict(os.environ), start_new_session=True)
@@ -70,7 +72,7 @@ def test_restore_survives_a_broker_outage(spark, proxied_broker, tmp_path):
     bootstrap, proxy = proxied_broker
     location = str(tmp_path / "b")
     topic = backed_up_topic(bootstrap, "outage", location)
-    restore = start_restore(["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r"],
+    restore = start_cli(["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r"],
                             tmp_path / "cli.log")
     wait_for_traffic(proxy, 2_000_000)  # mid-produce
     proxy.outage()
@@ -87,7 +89,7 @@ def test_outage_past_the_deadline_fails_clearly_and_resumes_exactly_once(spark, 
     args = ["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r",
             "--restore-id", "deadline", "-X", "message.timeout.ms=3000"]
     log = tmp_path / "cli.log"
-    restore = start_restore(args, log)
+    restore = start_cli(args, log)
     wait_for_traffic(proxy, 2_000_000)
     proxy.outage()
     status = restore.wait(120)
@@ -97,5 +99,26 @@ def test_outage_past_the_deadline_fails_clearly_and_resumes_exactly_once(spark, 
     assert "deadline-r" in errors[0] or "timed out" in errors[0].lower(), errors[0]
     assert "Traceback" not in log.read_text()
 
-    assert start_restore(args, log).wait(300) == 0, log.read_text()[-3000:]
+    assert start_cli(args, log).wait(300) == 0, log.read_text()[-3000:]
     assert strip(consume_all(bootstrap, f"{topic}-r")) == strip(consume_all(bootstrap, topic))
+
+
+def test_backup_survives_a_broker_outage(spark, proxied_broker, tmp_path):
+    bootstrap, proxy = proxied_broker
+    topic = create_topic(bootstrap, "backup-outage", 2)
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 40_000, big_values=0))
+    root, log = tmp_path / "b", tmp_path / "cli.log"
+    backup = start_cli(["backup", "-b", bootstrap, "--to", str(root), "-t", topic, "--max-records", "5000"], log)
+    wait_for_traffic(proxy, 2_000_000)  # mid-consume
+    proxy.outage()
+    time.sleep(4)
+    proxy.restore()
+    assert backup.wait(300) == 0, log.read_text()[-3000:]
+    committed = [entry for commit in (root / "_topicvault" / "commits").glob("*.json")
+                 for entry in json.loads(commit.read_text())["objects"]]
+    offsets = {p: [] for p in (0, 1)}
+    for entry in committed:
+        offsets[entry["partition"]] += pq.read_table(root / entry["key"]).column("metadata").combine_chunks() \
+            .field("offset").to_pylist()
+    source = consume_all(bootstrap, topic)
+    assert {p: sorted(o) for p, o in offsets.items()} == {p: [r.offset for r in rs] for p, rs in source.items()}
