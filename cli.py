@@ -111,6 +111,11 @@ def backup(
         typer.echo(f"{'plan' if dry_run else 'nothing new to back up'}: {len(backup_plan.tasks)} tasks")
         for p in backup_plan.partitions:
             typer.echo(f"  {p.topic}[{p.partition}] offsets {p.start}..{p.end - 1} (up to {p.records_at_most} records)")
+        if not dry_run and backup_plan.needs_commit:
+            from .sink.backup import commit_backup
+
+            key = commit_backup(job, backup_plan, [])
+            typer.echo(f"saved changed topic settings and consumer-group offsets: committed {key}")
         return
     from .core.spark import get_spark
 
@@ -135,6 +140,16 @@ def restore(
     restore_id: Optional[str] = typer.Option(None, "--restore-id", help="Id to resume an interrupted restore."),
     until: Optional[str] = typer.Option(None, "--until", help="Point in time: restore each partition up to the "
                                         "first record after TIME (ISO-8601 or epoch ms)."),
+    until_mode: str = typer.Option("prefix", "--until-mode", help="prefix: stop each partition at the first "
+                                   "record after TIME; filter: leave out every record after TIME."),
+    from_offset: List[str] = typer.Option([], "--from-offset", help="First source offset to restore: N (every "
+                                          "partition) or TOPIC:PARTITION=N (repeatable)."),
+    to_offset: List[str] = typer.Option([], "--to-offset", help="Last source offset to restore (inclusive): N or "
+                                        "TOPIC:PARTITION=N (repeatable)."),
+    groups: bool = typer.Option(False, "--groups", help="Then commit the saved consumer-group offsets, translated "
+                                "to the restored offsets (groups must be inactive on the target)."),
+    group: List[str] = typer.Option([], "--group", help="With --groups: only this group (repeatable)."),
+    configs: bool = typer.Option(True, "--configs/--no-configs", help="Create topics with their saved configs."),
     create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
     allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
     kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
@@ -143,16 +158,28 @@ def restore(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
-    from .source.restore import RestoreJob, parse_renames, parse_until, plan_restore, run_restore
+    from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
+    from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
 
     job = RestoreJob(_kafka(bootstrap_servers, kafka_property), from_uri, _store_options(store_option))
-    until_ms = parse_until(until) if until else None
-    restore_plan = plan_restore(job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics, until_ms)
+    selection = Selection(
+        until_ms=parse_until(until) if until else None,
+        until_mode=check_until_mode(until_mode),
+        from_offsets=parse_offset_bounds(from_offset, "--from-offset"),
+        to_offsets=parse_offset_bounds(to_offset, "--to-offset"),
+    )
+    if group and not groups:
+        raise TopicvaultError("--group works with --groups: add --groups")
+    restore_plan = plan_restore(
+        job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics, selection, configs
+    )
+    for note in restore_plan.notes:
+        typer.echo(f"note: {note}", err=True)
     if dry_run:
-        typer.echo(f"plan: {restore_plan.records:,} records in {len(restore_plan.tasks)} partitions")
+        typer.echo(f"plan: up to {restore_plan.records:,} records in {len(restore_plan.tasks)} partitions")
         for task in restore_plan.tasks:
             typer.echo(f"  {task.source_topic}[{task.partition}] -> {task.target_topic}[{task.partition}]: "
-                       f"{task.records:,} records in {len(task.objects)} objects")
+                       f"up to {task.records:,} records in {len(task.objects)} objects")
         return
     typer.echo(f"restore id {restore_plan.restore_id}{' (resuming)' if restore_plan.resumed else ''}: "
                "if interrupted, run again with --restore-id to continue")
@@ -169,6 +196,17 @@ def restore(
         typer.echo(
             f"warning: {result.timestamps_replaced} records had timestamp <= 0, which Kafka clients cannot "
             "produce; they carry the produce time instead", err=True)
+    if groups:
+        from .source.groups import restore_groups
+
+        committed = restore_groups(job, restore_plan.restore_id, group or None)
+        for name in sorted({g.group for g in committed}):
+            moved = [g for g in committed if g.group == name]
+            typer.echo(f"group {name}: committed {len(moved)} offsets (" + ", ".join(
+                f"{g.target_topic}[{g.partition}] {g.source_offset}->{g.target_offset}" for g in moved[:6]
+            ) + (", …" if len(moved) > 6 else "") + ")")
+        if not committed:
+            typer.echo("no consumer-group offsets saved for the restored topics")
 
 
 @app.command("ls")

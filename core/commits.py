@@ -55,7 +55,10 @@ class CommitRecord:
     created_ms: int
     ranges: tuple[PartitionRange, ...]
     objects: tuple[ObjectEntry, ...]
-    topics: dict[str, dict] = field(default_factory=dict)  # topic -> {"partitions": n, ...}
+    topics: dict[str, dict] = field(default_factory=dict)  # topic -> TopicSettings.to_json()
+    # Consumer-group offsets read just before this run's offset snapshot (None: not read):
+    # {group: {"read_ms": ms, "offsets": {topic: {partition: next offset}}}}
+    groups: dict[str, dict] | None = None
 
     def to_json(self) -> bytes:
         """Serialise (stable key order, so identical records give identical bytes)."""
@@ -67,6 +70,8 @@ class CommitRecord:
             "ranges": [asdict(r) for r in self.ranges],
             "objects": [asdict(o) for o in self.objects],
         }
+        if self.groups is not None:
+            body["groups"] = self.groups
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
@@ -82,6 +87,7 @@ class CommitRecord:
                 topics=dict(body.get("topics", {})),
                 ranges=tuple(PartitionRange(**r) for r in body["ranges"]),
                 objects=tuple(ObjectEntry(**o) for o in body["objects"]),
+                groups=body.get("groups"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -109,6 +115,8 @@ class BackupState:
     last_sequence: int = 0
     partitions: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
     topics: dict[str, dict] = field(default_factory=dict)
+    # Per group and topic, the offsets of the latest run that backed up that topic.
+    groups: dict[str, dict] = field(default_factory=dict)  # {group: {"read_ms": ms, "offsets": {topic: {...}}}}
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -132,7 +140,23 @@ class BackupState:
             self.partitions[(entry.topic, entry.partition)].objects.append(entry)
         for topic, info in record.topics.items():
             self.topics[topic] = info
+        if record.groups is not None:
+            self._apply_groups(record)
         self.last_sequence = record.sequence
+
+
+    def _apply_groups(self, record: CommitRecord) -> None:
+        # A run that backed up a topic read every group's offsets on it: replace what older runs saw.
+        for group in list(self.groups):
+            offsets = self.groups[group]["offsets"]
+            for topic in record.topics:
+                offsets.pop(topic, None)
+            if not offsets:
+                del self.groups[group]
+        for group, snapshot in (record.groups or {}).items():
+            saved = self.groups.setdefault(group, {"read_ms": snapshot["read_ms"], "offsets": {}})
+            saved["read_ms"] = max(saved["read_ms"], snapshot["read_ms"])
+            saved["offsets"].update({t: dict(o) for t, o in snapshot["offsets"].items()})
 
 
 def commit_key(sequence: int) -> str:

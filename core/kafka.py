@@ -159,21 +159,38 @@ def read_to_eof(consumer: Consumer, topic: str, partition: int, start: int, idle
         consumer.unassign()
 
 
-def create_topics(settings: KafkaSettings, partitions_by_topic: Mapping[str, int], replication_factor: int = -1) -> None:
-    """Create topics with the given partition counts (broker default replication) and wait."""
+def create_topics(
+    settings: KafkaSettings,
+    partitions_by_topic: Mapping[str, int],
+    replication_factor: int = -1,
+    configs_by_topic: Mapping[str, Mapping[str, str]] | None = None,
+    replication_by_topic: Mapping[str, int] | None = None,
+) -> None:
+    """Create topics with the given partition counts, configs and replication (default: broker's), and wait."""
     if not partitions_by_topic:
         return
     admin = admin_client(settings)
-    futures = admin.create_topics(
-        [NewTopic(t, num_partitions=n, replication_factor=replication_factor) for t, n in partitions_by_topic.items()],
-        operation_timeout=METADATA_TIMEOUT_S,
-    )
+    new_topics = [
+        NewTopic(
+            t,
+            num_partitions=n,
+            replication_factor=(replication_by_topic or {}).get(t, replication_factor),
+            config=dict((configs_by_topic or {}).get(t, {})),
+        )
+        for t, n in partitions_by_topic.items()
+    ]
+    futures = admin.create_topics(new_topics, operation_timeout=METADATA_TIMEOUT_S)
     for topic, future in futures.items():
         try:
             future.result()
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise TopicvaultError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from None
+
+
+def broker_count(settings: KafkaSettings) -> int:
+    """How many brokers the cluster has (caps the replication factor of created topics)."""
+    return len(admin_client(settings).list_topics(timeout=METADATA_TIMEOUT_S).brokers)
 
 
 def confluent_timestamp_type(kind: int) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, load_state, write_commit
+from ..core.cluster import group_offsets, topic_settings
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, load_state, write_commit
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, watermarks
@@ -100,39 +101,71 @@ def plan(
             f"{job.store_uri} already holds a backup: --full starts over, so give it a new location"
         )
     selected = select_topics(list_topic_partitions(job.kafka), topics, topics_regex)
-    return plan_backup(selected, snapshot_offsets(job.kafka, selected), state, records_per_task)
+    # Group offsets are read before the offset snapshot, so every saved offset lies within the
+    # backed-up range (a group cannot have committed past an end that did not exist yet).
+    groups, warnings = _read_groups(job.kafka, selected)
+    backup_plan = plan_backup(selected, snapshot_offsets(job.kafka, selected), state, records_per_task)
+    backup_plan.warnings.extend(warnings)
+    backup_plan.topic_settings = {t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()}
+    backup_plan.groups = groups
+    backup_plan.state_changed = _state_changed(state, backup_plan)
+    return backup_plan
+
+
+def _read_groups(kafka: KafkaSettings, topics: dict[str, int]) -> tuple[dict | None, list[str]]:
+    try:
+        return group_offsets(kafka, topics), []
+    except TopicvaultError as exc:  # e.g. no Describe ACL on groups: the data backup still matters more
+        return None, [f"consumer-group offsets not saved: {exc}"]
+
+
+def _state_changed(state: BackupState, backup_plan: BackupPlan) -> bool:
+    if any(state.topics.get(t) != s for t, s in backup_plan.topic_settings.items()):
+        return True
+    if backup_plan.groups is None:
+        return False
+    saved = {
+        (g, t): offsets
+        for g, snapshot in state.groups.items()
+        for t, offsets in snapshot["offsets"].items()
+        if t in backup_plan.topics
+    }
+    now = {(g, t): offsets for g, snapshot in backup_plan.groups.items() for t, offsets in snapshot["offsets"].items()}
+    return saved != now
 
 
 def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
     """Run the planned tasks and commit what they wrote; nothing is committed if any task fails."""
     started = time.monotonic()
-    results = run_tasks(spark, lambda task: backup_task(job, task), backup_plan.tasks)
+    results = run_tasks(spark, lambda task: backup_task(job, task), backup_plan.tasks) if backup_plan.tasks else []
     objects = [entry for entries in results for entry in entries]
-    commit_key = None
-    if backup_plan.has_work:
-        store = job.open_store()
-        state = load_state(store)
-        ranges = tuple(
-            PartitionRange(p.topic, p.partition, p.start, p.end)
-            for p in backup_plan.partitions
-            if p.end > p.start
-        )
-        record = CommitRecord(
-            sequence=state.last_sequence + 1,
-            created_ms=int(time.time() * 1000),
-            ranges=ranges,
-            objects=tuple(sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset))),
-            topics={t: {"partitions": n} for t, n in backup_plan.topics.items()},
-        )
-        # Re-check continuity against the state as it is now: a concurrent run may have moved it.
-        for r in ranges:
-            committed = state.end_offset(r.topic, r.partition)
-            if committed is not None and committed != r.start:
-                raise TopicvaultError(
-                    f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
-                    "nothing of this run was committed; run the backup again"
-                )
-        if crash_after("backup.commit") is not None:
-            crash_now()
-        commit_key = write_commit(store, record)
+    commit_key = commit_backup(job, backup_plan, objects) if backup_plan.needs_commit else None
     return BackupResult(backup_plan, objects, commit_key, time.monotonic() - started)
+
+
+def commit_backup(job: BackupJob, backup_plan: BackupPlan, objects: list[ObjectEntry]) -> str:
+    """Write the commit record of a run: its ranges, objects, topic settings and group offsets."""
+    store = job.open_store()
+    state = load_state(store)
+    ranges = tuple(
+        PartitionRange(p.topic, p.partition, p.start, p.end) for p in backup_plan.partitions if p.end > p.start
+    )
+    record = CommitRecord(
+        sequence=state.last_sequence + 1,
+        created_ms=int(time.time() * 1000),
+        ranges=ranges,
+        objects=tuple(sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset))),
+        topics=backup_plan.topic_settings or {t: {"partitions": n} for t, n in backup_plan.topics.items()},
+        groups=backup_plan.groups,
+    )
+    # Re-check continuity against the state as it is now: a concurrent run may have moved it.
+    for r in ranges:
+        committed = state.end_offset(r.topic, r.partition)
+        if committed is not None and committed != r.start:
+            raise TopicvaultError(
+                f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
+                "nothing of this run was committed; run the backup again"
+            )
+    if crash_after("backup.commit") is not None:
+        crash_now()
+    return write_commit(store, record)

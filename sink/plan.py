@@ -34,10 +34,18 @@ class BackupPlan:
     tasks: list[OffsetRange]
     topics: dict[str, int]
     warnings: list[str] = field(default_factory=list)
+    topic_settings: dict[str, dict] = field(default_factory=dict)  # topic -> TopicSettings.to_json()
+    groups: dict[str, dict] | None = None  # see CommitRecord.groups
+    state_changed: bool = False  # topic settings or group offsets differ from the last commit
 
     @property
     def has_work(self) -> bool:
         return bool(self.tasks)
+
+    @property
+    def needs_commit(self) -> bool:
+        """Records to back up, or cluster state worth saving even when no record is new."""
+        return self.has_work or self.state_changed
 
 
 def plan_backup(

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from ..core.envelope import timestamps_ms
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof
+from ..core.kafka import KafkaSettings, metadata_consumer
 
 
 @dataclass
@@ -122,15 +122,6 @@ def produce_partition(
             "is the broker up? run the restore again with the same --restore-id to continue"
         )
     return result
-
-
-def count_records(settings: KafkaSettings, topic: str, partition: int, start: int) -> int:
-    """Records in the partition from `start` to its true end (read to EOF, not the watermark)."""
-    consumer = metadata_consumer(settings, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"})
-    try:
-        return sum(1 for _ in read_to_eof(consumer, topic, partition, start))
-    finally:
-        consumer.close()
 
 
 def partition_end(settings: KafkaSettings, topic: str, partition: int) -> int:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
-from ..core.envelope import timestamps_ms
 from ..core.errors import CorruptObject
 from ..core.store import ObjectStore
 from ..formats import extension_of, format_for_extension
@@ -37,52 +36,20 @@ def read_object(store: ObjectStore, entry: ObjectEntry) -> pa.Table:
     return table
 
 
-def read_partition(store: ObjectStore, entries: list[ObjectEntry], skip: int = 0) -> Iterator[pa.RecordBatch]:
-    """Yield a topic-partition's records in offset order, leaving out the first `skip` records.
+def read_partition(store: ObjectStore, entries: list[ObjectEntry]) -> Iterator[pa.RecordBatch]:
+    """Yield a topic-partition's records in offset order, one object at a time.
 
     Each object is fully read and verified before any of its records is yielded, so a
-    corrupt object stops the restore before producing past the corruption.
+    corrupt object stops the restore before producing past the corruption. Objects are read
+    lazily: a consumer that stops early never reads the rest.
     """
     previous_last = -1
     for entry in sorted(entries, key=lambda e: e.first_offset):
         if entry.first_offset <= previous_last:
             raise CorruptObject(f"object {entry.key} overlaps the previous object (offset {entry.first_offset})")
         previous_last = entry.last_offset
-        if skip >= entry.records:
-            skip -= entry.records
-            continue
         table = read_object(store, entry)
         offsets = table.column("offset")
         if table.num_rows > 1 and not pc.all(pc.greater(offsets.slice(1), offsets.slice(0, table.num_rows - 1))).as_py():
             raise CorruptObject(f"object {entry.key} holds records out of offset order")
-        for batch in table.slice(skip).to_batches(max_chunksize=50_000):
-            yield batch
-        skip = 0
-
-
-def until_prefix(batches: Iterable[pa.RecordBatch], until_ms: int | None) -> Iterator[pa.RecordBatch]:
-    """The records before the first one whose timestamp is after `until_ms` (point-in-time)."""
-    for batch in batches:
-        if until_ms is None:
-            yield batch
-            continue
-        past = pc.greater(timestamps_ms(batch), until_ms)
-        first_past = pc.index(past, True).as_py()
-        if first_past < 0:
-            yield batch
-            continue
-        if first_past > 0:
-            yield batch.slice(0, first_past)
-        return
-
-
-def objects_until(entries: list[ObjectEntry], until_ms: int | None) -> list[ObjectEntry]:
-    """The objects that can hold records of the prefix up to `until_ms` (offset order)."""
-    if until_ms is None:
-        return entries
-    kept = []
-    for entry in sorted(entries, key=lambda e: e.first_offset):
-        kept.append(entry)
-        if entry.max_timestamp_ms > until_ms:
-            break
-    return kept
+        yield from table.to_batches(max_chunksize=50_000)

@@ -7,14 +7,24 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from ..core.cluster import TopicSettings
 from ..core.commits import BackupState, ObjectEntry, load_state
 from ..core.errors import TopicvaultError
-from ..core.kafka import KafkaSettings, create_topics, list_topic_partitions, metadata_consumer, watermarks
+from ..core.kafka import (
+    KafkaSettings,
+    broker_count,
+    create_topics,
+    list_topic_partitions,
+    metadata_consumer,
+    watermarks,
+)
 from ..core.spark import run_tasks
 from ..core.store import open_store
-from .kafka_writer import count_records, partition_end, produce_partition
-from .object_reader import objects_until, read_partition, until_prefix
+from .kafka_writer import partition_end, produce_partition
+from .object_reader import read_partition
+from .offset_map import OffsetMap, recording, save_offset_maps
 from .restore_state import RestoreState, check_same_restore, load_restore_state, save_restore_state
+from .selection import Selection, skip_records
 
 
 @dataclass(frozen=True)
@@ -26,7 +36,7 @@ class RestoreTask:
     target_topic: str
     target_start: int
     objects: tuple[ObjectEntry, ...]
-    until_ms: int | None = None
+    selection: Selection = Selection()
 
     @property
     def records(self) -> int:
@@ -56,6 +66,7 @@ class TaskResult:
     produced: int
     bytes: int
     timestamps_replaced: int
+    offset_map: OffsetMap
 
 
 @dataclass
@@ -68,6 +79,9 @@ class RestorePlan:
     topics_to_create: dict[str, int]
     resumed: bool
     notes: list[str] = field(default_factory=list)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # target topic -> configs to create it with
+    replication: dict[str, int] = field(default_factory=dict)  # target topic -> replication factor
+    selection: Selection = Selection()
 
     @property
     def records(self) -> int:
@@ -96,22 +110,40 @@ class RestoreResult:
 
 
 def restore_task(job: RestoreJob, task: RestoreTask) -> TaskResult:
-    """Restore one partition (runs in a Spark worker; safe to run again at any point)."""
-    present = count_records(job.kafka, task.target_topic, task.partition, task.target_start)
+    """Restore one partition (runs in a Spark worker; safe to run again at any point).
+
+    The selected source records form a fixed sequence; the target partition holds a prefix of
+    it after `target_start`, so the task counts that prefix and produces the rest.
+    """
+    # Offsets, not a count of readable records: compaction or retention of the restored
+    # topic's saved configs may remove records during a long restore, never offsets.
+    present = partition_end(job.kafka, task.target_topic, task.partition) - task.target_start
     if present > task.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, "
             f"more than the {task.records} this restore writes: another producer wrote to it; "
             "restore into a new topic"
         )
+    offset_map = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
+    selected = task.selection.records(task.source_topic, task.partition, read_partition(job.open_store(), list(task.objects)))
     produced = produce_partition(
-        job.kafka,
-        task.target_topic,
-        task.partition,
-        until_prefix(read_partition(job.open_store(), list(task.objects), skip=present), task.until_ms),
+        job.kafka, task.target_topic, task.partition, skip_records(recording(selected, offset_map), present)
     )
+    if present > offset_map.records:
+        raise TopicvaultError(
+            f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start} but this "
+            f"restore selects {offset_map.records}: another producer wrote to it; restore into a new topic"
+        )
+    end = partition_end(job.kafka, task.target_topic, task.partition)
+    if end != offset_map.target_end:
+        raise TopicvaultError(
+            f"{task.target_topic}[{task.partition}] ends at offset {end}, expected {offset_map.target_end} "
+            f"({offset_map.records} records from {task.target_start}): another producer wrote to it during the "
+            "restore; its offset map would be wrong, so restore into a new topic"
+        )
     return TaskResult(
-        task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced
+        task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced,
+        offset_map,
     )
 
 
@@ -127,7 +159,7 @@ def parse_renames(pairs: list[str]) -> dict[str, str]:
 
 
 def _select(state: BackupState, topics: list[str], uri: str) -> list[str]:
-    available = sorted({topic for topic, _ in state.partitions})
+    available = sorted({topic for topic, _ in state.partitions} | set(state.topics))
     if not available:
         raise TopicvaultError(f"no backup at {uri}: no commit records under _topicvault/commits/; check the URI")
     for topic in topics:
@@ -143,7 +175,8 @@ def plan_restore(
     restore_id: str | None,
     allow_nonempty: bool = False,
     create_missing: bool = True,
-    until_ms: int | None = None,
+    selection: Selection = Selection(),
+    apply_configs: bool = True,
 ) -> RestorePlan:
     """Plan a restore; on a first start this also records where each target partition stands."""
     store = job.open_store()
@@ -153,11 +186,9 @@ def plan_restore(
     if unknown:
         raise TopicvaultError(f"--rename names topics not being restored: {', '.join(sorted(unknown))}")
     topic_map = {t: renames.get(t, t) for t in selected}
+    saved_settings = {t: TopicSettings.from_json(state.topics.get(t, {})) for t in selected}
     partitions_needed = {
-        topic_map[t]: max(
-            int(state.topics.get(t, {}).get("partitions", 0)),
-            1 + max(p for (tt, p) in state.partitions if tt == t),
-        )
+        topic_map[t]: max(saved_settings[t].partitions, 1 + max((p for (tt, p) in state.partitions if tt == t), default=0))
         for t in selected
     }
     existing = list_topic_partitions(job.kafka)
@@ -171,34 +202,58 @@ def plan_restore(
     if to_create and not create_missing:
         raise TopicvaultError(f"target topics missing: {', '.join(sorted(to_create))}: create them or drop --no-create-topics")
 
-    _check_until(state, selected, until_ms)
+    _check_until(state, selected, selection.until_ms)
     restore_id = restore_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     saved = load_restore_state(store, restore_id)
     if saved is not None:
-        check_same_restore(saved, job.kafka.bootstrap_servers, topic_map)
+        check_same_restore(saved, job.kafka.bootstrap_servers, topic_map, selection.to_json())
         starts = saved.start_offsets
     else:
         starts = _target_starts(job.kafka, partitions_needed, existing, allow_nonempty)
-    tasks = [
-        RestoreTask(source, partition, topic_map[source], starts.get(f"{topic_map[source]}:{partition}", 0),
-                    tuple(objects_until(ps.objects, until_ms)), until_ms)
-        for (source, partition), ps in sorted(state.partitions.items())
-        if source in topic_map and ps.objects
-    ]
-    return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None)
+    tasks = []
+    for (source, partition), ps in sorted(state.partitions.items()):
+        objects = selection.objects(source, partition, ps.objects) if source in topic_map else []
+        if objects:
+            target = topic_map[source]
+            tasks.append(RestoreTask(source, partition, target, starts[f"{target}:{partition}"], tuple(objects), selection))
+    plan = RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, selection=selection)
+    if to_create:
+        earliest = {
+            topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),
+                              default=None)
+            for t in selected
+        }
+        _plan_topic_settings(job.kafka, plan, {topic_map[t]: s for t, s in saved_settings.items()}, earliest, apply_configs)
+    return plan
 
 
-def parse_until(text: str) -> int:
-    """`--until` as Kafka milliseconds: epoch ms, or ISO-8601 (UTC unless it names a zone)."""
-    if text.strip().isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise TopicvaultError(f"bad --until {text!r}: give ISO-8601 (2026-11-22T07:00:00Z) or epoch milliseconds") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
+def _plan_topic_settings(
+    kafka: KafkaSettings,
+    plan: RestorePlan,
+    settings: dict[str, TopicSettings],
+    earliest_ms: dict[str, int | None],
+    apply_configs: bool,
+) -> None:
+    """Configs and replication factor of the topics the restore creates, with notes on what changed."""
+    brokers = broker_count(kafka)
+    for target in plan.topics_to_create:
+        saved = settings[target]
+        if saved.replication_factor > brokers:
+            plan.notes.append(
+                f"{target}: replication factor {saved.replication_factor} capped to {brokers}, the brokers the target has"
+            )
+        plan.replication[target] = min(saved.replication_factor, brokers) if saved.replication_factor > 0 else -1
+        if not saved.configs_reported:
+            plan.notes.append(f"{target}: the source broker reported no topic configs; created with the target's defaults")
+        elif apply_configs and saved.configs:
+            plan.topic_configs[target] = saved.configs
+            retention_ms = int(saved.configs.get("retention.ms", -1))
+            oldest = earliest_ms.get(target)
+            if retention_ms >= 0 and oldest is not None and oldest < time.time() * 1000 - retention_ms:
+                plan.notes.append(
+                    f"{target}: created with retention.ms={saved.configs['retention.ms']}; the broker deletes restored "
+                    "records older than that soon after the restore (use --no-configs to keep them)"
+                )
 
 
 def _check_until(state: BackupState, topics: list[str], until_ms: int | None) -> None:
@@ -243,11 +298,12 @@ def _target_starts(
 
 def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
     """Create missing topics and save the restore's state (first start only)."""
-    create_topics(job.kafka, plan.topics_to_create)
+    create_topics(job.kafka, plan.topics_to_create, configs_by_topic=plan.topic_configs, replication_by_topic=plan.replication)
     if not plan.resumed:
         starts = {f"{t.target_topic}:{t.partition}": t.target_start for t in plan.tasks}
         save_restore_state(
-            job.open_store(), RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, starts)
+            job.open_store(),
+            RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, starts, plan.selection.to_json()),
         )
 
 
@@ -256,4 +312,5 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     started = time.monotonic()
     start_restore(job, plan)
     results = run_tasks(spark, lambda task: restore_task(job, task), plan.tasks)
+    save_offset_maps(job.open_store(), plan.restore_id, [r.offset_map for r in results])
     return RestoreResult(plan, results, time.monotonic() - started)

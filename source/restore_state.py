@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..core.commits import STATE_PREFIX
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
@@ -28,6 +28,7 @@ class RestoreState:
     target_bootstrap: str
     topic_map: dict[str, str]  # source topic -> target topic
     start_offsets: dict[str, int]  # "target-topic:partition" -> offset
+    selection: dict = field(default_factory=dict)  # Selection.to_json(): which records it restores
 
     def start_offset(self, topic: str, partition: int) -> int:
         return self.start_offsets[f"{topic}:{partition}"]
@@ -39,6 +40,7 @@ class RestoreState:
                 "target_bootstrap": self.target_bootstrap,
                 "topic_map": self.topic_map,
                 "start_offsets": self.start_offsets,
+                "selection": self.selection,
                 "created_ms": int(time.time() * 1000),
             },
             sort_keys=True,
@@ -65,6 +67,7 @@ def load_restore_state(store: ObjectStore, restore_id: str) -> RestoreState | No
         target_bootstrap=body["target_bootstrap"],
         topic_map=dict(body["topic_map"]),
         start_offsets={k: int(v) for k, v in body["start_offsets"].items()},
+        selection=body.get("selection", {}),
     )
 
 
@@ -78,10 +81,15 @@ def save_restore_state(store: ObjectStore, state: RestoreState) -> None:
         ) from None
 
 
-def check_same_restore(saved: RestoreState, target_bootstrap: str, topic_map: dict[str, str]) -> None:
-    """A resumed restore must restore the same topics to the same cluster."""
+def check_same_restore(saved: RestoreState, target_bootstrap: str, topic_map: dict[str, str], selection: dict) -> None:
+    """A resumed restore must restore the same records of the same topics to the same cluster."""
     if saved.topic_map != topic_map or saved.target_bootstrap != target_bootstrap:
         raise TopicvaultError(
             f"restore id {saved.restore_id!r} was used for a different restore "
             f"(topics {saved.topic_map} to {saved.target_bootstrap}): pick a new --restore-id"
+        )
+    if saved.selection != selection:
+        raise TopicvaultError(
+            f"restore id {saved.restore_id!r} selected other records ({saved.selection}): resume it with the same "
+            "--until/--until-mode/--from-offset/--to-offset, or pick a new --restore-id"
         )

@@ -77,14 +77,19 @@ def test_backup_empty_topic_and_nothing_new(bootstrap, spark, topic_factory, tmp
     location = tmp_path / "backup"
     out = run_cli("backup", "-b", bootstrap, "--to", str(location), "--topic", empty)
     assert "nothing new" in out
-    assert not (location / "_topicvault" / "commits").exists() or not list((location / "_topicvault").rglob("*.json"))
+    # No object is written; one commit saves the topic's settings (partition count) for restore.
+    assert [p.name for p in location.rglob("*") if p.is_file()] == ["0000000000000000001.json"]
+    record = json.loads((location / "_topicvault" / "commits" / "0000000000000000001.json").read_text())
+    assert record["objects"] == [] and record["ranges"] == [] and record["topics"][empty]["partitions"] == 2
+    assert "nothing new" in run_cli("backup", "-b", bootstrap, "--to", str(location), "--topic", empty)
+    assert len(list((location / "_topicvault" / "commits").glob("*.json"))) == 1
 
     topic = topic_factory(1, prefix="once")
     produce_records(bootstrap, topic, nasty_records(topic, 1, 30, big_values=0))
     run_cli("backup", "-b", bootstrap, "--to", str(location), "--topic", topic)
     out = run_cli("backup", "-b", bootstrap, "--to", str(location), "--topic", topic)
     assert "nothing new" in out
-    assert len(list((location / "_topicvault" / "commits").glob("*.json"))) == 1
+    assert len(list((location / "_topicvault" / "commits").glob("*.json"))) == 2
 
 
 def test_backup_dry_run_writes_nothing(bootstrap, spark, topic_factory, tmp_path):

@@ -1,0 +1,149 @@
+"""Cluster state beside the data: topic settings and consumer-group offsets, read and rebuilt.
+
+Backup reads them (`topic_settings`, `group_offsets`); restore creates topics with the saved
+settings and commits translated group offsets (`commit_group_offsets`). Only the admin
+protocol is used, so this works on any Kafka-compatible broker that implements it; where a
+broker returns nothing, the saved state says so instead of inventing values.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+from .errors import TopicvaultError
+from .kafka import METADATA_TIMEOUT_S, KafkaSettings, admin_client, metadata_consumer
+
+# Groups in these states have members; committing offsets for them would race their consumers.
+_ACTIVE_GROUP_STATES = {
+    ConsumerGroupState.STABLE,
+    ConsumerGroupState.PREPARING_REBALANCING,
+    ConsumerGroupState.COMPLETING_REBALANCING,
+}
+
+
+@dataclass(frozen=True)
+class TopicSettings:
+    """What a topic looked like: partition count, replication factor and its own config overrides."""
+
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str]  # topic-level overrides only (what `kafka-configs --describe` lists)
+    configs_reported: bool  # False when the broker answered DescribeConfigs with nothing
+
+    def to_json(self) -> dict:
+        """The form kept in commit records."""
+        return {
+            "partitions": self.partitions,
+            "replication_factor": self.replication_factor,
+            "configs": dict(sorted(self.configs.items())),
+            "configs_reported": self.configs_reported,
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping) -> "TopicSettings":
+        """Read the commit-record form; records from before configs were saved give none."""
+        return cls(
+            partitions=int(body.get("partitions", 0)),
+            replication_factor=int(body.get("replication_factor", -1)),
+            configs={str(k): str(v) for k, v in body.get("configs", {}).items()},
+            configs_reported=bool(body.get("configs_reported", False)),
+        )
+
+
+def topic_overrides(entries: Mapping[str, object]) -> dict[str, str]:
+    """The configs set on the topic itself, from a DescribeConfigs answer.
+
+    Broker-wide defaults are left out: they belong to the cluster, and re-applying them as
+    topic overrides on another cluster would pin values its operators never chose.
+    """
+    return {
+        name: entry.value
+        for name, entry in entries.items()
+        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and entry.value is not None and not entry.is_sensitive
+    }
+
+
+def topic_settings(settings: KafkaSettings, topics: Mapping[str, int]) -> dict[str, TopicSettings]:
+    """Partition count, replication factor and config overrides of each topic."""
+    if not topics:
+        return {}
+    admin = admin_client(settings)
+    metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
+    described: dict[str, Mapping] = {}
+    for resource, future in futures.items():
+        try:
+            described[resource.name] = future.result()
+        except KafkaException:
+            described[resource.name] = {}
+    result = {}
+    for topic, partitions in topics.items():
+        topic_metadata = metadata.topics.get(topic)
+        replicas = [len(p.replicas) for p in topic_metadata.partitions.values()] if topic_metadata else []
+        entries = described.get(topic, {})
+        result[topic] = TopicSettings(partitions, max(replicas, default=-1), topic_overrides(entries), bool(entries))
+    return result
+
+
+def group_offsets(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, dict]:
+    """Committed offsets on `topics` of every consumer group, with the time they were read.
+
+    Returns {group: {"read_ms": ms, "offsets": {topic: {partition: offset}}}}; groups with no
+    offset on these topics are left out.
+    """
+    wanted = set(topics)
+    admin = admin_client(settings)
+    try:
+        listed = admin.list_consumer_groups(request_timeout=METADATA_TIMEOUT_S).result()
+    except KafkaException as exc:
+        raise TopicvaultError(f"cannot list consumer groups on {settings.bootstrap_servers}: {exc}") from None
+    result: dict[str, dict] = {}
+    for listing in sorted(listed.valid, key=lambda g: g.group_id):
+        read_ms = int(time.time() * 1000)
+        future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(listing.group_id)])
+        try:
+            committed = future[listing.group_id].result().topic_partitions
+        except KafkaException as exc:
+            raise TopicvaultError(f"cannot read offsets of consumer group {listing.group_id!r}: {exc}") from None
+        offsets: dict[str, dict[str, int]] = {}
+        for tp in committed:
+            if tp.topic in wanted and tp.offset >= 0 and tp.error is None:
+                offsets.setdefault(tp.topic, {})[str(tp.partition)] = tp.offset
+        if offsets:
+            result[listing.group_id] = {"read_ms": read_ms, "offsets": offsets}
+    return result
+
+
+def check_group_inactive(settings: KafkaSettings, group: str) -> None:
+    """Fail when a consumer group has members: its consumers would overwrite what restore commits."""
+    admin = admin_client(settings)
+    try:
+        description = admin.describe_consumer_groups([group], request_timeout=METADATA_TIMEOUT_S)[group].result()
+    except KafkaException as exc:
+        raise TopicvaultError(f"cannot describe consumer group {group!r} on the target: {exc}") from None
+    if description.members or description.state in _ACTIVE_GROUP_STATES:
+        raise TopicvaultError(
+            f"consumer group {group!r} is active on the target ({description.state.name.lower()}, "
+            f"{len(description.members)} members): stop its consumers, then run the restore again with --groups"
+        )
+
+
+def commit_group_offsets(settings: KafkaSettings, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Commit `offsets` ((topic, partition) -> next offset to read) for `group` on the target."""
+    consumer = metadata_consumer(settings, **{"group.id": group})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())], asynchronous=False
+        )
+    except KafkaException as exc:
+        raise TopicvaultError(
+            f"committing offsets for consumer group {group!r} failed ({exc.args[0].str() if exc.args else exc}): "
+            "is the group active? stop its consumers and run again with --groups"
+        ) from None
+    finally:
+        consumer.close()

@@ -1,0 +1,75 @@
+"""Consumer-group offsets after a restore: translate the saved ones through the offset map, commit.
+
+A saved committed offset is the next record the group would have read. Through the map of
+the finished restore it becomes the target offset of that same record (or the partition's
+restored end when that record was not restored), so the group resumes exactly there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.cluster import check_group_inactive, commit_group_offsets
+from ..core.commits import load_state
+from ..core.errors import TopicvaultError
+from .offset_map import load_offset_maps
+from .restore import RestoreJob
+from .restore_state import load_restore_state
+
+
+@dataclass(frozen=True)
+class GroupOffset:
+    """One translated committed offset."""
+
+    group: str
+    source_topic: str
+    partition: int
+    source_offset: int
+    target_topic: str
+    target_offset: int
+
+
+def translate_groups(job: RestoreJob, restore_id: str, only: list[str] | None = None) -> list[GroupOffset]:
+    """The saved group offsets of the restored topics, translated to the target of `restore_id`."""
+    store = job.open_store()
+    restore_state = load_restore_state(store, restore_id)
+    if restore_state is None:
+        raise TopicvaultError(f"no restore {restore_id!r} in {job.store_uri}: run the restore first")
+    maps = load_offset_maps(store, restore_id)
+    saved = load_state(store).groups
+    missing = sorted(set(only or []) - set(saved))
+    if missing:
+        raise TopicvaultError(
+            f"the backup holds no offsets of consumer group(s) {', '.join(missing)} on its topics; "
+            f"it has: {', '.join(sorted(saved)) or 'none'}"
+        )
+    translated = []
+    for group in sorted(only or saved):
+        for source_topic, offsets in sorted(saved[group]["offsets"].items()):
+            target_topic = restore_state.topic_map.get(source_topic)
+            if target_topic is None:
+                continue
+            for partition_text, source_offset in sorted(offsets.items(), key=lambda item: int(item[0])):
+                partition = int(partition_text)
+                offset_map = maps.get((source_topic, partition))
+                if offset_map is not None:
+                    target_offset = offset_map.translate(source_offset)
+                else:  # nothing of this partition was selected: the group starts where the restore would have
+                    target_offset = restore_state.start_offsets.get(f"{target_topic}:{partition}", 0)
+                translated.append(GroupOffset(group, source_topic, partition, source_offset, target_topic, target_offset))
+    return translated
+
+
+def restore_groups(job: RestoreJob, restore_id: str, only: list[str] | None = None) -> list[GroupOffset]:
+    """Commit the translated offsets of each saved group on the target; active groups are refused first."""
+    translated = translate_groups(job, restore_id, only)
+    groups = sorted({t.group for t in translated})
+    for group in groups:
+        check_group_inactive(job.kafka, group)
+    for group in groups:
+        commit_group_offsets(
+            job.kafka,
+            group,
+            {(t.target_topic, t.partition): t.target_offset for t in translated if t.group == group},
+        )
+    return translated

@@ -1,0 +1,137 @@
+"""Offset maps: where each restored record landed, as ranges, and translation of group offsets.
+
+A restore produces a partition's records in source-offset order to a target partition that
+starts at a known offset, with no other writer, so the i-th restored record lands at
+`target_start + i`. Source offsets may have gaps (compaction, transaction markers, a
+point-in-time cut); the map stores one range per run of consecutive source offsets.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..core.commits import STATE_PREFIX
+from ..core.errors import ObjectNotFound, TopicvaultError
+from ..core.store import ObjectStore
+
+
+@dataclass
+class OffsetMap:
+    """One partition's map: ranges (source first offset, target first offset, length), ascending."""
+
+    source_topic: str
+    partition: int
+    target_topic: str
+    target_start: int
+    ranges: list[tuple[int, int, int]] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(length for _, _, length in self.ranges)
+
+    @property
+    def target_end(self) -> int:
+        """The target offset after the last restored record."""
+        return self.target_start + self.records
+
+    def add_offsets(self, source_offsets: pa.Array) -> None:
+        """Append the next restored records, given their source offsets (int64, ascending)."""
+        count = len(source_offsets)
+        if count == 0:
+            return
+        steps = pc.subtract(source_offsets.slice(1), source_offsets.slice(0, count - 1))
+        breaks = [i + 1 for i in pc.indices_nonzero(pc.not_equal(steps, 1)).to_pylist()]
+        for begin, end in zip([0, *breaks], [*breaks, count]):
+            self._append(source_offsets[begin].as_py(), end - begin)
+
+    def _append(self, source_first: int, length: int) -> None:
+        if self.ranges:
+            last_source, last_target, last_length = self.ranges[-1]
+            if source_first <= last_source + last_length - 1:
+                raise TopicvaultError(
+                    f"{self.source_topic}[{self.partition}]: source offset {source_first} repeats or goes back"
+                )
+            if source_first == last_source + last_length:
+                self.ranges[-1] = (last_source, last_target, last_length + length)
+                return
+        self.ranges.append((source_first, self.target_end, length))
+
+    def translate(self, source_offset: int) -> int:
+        """The target offset of the first restored record at or after `source_offset`.
+
+        A consumer group's committed offset is the next record it would read; translated, it
+        points at the same record on the target (or at the end, if that record was not restored).
+        """
+        index = bisect.bisect_right([r[0] for r in self.ranges], source_offset) - 1
+        if index >= 0:
+            source_first, target_first, length = self.ranges[index]
+            if source_offset < source_first + length:
+                return target_first + (source_offset - source_first)
+        if index + 1 < len(self.ranges):
+            return self.ranges[index + 1][1]
+        return self.target_end
+
+    def to_json(self) -> dict:
+        """The stored form."""
+        return {
+            "source_topic": self.source_topic,
+            "partition": self.partition,
+            "target_topic": self.target_topic,
+            "target_start": self.target_start,
+            "target_end": self.target_end,
+            "ranges": [list(r) for r in self.ranges],
+        }
+
+    @classmethod
+    def from_json(cls, body: dict) -> "OffsetMap":
+        """Parse the stored form."""
+        return cls(
+            body["source_topic"],
+            int(body["partition"]),
+            body["target_topic"],
+            int(body["target_start"]),
+            [tuple(int(x) for x in r) for r in body["ranges"]],
+        )
+
+
+def recording(batches: Iterable[pa.RecordBatch], offset_map: OffsetMap) -> Iterator[pa.RecordBatch]:
+    """Pass batches through, adding their source offsets to `offset_map`."""
+    for batch in batches:
+        offset_map.add_offsets(batch.column("offset"))
+        yield batch
+
+
+def offset_map_key(restore_id: str) -> str:
+    """Where a restore's offset maps are kept in the backup location."""
+    return f"{STATE_PREFIX}restores/{restore_id}/offset-map.json"
+
+
+def save_offset_maps(store: ObjectStore, restore_id: str, maps: list[OffsetMap]) -> str:
+    """Write every partition's map of a restore as one JSON object; returns its key."""
+    key = offset_map_key(restore_id)
+    body = {"restore_id": restore_id, "partitions": [m.to_json() for m in sorted(maps, key=_order)]}
+    store.put(key, json.dumps(body, indent=1).encode())
+    return key
+
+
+def load_offset_maps(store: ObjectStore, restore_id: str) -> dict[tuple[str, int], OffsetMap]:
+    """A finished restore's maps by (source topic, partition)."""
+    key = offset_map_key(restore_id)
+    try:
+        body = json.loads(store.get(key))
+    except ObjectNotFound:
+        raise TopicvaultError(
+            f"restore {restore_id!r} has no offset map ({key}): it has not finished; run it again to complete it"
+        ) from None
+    maps = [OffsetMap.from_json(p) for p in body["partitions"]]
+    return {(m.source_topic, m.partition): m for m in maps}
+
+
+def _order(offset_map: OffsetMap) -> tuple[str, int]:
+    return offset_map.source_topic, offset_map.partition

@@ -1,0 +1,139 @@
+"""Which records of a backup a restore writes: offset bounds and a point in time.
+
+Selection happens on the driver for objects (skip those that cannot hold a selected record)
+and in the task for records, in one fixed order: offset bounds, then time. The result is a
+deterministic sequence, which a resumed restore relies on when it skips what the target holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..core.commits import ObjectEntry
+from ..core.envelope import timestamps_ms
+from ..core.errors import TopicvaultError
+
+UNTIL_MODES = ("prefix", "filter")
+ALL_PARTITIONS = "*"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Offset bounds per partition (inclusive) and a point in time, as plain data."""
+
+    until_ms: int | None = None
+    until_mode: str = "prefix"  # prefix: stop at the first record after TIME; filter: drop every such record
+    from_offsets: tuple[tuple[str, int], ...] = ()  # ("topic:partition" or "*", first offset)
+    to_offsets: tuple[tuple[str, int], ...] = ()  # ("topic:partition" or "*", last offset)
+
+    def bounds(self, topic: str, partition: int) -> tuple[int, int | None]:
+        """(first, last) source offsets selected in a partition; last None means no bound."""
+        return _bound(self.from_offsets, topic, partition, 0), _bound(self.to_offsets, topic, partition, None)
+
+    def to_json(self) -> dict:
+        """Stored with the restore state, so a resumed restore selects the same records."""
+        return {
+            "until_ms": self.until_ms,
+            "until_mode": self.until_mode,
+            "from_offsets": dict(self.from_offsets),
+            "to_offsets": dict(self.to_offsets),
+        }
+
+    def objects(self, topic: str, partition: int, entries: list[ObjectEntry]) -> list[ObjectEntry]:
+        """The objects, in offset order, that can hold selected records.
+
+        In prefix mode the records after the first one past TIME are dropped while reading, so
+        objects kept here beyond that point are never read.
+        """
+        first, last = self.bounds(topic, partition)
+        kept = []
+        for entry in sorted(entries, key=lambda e: e.first_offset):
+            if entry.last_offset < first or (last is not None and entry.first_offset > last):
+                continue
+            if self.until_ms is not None and entry.min_timestamp_ms > self.until_ms:
+                if self.until_mode == "prefix":
+                    break
+                continue
+            kept.append(entry)
+        return kept
+
+    def records(self, topic: str, partition: int, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """The selected records of a partition's batches (in offset order)."""
+        first, last = self.bounds(topic, partition)
+        for batch in batches:
+            batch = _offset_slice(batch, first, last)
+            if self.until_ms is not None:
+                after = pc.greater(timestamps_ms(batch), self.until_ms)
+                if self.until_mode == "filter":
+                    batch = batch.filter(pc.invert(after))
+                else:
+                    first_after = pc.index(after, True).as_py()
+                    if first_after >= 0:
+                        if first_after > 0:
+                            yield batch.slice(0, first_after)
+                        return
+            if batch.num_rows:
+                yield batch
+
+
+def _offset_slice(batch: pa.RecordBatch, first: int, last: int | None) -> pa.RecordBatch:
+    offsets = batch.column("offset")
+    keep = pc.greater_equal(offsets, first)
+    if last is not None:
+        keep = pc.and_(keep, pc.less_equal(offsets, last))
+    return batch if pc.all(keep).as_py() else batch.filter(keep)
+
+
+def _bound(specs: tuple[tuple[str, int], ...], topic: str, partition: int, default: int | None) -> int | None:
+    named = dict(specs)
+    return named.get(f"{topic}:{partition}", named.get(ALL_PARTITIONS, default))
+
+
+def skip_records(batches: Iterable[pa.RecordBatch], count: int) -> Iterator[pa.RecordBatch]:
+    """Leave out the first `count` records (those a resumed restore finds already written)."""
+    for batch in batches:
+        if count >= batch.num_rows:
+            count -= batch.num_rows
+            continue
+        yield batch.slice(count) if count else batch
+        count = 0
+
+
+def parse_offset_bounds(specs: list[str], option: str) -> tuple[tuple[str, int], ...]:
+    """`--from-offset`/`--to-offset` values: `N` (every partition) or `TOPIC:PARTITION=N`."""
+    parsed: dict[str, int] = {}
+    for spec in specs:
+        where, sep, number = spec.rpartition("=")
+        if not sep:
+            where, number = ALL_PARTITIONS, spec
+        topic, colon, partition = where.rpartition(":")
+        valid_where = where == ALL_PARTITIONS or (colon and topic and partition.isdigit())
+        if not valid_where or not number.strip().isdigit():
+            raise TopicvaultError(f"bad {option} {spec!r}: write N (every partition) or TOPIC:PARTITION=N, e.g. orders:3=1200")
+        parsed[where if where == ALL_PARTITIONS else f"{topic}:{int(partition)}"] = int(number)
+    return tuple(sorted(parsed.items()))
+
+
+def parse_until(text: str) -> int:
+    """`--until` as Kafka milliseconds: epoch ms, or ISO-8601 (UTC unless it names a zone)."""
+    if text.strip().isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise TopicvaultError(f"bad --until {text!r}: give ISO-8601 (2026-11-22T07:00:00Z) or epoch milliseconds") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def check_until_mode(mode: str) -> str:
+    """Validate `--until-mode`."""
+    if mode not in UNTIL_MODES:
+        raise TopicvaultError(f"bad --until-mode {mode!r}: use prefix or filter")
+    return mode
