@@ -237,6 +237,34 @@ def list_backup(
                f"{state.last_sequence} commits")
 
 
+@app.command()
+@reports_errors
+def verify(
+    uri: str = typer.Argument(..., help="Backup location."),
+    bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Also compare with "
+                                                    "the live topics of this cluster."),
+    topic: List[str] = typer.Option([], "--topic", "-t", help="Only this topic (repeatable)."),
+    kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
+    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
+) -> None:
+    """Check every committed object (checksum, count, offsets); optionally compare with the live topics."""
+    from .core.store import open_store
+    from .verify import verify_backup
+
+    kafka = _kafka(bootstrap_servers, kafka_property) if bootstrap_servers else None
+    report = verify_backup(open_store(uri, dict(_store_options(store_option))), topic, kafka)
+    for note in report.notes:
+        typer.echo(f"note: {note}")
+    for problem in report.problems:
+        typer.echo(f"DIFFERS: {problem}")
+    compared = f"; {report.partitions_compared} partitions match the live topics" if kafka else ""
+    if report.ok:
+        typer.echo(f"ok: {report.objects} objects, {report.records:,} records in {report.partitions} partitions{compared}")
+        return
+    typer.echo(f"verify failed: {len(report.problems)} problems", err=True)
+    raise typer.Exit(1)
+
+
 def _iso(millis: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(millis / 1000)) + f".{millis % 1000:03d}Z"
 

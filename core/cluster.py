@@ -64,7 +64,9 @@ def topic_overrides(entries: Mapping[str, object]) -> dict[str, str]:
     return {
         name: entry.value
         for name, entry in entries.items()
-        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and entry.value is not None and not entry.is_sensitive
+        if getattr(entry.source, "value", entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        and entry.value is not None
+        and not entry.is_sensitive
     }
 
 

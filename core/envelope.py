@@ -7,6 +7,7 @@ so the conversion is an exact multiplication and nothing is rounded.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
@@ -192,3 +193,25 @@ def runs_by_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[Iterator[pa
                 start = index
     if pending:
         yield iter(pending)
+
+
+class RecordDigest:
+    """Count and sha256 over each record's offset, key, value, timestamp, type and headers, in order.
+
+    Topic and partition are left out, so a backup can be compared with a renamed copy too.
+    """
+
+    def __init__(self) -> None:
+        self._sha256 = hashlib.sha256()
+        self.records = 0
+
+    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Add the batch's records."""
+        for record in batch_to_records(batch):
+            fields = (record.offset, record.key, record.value, record.timestamp_ms, record.timestamp_type, record.headers)
+            self._sha256.update(repr(fields).encode())
+            self.records += 1
+
+    def result(self) -> tuple[int, str]:
+        """(records, hex digest)."""
+        return self.records, self._sha256.hexdigest()
