@@ -90,6 +90,12 @@ def backup(
     store_option: List[str] = typer.Option([], "-S", help="Store option key=value, e.g. endpoint_url=… (repeatable)."),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; read no records, write nothing."),
+    follow: bool = typer.Option(False, "--follow", help="Keep backing up new records (Structured Streaming) "
+                                "until SIGTERM or Ctrl-C, which finish the running micro-batch first."),
+    flush_interval: float = typer.Option(60.0, "--flush-interval", help="With --follow: seconds between micro-batches "
+                                         "(each commits its objects)."),
+    max_records_per_trigger: Optional[int] = typer.Option(None, "--max-records-per-trigger",
+                                                          help="With --follow: records per micro-batch at most."),
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
     from .sink.backup import BackupJob, plan, run_backup
@@ -104,6 +110,9 @@ def backup(
         key_template=key_template,
         rotation=Rotation(max_records, max_bytes),
     )
+    if follow:
+        _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master)
+        return
     backup_plan = plan(job, topic, topics_regex, records_per_task, full)
     for warning in backup_plan.warnings:
         typer.echo(f"warning: {warning}", err=True)
@@ -128,6 +137,29 @@ def backup(
         f"in {result.elapsed_s:.1f} s ({_rate(result.records, result.elapsed_s)}; Spark start {spark_s:.1f} s); "
         f"committed {result.commit_key}"
     )
+
+
+def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
+            max_records_per_trigger: Optional[int], master: Optional[str]) -> None:
+    from .core.spark import get_spark
+    from .sink.follow import run_follow
+
+    stop_requested = []
+
+    def request_stop(signum, frame) -> None:
+        if not stop_requested:
+            typer.echo("stopping: finishing the running micro-batch, then committing", err=True)
+        stop_requested.append(signum)
+
+    spark = get_spark(master)
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    typer.echo(f"following {', '.join(topics) or topics_regex} into {job.store_uri} "
+               f"(a micro-batch every {flush_interval:g} s); SIGTERM or Ctrl-C stops")
+    result = run_follow(spark, job, topics, topics_regex, flush_interval, max_records_per_trigger,
+                        lambda: bool(stop_requested), typer.echo)
+    typer.echo(f"stopped: {result.commits} commits, {result.records:,} records backed up in this run; "
+               f"lag {sum(result.lag.values()):,} records at the last commit")
 
 
 @app.command()
@@ -235,6 +267,10 @@ def list_backup(
         )
     typer.echo(f"{len(state.partitions)} partitions, {sum(p.records for p in state.partitions.values()):,} records, "
                f"{state.last_sequence} commits")
+    if state.last_stream:
+        lag = state.last_stream.get("lag", {})
+        typer.echo(f"followed backup: last commit at {_iso(state.last_stream['committed_ms'])}, lag "
+                   f"{sum(lag.values()):,} records then" + "".join(f"; {k}: {v:,}" for k, v in sorted(lag.items()) if v))
 
 
 @app.command()

@@ -6,6 +6,10 @@
     df.write.format("topicvault").mode("append").save("s3://bucket/backup")
     spark.read.format("topicvault").load("s3://bucket/backup")          # envelope rows, offset order per partition
     rows.write.format("topicvault-kafka").option("kafka.bootstrap.servers", B).mode("append").save()
+    # continuous: start at the location's committed ends, one commit record per micro-batch
+    (spark.readStream.format("topicvault-kafka").option("kafka.bootstrap.servers", B).option("subscribe", "orders")
+        .option("startFromLocation", "s3://bucket/backup").load()
+        .writeStream.format("topicvault").option("checkpointLocation", "/tmp/ckpt").start("s3://bucket/backup"))
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pyspark.sql.datasource import DataSource
 
 from .core.envelope import SPARK_SCHEMA_DDL
 from .sink.datasource import KafkaRangeReader, ObjectWriter
+from .sink.stream import KafkaStreamReader, ObjectStreamWriter
 from .source.datasource import KafkaPartitionWriter, ObjectReader
 
 
@@ -33,6 +38,9 @@ class TopicvaultKafka(DataSource):
     def writer(self, schema, overwrite: bool):
         return KafkaPartitionWriter(self.options)
 
+    def streamReader(self, schema):
+        return KafkaStreamReader(self.options)
+
 
 class Topicvault(DataSource):
     """`topicvault`: read committed backup objects; write rows as objects plus a commit record."""
@@ -49,6 +57,9 @@ class Topicvault(DataSource):
 
     def writer(self, schema, overwrite: bool):
         return ObjectWriter(self.options)
+
+    def streamWriter(self, schema, overwrite: bool):
+        return ObjectStreamWriter(self.options)
 
 
 def register(spark) -> None:

@@ -59,6 +59,8 @@ class CommitRecord:
     # Consumer-group offsets read just before this run's offset snapshot (None: not read):
     # {group: {"read_ms": ms, "offsets": {topic: {partition: next offset}}}}
     groups: dict[str, dict] | None = None
+    # Written by `backup --follow`: {"id": run id, "batch": micro-batch id, "lag": {"topic:partition": records}}
+    stream: dict | None = None
 
     def to_json(self) -> bytes:
         """Serialise (stable key order, so identical records give identical bytes)."""
@@ -72,6 +74,8 @@ class CommitRecord:
         }
         if self.groups is not None:
             body["groups"] = self.groups
+        if self.stream is not None:
+            body["stream"] = self.stream
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
@@ -88,6 +92,7 @@ class CommitRecord:
                 ranges=tuple(PartitionRange(**r) for r in body["ranges"]),
                 objects=tuple(ObjectEntry(**o) for o in body["objects"]),
                 groups=body.get("groups"),
+                stream=body.get("stream"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -117,6 +122,7 @@ class BackupState:
     topics: dict[str, dict] = field(default_factory=dict)
     # Per group and topic, the offsets of the latest run that backed up that topic.
     groups: dict[str, dict] = field(default_factory=dict)  # {group: {"read_ms": ms, "offsets": {topic: {...}}}}
+    last_stream: dict | None = None  # `stream` of the latest commit, if a followed backup wrote it
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -142,6 +148,7 @@ class BackupState:
             self.topics[topic] = info
         if record.groups is not None:
             self._apply_groups(record)
+        self.last_stream = record.stream
         self.last_sequence = record.sequence
 
 

@@ -18,7 +18,7 @@ from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, load_state
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings, list_topic_partitions, select_topics
-from ..core.store import open_store
+from ..core.store import ObjectStore, open_store
 from ..formats import resolve_format
 from ..keys import default_codec, template_codec
 from .backup import snapshot_offsets
@@ -128,27 +128,28 @@ class ObjectWriter(DataSourceArrowWriter):
         return ObjectsWritten(entries)
 
     def commit(self, messages: list[ObjectsWritten]) -> None:
-        entries = sorted(
-            (e for m in messages if m is not None for e in m.entries), key=lambda e: (e.topic, e.partition, e.first_offset)
-        )
-        if not entries:
-            return
-        store = self._store()
-        state = load_state(store)
-        ranges = []
-        for topic, partition in sorted({(e.topic, e.partition) for e in entries}):
-            mine = [e for e in entries if (e.topic, e.partition) == (topic, partition)]
-            for before, after in zip(mine, mine[1:]):
-                if after.first_offset <= before.last_offset:
-                    raise TopicvaultError(f"{topic}[{partition}]: rows of overlapping offsets were written twice")
-            committed = state.end_offset(topic, partition)
-            if committed is not None and mine[0].first_offset < committed:
-                raise TopicvaultError(
-                    f"{topic}[{partition}] offset {mine[0].first_offset} is already backed up at {self.options['path']}"
-                )
-            start = committed if committed is not None else mine[0].first_offset
-            ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
-        write_commit(
-            store,
-            CommitRecord(state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}),
-        )
+        commit_written(self._store(), [e for m in messages if m is not None for e in m.entries])
+
+
+def commit_written(store: ObjectStore, entries: list[ObjectEntry], stream: dict | None = None) -> str | None:
+    """Commit objects the DataFrame writers stored: each partition's range runs from the committed
+    end to its last written offset. Returns the commit key, or None when nothing was written."""
+    entries = sorted(entries, key=lambda e: (e.topic, e.partition, e.first_offset))
+    if not entries:
+        return None
+    state = load_state(store)
+    ranges = []
+    for topic, partition in sorted({(e.topic, e.partition) for e in entries}):
+        mine = [e for e in entries if (e.topic, e.partition) == (topic, partition)]
+        for before, after in zip(mine, mine[1:]):
+            if after.first_offset <= before.last_offset:
+                raise TopicvaultError(f"{topic}[{partition}]: rows of overlapping offsets were written twice")
+        committed = state.end_offset(topic, partition)
+        if committed is not None and mine[0].first_offset < committed:
+            raise TopicvaultError(f"{topic}[{partition}] offset {mine[0].first_offset} is already backed up at {store.uri}")
+        start = committed if committed is not None else mine[0].first_offset
+        ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
+    record = CommitRecord(
+        state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream
+    )
+    return write_commit(store, record)

@@ -1,0 +1,128 @@
+"""`backup --follow`: a Structured Streaming query from the topics to the backup location.
+
+Every run starts with a fresh Spark checkpoint, so it begins at the location's committed
+ends: the commit records are the one truth, whether the last run was followed or one-shot,
+stopped or killed. What a killed run wrote but did not commit is not part of the backup and
+is read again.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from ..core.commits import load_state
+from ..core.errors import TopicvaultError
+from ..core.kafka import list_topic_partitions, select_topics
+from .backup import BackupJob
+
+# How long a graceful stop waits for the running micro-batch to finish and commit.
+STOP_GRACE_S = 120.0
+
+
+@dataclass
+class FollowResult:
+    """What a followed backup committed while it ran."""
+
+    commits: int
+    records: int
+    lag: dict[str, int]
+
+
+def _options(job: BackupJob) -> dict[str, str]:
+    kafka = {f"kafka.{k}": v for k, v in job.kafka.properties}
+    kafka["kafka.bootstrap.servers"] = job.kafka.bootstrap_servers
+    store = {f"store.{k}": v for k, v in job.store_options}
+    return {**kafka, **store}
+
+
+def run_follow(
+    spark,
+    job: BackupJob,
+    topics: list[str],
+    topics_regex: str | None,
+    flush_interval_s: float,
+    max_records_per_trigger: int | None,
+    should_stop: Callable[[], bool],
+    report: Callable[[str], None],
+) -> FollowResult:
+    """Back up continuously until `should_stop()`; then finish the running micro-batch and return."""
+    from ..datasources import register
+
+    if flush_interval_s <= 0:
+        raise TopicvaultError("--flush-interval must be positive (seconds)")
+    select_topics(list_topic_partitions(job.kafka), topics, topics_regex)  # fail now on unknown topics
+    register(spark)
+    common = _options(job)
+    reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)
+    if topics:
+        reader = reader.option("subscribe", ",".join(topics))
+    if topics_regex:
+        reader = reader.option("subscribePattern", topics_regex)
+    if max_records_per_trigger:
+        reader = reader.option("maxRecordsPerTrigger", str(max_records_per_trigger))
+    writer_options = {
+        **common,
+        "format": job.format_name,
+        "maxRecords": str(job.rotation.max_records),
+        "maxBytes": str(job.rotation.max_bytes),
+        "streamId": uuid.uuid4().hex,
+    }
+    if job.compression:
+        writer_options["compression"] = job.compression
+    if job.key_template:
+        writer_options["keyTemplate"] = job.key_template
+    checkpoint = tempfile.mkdtemp(prefix="topicvault-follow-")
+    store = job.open_store()
+    before = load_state(store)
+    first_sequence, first_records = before.last_sequence, _records(before)
+    query = (
+        reader.load()
+        .writeStream.format("topicvault")
+        .options(**writer_options)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{flush_interval_s} seconds")
+        .start(job.store_uri)
+    )
+    try:
+        seen = first_sequence
+        while query.isActive and not should_stop():
+            query.awaitTermination(1)
+            state = load_state(store)
+            if state.last_sequence != seen:
+                seen = state.last_sequence
+                lag = (state.last_stream or {}).get("lag", {})
+                report(f"commit {seen}: {_records(state):,} records backed up; "
+                       f"lag {sum(lag.values()):,} records" + (f" ({_worst(lag)})" if lag else ""))
+        _stop_after_batch(query)
+        if query.exception() is not None:
+            raise TopicvaultError(f"followed backup failed: {str(query.exception()).splitlines()[0]}")
+    finally:
+        if query.isActive:
+            query.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    state = load_state(store)
+    return FollowResult(
+        state.last_sequence - first_sequence, _records(state) - first_records, (state.last_stream or {}).get("lag", {})
+    )
+
+
+def _records(state) -> int:
+    return sum(ps.records for ps in state.partitions.values())
+
+
+def _stop_after_batch(query) -> None:
+    """Let a running micro-batch finish (and commit) before stopping the query."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    query.stop()
+
+
+def _worst(lag: dict[str, int]) -> str:
+    key, value = max(lag.items(), key=lambda item: item[1])
+    return f"most behind: {key} by {value:,}"

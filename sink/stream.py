@@ -1,0 +1,149 @@
+"""Streaming backup: `readStream.format("topicvault-kafka")` and `writeStream.format("topicvault")`.
+
+The reader's offsets are {"offsets": {"topic:partition": next offset}}. A query that starts
+without a checkpoint begins at the backup location's committed ends (option
+`startFromLocation`), so the commit records stay the single truth across followed and
+one-shot runs. Each micro-batch's objects become one commit record that names the batch;
+a batch committed already (a replay) is not committed again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from ..core.commits import load_state
+from ..core.kafka import list_topic_partitions, metadata_consumer, select_topics, watermarks
+from ..core.store import open_store
+from .datasource import (
+    ObjectsWritten,
+    ObjectWriter,
+    commit_written,
+    kafka_settings_from_options,
+    lowercase_keys,
+    store_options_from,
+)
+from .kafka_reader import OffsetRange, read_range
+from .plan import DEFAULT_RECORDS_PER_TASK
+
+
+@dataclass(frozen=True)
+class StreamRange(InputPartition):
+    """One offset range of one micro-batch."""
+
+    task: OffsetRange
+
+
+def _key(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+def _split(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition(":")
+    return topic, int(partition)
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """Micro-batches of new offsets of the subscribed topics; new topics and partitions are picked up."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = lowercase_keys(options)
+        self.kafka = kafka_settings_from_options(options)
+        self.per_task = int(self.options.get("recordsperpartition", DEFAULT_RECORDS_PER_TASK))
+
+    def _watermarks(self) -> dict[str, tuple[int, int]]:
+        topics = [t for t in self.options.get("subscribe", "").split(",") if t]
+        selected = select_topics(list_topic_partitions(self.kafka), topics, self.options.get("subscribepattern"))
+        consumer = metadata_consumer(self.kafka)
+        try:
+            return {_key(t, p): watermarks(consumer, t, p) for t, n in selected.items() for p in range(n)}
+        finally:
+            consumer.close()
+
+    def initialOffset(self) -> dict:
+        """Each partition's committed end at `startFromLocation`, else its earliest offset."""
+        committed: dict[str, int] = {}
+        location = self.options.get("startfromlocation")
+        if location:
+            state = load_state(open_store(location, store_options_from(self.options)))
+            committed = {_key(t, p): ps.end for (t, p), ps in state.partitions.items()}
+        return {"offsets": {k: committed.get(k, low) for k, (low, _) in self._watermarks().items()}}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.get("maxrecordspertrigger")
+        return ReadMaxRows(int(limit)) if limit else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The high watermarks now (new partitions start at their earliest offset), within `limit`."""
+        begin = dict(start["offsets"])
+        ends: dict[str, int] = {}
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        for key, (low, high) in sorted(self._watermarks().items()):
+            first = begin.get(key, low)
+            begin.setdefault(key, low)
+            # Never behind the start: a watermark read low must not make the next batch re-read.
+            ends[key] = max(first, high if budget is None else min(high, first + max(budget, 0)))
+            if budget is not None:
+                budget -= max(ends[key] - first, 0)
+        new_partitions = {k: v for k, v in begin.items() if k not in start["offsets"]}
+        # Equal to `start` when nothing is new, so Spark runs no empty micro-batch.
+        return {"offsets": ends, "starts": new_partitions} if new_partitions else {"offsets": ends}
+
+    def partitions(self, start: dict, end: dict) -> list[StreamRange]:
+        ranges = []
+        for key, stop in sorted(end["offsets"].items()):
+            first = start["offsets"].get(key, end.get("starts", {}).get(key, 0))
+            topic, partition = _split(key)
+            for chunk in range(first, stop, self.per_task):
+                ranges.append(StreamRange(OffsetRange(topic, partition, chunk, min(chunk + self.per_task, stop))))
+        return ranges
+
+    def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
+        yield from read_range(self.kafka, partition.task)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the sink's commit records hold the backed-up position."""
+
+
+class ObjectStreamWriter(DataSourceStreamArrowWriter):
+    """Each micro-batch's rows as rotated objects, then one commit record naming the batch."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.objects = ObjectWriter(options)  # same option handling and object writing as the batch writer
+        self.options = self.objects.options
+        self.stream_id = self.options.get("streamid", "")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> ObjectsWritten:
+        return self.objects.write(iterator)
+
+    def commit(self, messages: list[ObjectsWritten], batchId: int) -> None:
+        store = open_store(self.options["path"], store_options_from(self.options))
+        last = load_state(store).last_stream
+        if last and last.get("id") == self.stream_id and last.get("batch") == batchId:
+            return  # a replayed batch: committed already
+        entries = [e for m in messages if m is not None for e in m.entries]
+        stream = {"id": self.stream_id, "batch": batchId, "committed_ms": int(time.time() * 1000),
+                  "lag": self._lag(entries)}
+        commit_written(store, entries, stream)
+
+    def _lag(self, entries) -> dict[str, int]:
+        """Records behind the topic end, per partition this batch wrote, when the cluster is known."""
+        if "kafka.bootstrap.servers" not in self.options:
+            return {}
+        kafka = kafka_settings_from_options(self.options)
+        consumer = metadata_consumer(kafka)
+        try:
+            last = {}
+            for e in entries:
+                last[(e.topic, e.partition)] = max(last.get((e.topic, e.partition), -1), e.last_offset)
+            return {_key(t, p): max(watermarks(consumer, t, p)[1] - (offset + 1), 0) for (t, p), offset in sorted(last.items())}
+        finally:
+            consumer.close()
+
+    def abort(self, messages: list[ObjectsWritten], batchId: int) -> None:
+        """Objects of an aborted batch are named by no commit record, so they are not part of the backup."""
