@@ -6,12 +6,14 @@ import functools
 import signal
 import sys
 import time
+from dataclasses import replace
 from typing import Callable, List, Optional
 
 import typer
 
 from . import __version__
 from .core.errors import TopicvaultError
+from .report import SUMMARY_COLUMNS, iso, listing, table, to_json, topic_summary
 
 app = typer.Typer(
     add_completion=False,
@@ -56,16 +58,38 @@ def reports_errors(command: Callable) -> Callable:
     return wrapper
 
 
-def _kafka(bootstrap_servers: str, properties: list[str]):
-    from .core.kafka import KafkaSettings, parse_properties
+CONFIG_HELP = "Config file with named clusters and stores (default: ./topicvault.toml)."
+CLUSTER_HELP = "Named cluster from the config file (bootstrap servers and librdkafka settings)."
+STORE_HELP = "Named store from the config file (URI and store options)."
 
-    return KafkaSettings.of(bootstrap_servers, parse_properties(properties))
 
-
-def _store_options(options: list[str]) -> tuple[tuple[str, str], ...]:
+def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str], bootstrap: Optional[str],
+              properties: list[str], uri: Optional[str], options: list[str]):
+    """Flags over TOPICVAULT_* environment over the config file's profiles."""
     from .core.kafka import parse_properties
+    from .core.profiles import resolve
 
-    return tuple(sorted(parse_properties(options).items()))
+    return resolve(config_file=config, cluster=cluster, store=store, bootstrap_servers=bootstrap,
+                   kafka_properties=parse_properties(properties), store_uri=uri,
+                   store_options=parse_properties(options))
+
+
+def _kafka_of(settings):
+    from .core.kafka import KafkaSettings
+
+    if not settings.bootstrap_servers:
+        raise TopicvaultError("no Kafka cluster given: pass -b SERVERS, --cluster NAME or set TOPICVAULT_BOOTSTRAP_SERVERS")
+    return KafkaSettings.of(settings.bootstrap_servers, settings.kafka_properties)
+
+
+def _uri_of(settings, flag: str) -> str:
+    if not settings.store_uri:
+        raise TopicvaultError(f"no backup location given: pass {flag}, --store NAME or set TOPICVAULT_STORE_URI")
+    return settings.store_uri
+
+
+def _store_of(settings) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(settings.store_options.items()))
 
 
 def _rate(count: float, seconds: float) -> str:
@@ -75,8 +99,8 @@ def _rate(count: float, seconds: float) -> str:
 @app.command()
 @reports_errors
 def backup(
-    bootstrap_servers: str = typer.Option(..., "--bootstrap-servers", "-b", help="Kafka bootstrap servers."),
-    to: str = typer.Option(..., "--to", help="Backup location: s3://bucket/prefix, file:///dir or a path."),
+    bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Kafka bootstrap servers."),
+    to: Optional[str] = typer.Option(None, "--to", help="Backup location: s3://bucket/prefix, file:///dir or a path."),
     topic: List[str] = typer.Option([], "--topic", "-t", help="Topic to back up (repeatable)."),
     topics_regex: Optional[str] = typer.Option(None, "--topics-regex", help="Back up every topic matching this regex."),
     format_name: str = typer.Option("parquet", "--format", help="parquet, avro, jsonl or csv."),
@@ -96,15 +120,21 @@ def backup(
                                          "(each commits its objects)."),
     max_records_per_trigger: Optional[int] = typer.Option(None, "--max-records-per-trigger",
                                                           help="With --follow: records per micro-batch at most."),
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan or the final summary as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
     from .sink.backup import BackupJob, plan, run_backup
     from .sink.objects import Rotation
 
+    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option)
     job = BackupJob(
-        kafka=_kafka(bootstrap_servers, kafka_property),
-        store_uri=to,
-        store_options=_store_options(store_option),
+        kafka=_kafka_of(settings),
+        store_uri=_uri_of(settings, "--to"),
+        store_options=_store_of(settings),
         format_name=format_name,
         compression=compression,
         key_template=key_template,
@@ -114,24 +144,44 @@ def backup(
         _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master)
         return
     backup_plan = plan(job, topic, topics_regex, records_per_task, full)
-    for warning in backup_plan.warnings:
+    for warning in [] if as_json else backup_plan.warnings:  # with --json, warnings are part of the JSON
         typer.echo(f"warning: {warning}", err=True)
     if dry_run or not backup_plan.has_work:
-        typer.echo(f"{'plan' if dry_run else 'nothing new to back up'}: {len(backup_plan.tasks)} tasks")
-        for p in backup_plan.partitions:
-            typer.echo(f"  {p.topic}[{p.partition}] offsets {p.start}..{p.end - 1} (up to {p.records_at_most} records)")
+        committed = None
         if not dry_run and backup_plan.needs_commit:
             from .sink.backup import commit_backup
 
-            key = commit_backup(job, backup_plan, [])
-            typer.echo(f"saved changed topic settings and consumer-group offsets: committed {key}")
+            committed = commit_backup(job, backup_plan, [])
+        if as_json:
+            typer.echo(to_json({
+                "dry_run": dry_run, "tasks": len(backup_plan.tasks), "commit": committed,
+                "warnings": backup_plan.warnings,
+                "partitions": [{"topic": p.topic, "partition": p.partition, "start": p.start, "end": p.end}
+                               for p in backup_plan.partitions],
+            }))
+            return
+        typer.echo(f"{'plan' if dry_run else 'nothing new to back up'}: {len(backup_plan.tasks)} tasks")
+        for p in backup_plan.partitions:
+            typer.echo(f"  {p.topic}[{p.partition}] offsets {p.start}..{p.end - 1} (up to {p.records_at_most} records)")
+        if committed:
+            typer.echo(f"saved changed topic settings and consumer-group offsets: committed {committed}")
         return
+    from .core.progress import ProgressMonitor
     from .core.spark import get_spark
 
     spark_started = time.monotonic()
     spark = get_spark(master)
     spark_s = time.monotonic() - spark_started
-    result = run_backup(spark, job, backup_plan)
+    total = sum(p.records_at_most for p in backup_plan.partitions)
+    with ProgressMonitor("backup", total, len(backup_plan.tasks), spark, quiet=quiet or as_json) as progress:
+        result = run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan)
+    summary = topic_summary(result.objects, result.elapsed_s)
+    if as_json:
+        typer.echo(to_json({"records": result.records, "bytes": result.bytes, "objects": len(result.objects),
+                            "elapsed_s": round(result.elapsed_s, 3), "spark_start_s": round(spark_s, 3),
+                            "commit": result.commit_key, "topics": summary, "warnings": backup_plan.warnings}))
+        return
+    typer.echo(table(summary, SUMMARY_COLUMNS))
     typer.echo(
         f"backed up {result.records:,} records in {len(result.objects)} objects ({result.bytes:,} bytes) "
         f"in {result.elapsed_s:.1f} s ({_rate(result.records, result.elapsed_s)}; Spark start {spark_s:.1f} s); "
@@ -165,8 +215,8 @@ def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval:
 @app.command()
 @reports_errors
 def restore(
-    from_uri: str = typer.Option(..., "--from", help="Backup location to restore from."),
-    bootstrap_servers: str = typer.Option(..., "--bootstrap-servers", "-b", help="Target Kafka bootstrap servers."),
+    from_uri: Optional[str] = typer.Option(None, "--from", help="Backup location to restore from."),
+    bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Target Kafka bootstrap servers."),
     topic: List[str] = typer.Option([], "--topic", "-t", help="Source topic to restore (default: all)."),
     rename: List[str] = typer.Option([], "--rename", help="Restore topic OLD under NEW: OLD=NEW (repeatable)."),
     restore_id: Optional[str] = typer.Option(None, "--restore-id", help="Id to resume an interrupted restore."),
@@ -188,12 +238,18 @@ def restore(
     store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan or the final summary as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
     from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
     from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
 
-    job = RestoreJob(_kafka(bootstrap_servers, kafka_property), from_uri, _store_options(store_option))
+    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option)
+    job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings))
     selection = Selection(
         until_ms=parse_until(until) if until else None,
         until_mode=check_until_mode(until_mode),
@@ -205,20 +261,50 @@ def restore(
     restore_plan = plan_restore(
         job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics, selection, configs
     )
-    for note in restore_plan.notes:
+    for note in [] if as_json else restore_plan.notes:  # with --json, notes are part of the JSON
         typer.echo(f"note: {note}", err=True)
     if dry_run:
+        if as_json:
+            typer.echo(to_json({
+                "restore_id": restore_plan.restore_id, "records_at_most": restore_plan.records,
+                "topics_to_create": restore_plan.topics_to_create, "notes": restore_plan.notes,
+                "partitions": [{"source_topic": t.source_topic, "target_topic": t.target_topic,
+                                "partition": t.partition, "records_at_most": t.records, "objects": len(t.objects)}
+                               for t in restore_plan.tasks],
+            }))
+            return
         typer.echo(f"plan: up to {restore_plan.records:,} records in {len(restore_plan.tasks)} partitions")
         for task in restore_plan.tasks:
             typer.echo(f"  {task.source_topic}[{task.partition}] -> {task.target_topic}[{task.partition}]: "
                        f"up to {task.records:,} records in {len(task.objects)} objects")
         return
-    typer.echo(f"restore id {restore_plan.restore_id}{' (resuming)' if restore_plan.resumed else ''}: "
-               "if interrupted, run again with --restore-id to continue")
+    if not as_json:
+        typer.echo(f"restore id {restore_plan.restore_id}{' (resuming)' if restore_plan.resumed else ''}: "
+                   "if interrupted, run again with --restore-id to continue")
+    from .core.progress import ProgressMonitor
     from .core.spark import get_spark
 
-    result = run_restore(get_spark(master), job, restore_plan)
+    spark = get_spark(master)
+    with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
+                         quiet=quiet or as_json) as progress:
+        result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)
+    committed_groups = []
+    if groups:
+        from .source.groups import restore_groups
+
+        committed_groups = restore_groups(job, restore_plan.restore_id, group or None)
     skipped = sum(r.already_present for r in result.results)
+    if as_json:
+        typer.echo(to_json({
+            "restore_id": restore_plan.restore_id, "produced": result.produced, "already_present": skipped,
+            "bytes": result.bytes, "elapsed_s": round(result.elapsed_s, 3),
+            "timestamps_replaced": result.timestamps_replaced, "notes": restore_plan.notes,
+            "partitions": [{"target_topic": r.target_topic, "partition": r.partition, "produced": r.produced,
+                            "already_present": r.already_present} for r in result.results],
+            "groups": [vars(g) for g in committed_groups],
+        }))
+        return
+    typer.echo(table(_restore_rows(result), ["topic", "partitions", "records", "bytes", "elapsed_s"]))
     typer.echo(
         f"restored {result.produced:,} records ({result.bytes:,} bytes) to "
         f"{', '.join(sorted(set(restore_plan.topic_map.values())))} in {result.elapsed_s:.1f} s "
@@ -229,80 +315,141 @@ def restore(
             f"warning: {result.timestamps_replaced} records had timestamp <= 0, which Kafka clients cannot "
             "produce; they carry the produce time instead", err=True)
     if groups:
-        from .source.groups import restore_groups
-
-        committed = restore_groups(job, restore_plan.restore_id, group or None)
-        for name in sorted({g.group for g in committed}):
-            moved = [g for g in committed if g.group == name]
+        for name in sorted({g.group for g in committed_groups}):
+            moved = [g for g in committed_groups if g.group == name]
             typer.echo(f"group {name}: committed {len(moved)} offsets (" + ", ".join(
                 f"{g.target_topic}[{g.partition}] {g.source_offset}->{g.target_offset}" for g in moved[:6]
             ) + (", …" if len(moved) > 6 else "") + ")")
-        if not committed:
+        if not committed_groups:
             typer.echo("no consumer-group offsets saved for the restored topics")
+
+
+def _restore_rows(result) -> list[dict]:
+    rows: dict[str, dict] = {}
+    for r in result.results:
+        row = rows.setdefault(r.target_topic, {"topic": r.target_topic, "partitions": 0, "records": 0, "bytes": 0,
+                                               "elapsed_s": round(result.elapsed_s, 1)})
+        row["partitions"] += 1
+        row["records"] += r.produced + r.already_present
+        row["bytes"] += r.bytes
+    return [rows[t] for t in sorted(rows)]
 
 
 @app.command("ls")
 @reports_errors
 def list_backup(
-    uri: str = typer.Argument(..., help="Backup location."),
+    uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
     store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the listing as JSON."),
 ) -> None:
     """List what a backup location holds, from its commit records."""
     from .core.commits import load_state
     from .core.store import open_store
 
-    state = load_state(open_store(uri, dict(_store_options(store_option))))
+    settings = _settings(config, None, store, None, [], uri, store_option)
+    location = _uri_of(settings, "URI")
+    state = load_state(open_store(location, settings.store_options))
     if not state.partitions:
-        raise TopicvaultError(f"no backup at {uri}: no commit records under _topicvault/commits/")
-    typer.echo(f"{'topic':30} {'part':>4} {'offsets':>23} {'records':>12} {'objects':>7} {'bytes':>14}  time span (UTC)")
-    for (topic, partition), ps in sorted(state.partitions.items()):
-        span = "-"
-        if ps.objects:
-            low = min(o.min_timestamp_ms for o in ps.objects)
-            high = max(o.max_timestamp_ms for o in ps.objects)
-            span = f"{_iso(low)} .. {_iso(high)}"
-        typer.echo(
-            f"{topic:30} {partition:>4} {f'{ps.start}..{ps.end - 1}':>23} {ps.records:>12,} "
-            f"{len(ps.objects):>7} {sum(o.bytes for o in ps.objects):>14,}  {span}"
-        )
-    typer.echo(f"{len(state.partitions)} partitions, {sum(p.records for p in state.partitions.values()):,} records, "
-               f"{state.last_sequence} commits")
+        raise TopicvaultError(f"no backup at {location}: no commit records under _topicvault/commits/")
+    data = listing(state)
+    if as_json:
+        typer.echo(to_json(data))
+        return
+    rows = [{**p, "offsets": f"{p['start']}..{p['end'] - 1}"} for p in data["partitions"]]
+    typer.echo(table(rows, ["topic", "partition", "offsets", "records", "objects", "bytes", "first_time", "last_time"]))
+    typer.echo(f"{len(rows)} partitions, {data['records']:,} records, {data['commits']} commits"
+               + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else ""))
     if state.last_stream:
         lag = state.last_stream.get("lag", {})
-        typer.echo(f"followed backup: last commit at {_iso(state.last_stream['committed_ms'])}, lag "
+        typer.echo(f"followed backup: last commit at {iso(state.last_stream['committed_ms'])}, lag "
                    f"{sum(lag.values()):,} records then" + "".join(f"; {k}: {v:,}" for k, v in sorted(lag.items()) if v))
 
 
 @app.command()
 @reports_errors
 def verify(
-    uri: str = typer.Argument(..., help="Backup location."),
+    uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
     bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Also compare with "
                                                     "the live topics of this cluster."),
     topic: List[str] = typer.Option([], "--topic", "-t", help="Only this topic (repeatable)."),
     kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
     store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Check every committed object (checksum, count, offsets); optionally compare with the live topics."""
     from .core.store import open_store
     from .verify import verify_backup
 
-    kafka = _kafka(bootstrap_servers, kafka_property) if bootstrap_servers else None
-    report = verify_backup(open_store(uri, dict(_store_options(store_option))), topic, kafka)
-    for note in report.notes:
-        typer.echo(f"note: {note}")
-    for problem in report.problems:
-        typer.echo(f"DIFFERS: {problem}")
-    compared = f"; {report.partitions_compared} partitions match the live topics" if kafka else ""
-    if report.ok:
-        typer.echo(f"ok: {report.objects} objects, {report.records:,} records in {report.partitions} partitions{compared}")
-        return
-    typer.echo(f"verify failed: {len(report.problems)} problems", err=True)
-    raise typer.Exit(1)
+    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option)
+    kafka = _kafka_of(settings) if settings.bootstrap_servers else None
+    report = verify_backup(open_store(_uri_of(settings, "URI"), settings.store_options), topic, kafka)
+    if as_json:
+        typer.echo(to_json({"ok": report.ok, "objects": report.objects, "records": report.records,
+                            "partitions": report.partitions, "partitions_compared": report.partitions_compared,
+                            "problems": report.problems, "notes": report.notes}))
+    else:
+        for note in report.notes:
+            typer.echo(f"note: {note}")
+        for problem in report.problems:
+            typer.echo(f"DIFFERS: {problem}")
+        compared = f"; {report.partitions_compared} partitions match the live topics" if kafka else ""
+        if report.ok:
+            typer.echo(f"ok: {report.objects} objects, {report.records:,} records in {report.partitions} partitions{compared}")
+        else:
+            typer.echo(f"verify failed: {len(report.problems)} problems", err=True)
+    if not report.ok:
+        raise typer.Exit(1)
 
 
-def _iso(millis: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(millis / 1000)) + f".{millis % 1000:03d}Z"
+@app.command()
+@reports_errors
+def inspect(
+    uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
+    object_key: Optional[str] = typer.Option(None, "--object", help="Print this object (key under the location)."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Print this topic's committed records."),
+    partition: Optional[int] = typer.Option(None, "--partition", "-p", help="Only this partition."),
+    offset: int = typer.Option(0, "--offset", help="Start at this offset."),
+    limit: int = typer.Option(20, "--limit", help="Records to print at most."),
+    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per record (bytes as base64)."),
+) -> None:
+    """Print records of one object or of a topic(-partition) of a backup, like a console consumer."""
+    from .core.store import open_store
+    from .inspection import json_line, records_of_object, records_of_topic, text_line
+
+    settings = _settings(config, None, store, None, [], uri, store_option)
+    location = open_store(_uri_of(settings, "URI"), settings.store_options)
+    if (object_key is None) == (topic is None):
+        raise TopicvaultError("pass either --object KEY or --topic NAME (with --partition P)")
+    records = (records_of_object(location, object_key, offset) if object_key
+               else records_of_topic(location, topic, partition, offset))
+    for count, record in enumerate(records):
+        if count >= limit:
+            break
+        typer.echo(json_line(record) if as_json else text_line(record))
+
+
+@app.command("config")
+@reports_errors
+def show_config(
+    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Kafka bootstrap servers."),
+    kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
+    uri: Optional[str] = typer.Option(None, "--uri", help="Backup location."),
+    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
+) -> None:
+    """Show the settings a command would use (flags > TOPICVAULT_* environment > config file); secrets as ***."""
+    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option)
+    typer.echo(to_json(settings.redacted()))
 
 
 @app.command()

@@ -136,16 +136,19 @@ def main() -> int:
         spark.sparkContext.parallelize(range(4), 4).count()  # warm the Python workers
         results["spark_start_s"] = time.monotonic() - started
 
-        sampler = WorkerRssSampler()
-        sampler.start()
+        backup_rss = WorkerRssSampler()
+        backup_rss.start()
         job = BackupJob(kafka=settings, store_uri=location)
         backup = run_backup(spark, job, plan(job, ["bench.src"]))
         assert backup.records == args.records
+        backup_rss.stop.set()
         produce_s = bare_produce(broker.bootstrap, "bench.bare", args.records, args.partitions, payloads)
+        restore_rss = WorkerRssSampler()
+        restore_rss.start()
         restore_job = RestoreJob(settings, location)
         restored = run_restore(spark, restore_job, plan_restore(restore_job, [], {"bench.src": "bench.restored"}, None))
         assert restored.produced == args.records
-        sampler.stop.set()
+        restore_rss.stop.set()
 
         mb = args.records * args.size / 1e6
         results.update({
@@ -154,7 +157,9 @@ def main() -> int:
             "backup_over_bare_consume": consume_s / backup.elapsed_s,
             "restore_over_bare_produce": produce_s / restored.elapsed_s,
             "driver_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "worker_peak_rss_mib": sampler.peak_kib / 1024,
+            "backup_worker_peak_rss_mib": backup_rss.peak_kib / 1024,
+            "restore_worker_peak_rss_mib": restore_rss.peak_kib / 1024,
+            "backup_rss_target_mib": 2 * job.rotation.max_bytes / 2**20 + 300,
             "store": "s3" if args.s3 else "local",
         })
         for name, seconds in (("bare consume", consume_s), ("backup", backup.elapsed_s),
@@ -163,7 +168,9 @@ def main() -> int:
         print(f"Spark start {results['spark_start_s']:.1f} s (excluded)")
         print(f"backup / bare consume  = {results['backup_over_bare_consume']:.2f}x")
         print(f"restore / bare produce = {results['restore_over_bare_produce']:.2f}x")
-        print(f"peak RSS: driver {results['driver_peak_rss_mib']:.0f} MiB, workers {results['worker_peak_rss_mib']:.0f} MiB")
+        print(f"peak RSS: driver {results['driver_peak_rss_mib']:.0f} MiB; Python workers: backup "
+              f"{results['backup_worker_peak_rss_mib']:.0f} MiB (target <= {results['backup_rss_target_mib']:.0f}), "
+              f"restore {results['restore_worker_peak_rss_mib']:.0f} MiB")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=1))
     return 0

@@ -15,6 +15,7 @@ from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRang
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, watermarks
+from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
 from ..formats import resolve_format
@@ -36,6 +37,7 @@ class BackupJob:
     key_template: str | None = None
     rotation: Rotation = field(default_factory=Rotation)
     idle_timeout_s: float = 60.0
+    progress_dir: str | None = None  # see core.progress
 
     def codec(self) -> KeyCodec:
         """The object-key codec this backup names objects with."""
@@ -68,7 +70,8 @@ class BackupResult:
 def backup_task(job: BackupJob, task: OffsetRange) -> list[ObjectEntry]:
     """Consume one offset range and write it as objects (runs in a Spark worker)."""
     return write_objects(
-        read_range(job.kafka, task, idle_timeout_s=job.idle_timeout_s),
+        counted(read_range(job.kafka, task, idle_timeout_s=job.idle_timeout_s), job.progress_dir,
+                f"{task.topic}-{task.partition}-{task.start}"),
         job.open_store(),
         job.codec(),
         resolve_format(job.format_name, job.compression),

@@ -17,8 +17,7 @@ from typing import Callable
 
 from ..core.commits import load_state
 from ..core.errors import TopicvaultError
-from ..core.kafka import list_topic_partitions, select_topics
-from .backup import BackupJob
+from .backup import BackupJob, plan
 
 # How long a graceful stop waits for the running micro-batch to finish and commit.
 STOP_GRACE_S = 120.0
@@ -55,7 +54,10 @@ def run_follow(
 
     if flush_interval_s <= 0:
         raise TopicvaultError("--flush-interval must be positive (seconds)")
-    select_topics(list_topic_partitions(job.kafka), topics, topics_regex)  # fail now on unknown topics
+    # Plan once as a one-shot backup would: unknown topics, a recreated topic and offsets lost
+    # to retention are reported before anything runs.
+    for warning in plan(job, topics, topics_regex).warnings:
+        report(f"warning: {warning}")
     register(spark)
     common = _options(job)
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)

@@ -36,6 +36,8 @@ def range_consumer(settings: KafkaSettings) -> Consumer:
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
+            # Offsets deleted (retention) after planning must fail the read, never jump to the end.
+            "auto.offset.reset": "error",
             "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
             "queued.max.messages.kbytes": 256 * 1024,
@@ -44,7 +46,7 @@ def range_consumer(settings: KafkaSettings) -> Consumer:
     )
     # The user's own -X settings win over our tuning (but not over correctness settings above).
     for name, value in settings.properties:
-        if name not in ("enable.partition.eof", "enable.auto.commit", "enable.auto.offset.store"):
+        if name not in ("enable.partition.eof", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset"):
             config[name] = value
     return Consumer(config)
 
@@ -83,6 +85,12 @@ def read_range(
                     if error.code() == KafkaError._PARTITION_EOF:
                         done = True
                         break
+                    if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                        raise TopicvaultError(
+                            f"{task.topic}[{task.partition}] no longer holds offset {columns.next_offset or task.start} "
+                            "(deleted by retention while this backup ran): run the backup again; it starts at the "
+                            "earliest offset still there and reports what was lost"
+                        )
                     raise TopicvaultError(f"reading {task.topic}[{task.partition}] failed: {error.str()}")
                 if message.offset() >= task.end:
                     done = True

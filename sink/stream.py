@@ -72,7 +72,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         if location:
             state = load_state(open_store(location, store_options_from(self.options)))
             committed = {_key(t, p): ps.end for (t, p), ps in state.partitions.items()}
-        return {"offsets": {k: committed.get(k, low) for k, (low, _) in self._watermarks().items()}}
+        # Offsets deleted by retention before they were backed up cannot be read: start after them.
+        return {"offsets": {k: max(committed.get(k, low), low) for k, (low, _) in self._watermarks().items()}}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.get("maxrecordspertrigger")

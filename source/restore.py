@@ -18,6 +18,7 @@ from ..core.kafka import (
     metadata_consumer,
     watermarks,
 )
+from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
 from .kafka_writer import partition_end, produce_partition
@@ -50,6 +51,7 @@ class RestoreJob:
     kafka: KafkaSettings
     store_uri: str
     store_options: tuple[tuple[str, str], ...] = ()
+    progress_dir: str | None = None  # see core.progress
 
     def open_store(self):
         """The object store of the backup location."""
@@ -127,7 +129,11 @@ def restore_task(job: RestoreJob, task: RestoreTask) -> TaskResult:
     offset_map = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
     selected = task.selection.records(task.source_topic, task.partition, read_partition(job.open_store(), list(task.objects)))
     produced = produce_partition(
-        job.kafka, task.target_topic, task.partition, skip_records(recording(selected, offset_map), present)
+        job.kafka,
+        task.target_topic,
+        task.partition,
+        counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
+                f"{task.target_topic}-{task.partition}"),
     )
     if present > offset_map.records:
         raise TopicvaultError(

@@ -94,3 +94,21 @@ def test_dataframe_api_writes_the_same_objects_as_the_cli(bootstrap, spark, topi
     expected = consume_all(bootstrap, topic)[1][:3]
     assert [(r.key, r.value, r.offset) for r in first] == [(bytes(e.key) if e.key is not None else None, e.value, e.offset)
                                                           for e in expected]
+
+
+def test_offsets_out_of_range_fail_the_read_instead_of_skipping(bootstrap, broker_kind, topic_factory, request):
+    # An offset the partition no longer holds (retention after planning) must not make the
+    # consumer jump to the end and skip records silently. tansu has no DeleteRecords, so the
+    # out-of-range offset here lies past the end instead of before the start.
+    if broker_kind != "external":
+        # tansu answers a fetch past the end with no records instead of OFFSET_OUT_OF_RANGE, so
+        # the read times out instead; runs for real with TOPICVAULT_TEST_BOOTSTRAP.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu does not report OFFSET_OUT_OF_RANGE"))
+    from topicvault.core.errors import TopicvaultError
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.sink.kafka_reader import OffsetRange, read_range
+
+    topic = topic_factory(1, prefix="range")
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"v%d" % i, 1_700_000_000_000, 0, ()) for i in range(5)])
+    with pytest.raises(TopicvaultError, match="no longer holds offset 1000"):
+        list(read_range(KafkaSettings.of(bootstrap), OffsetRange(topic, 0, 1000, 1010), idle_timeout_s=20))

@@ -1,0 +1,152 @@
+"""Named clusters and stores from `topicvault.toml`, with TOPICVAULT_* environment overrides.
+
+Precedence, highest first: command-line flags, environment variables, the profile, defaults.
+
+    [clusters.prod]
+    bootstrap_servers = "broker-1:9092,broker-2:9092"
+    [clusters.prod.properties]
+    "security.protocol" = "SASL_SSL"
+    "sasl.mechanism" = "SCRAM-SHA-512"
+    "sasl.username" = "backup"
+    "sasl.password" = "${KAFKA_PASSWORD}"      # taken from the environment when used
+
+    [stores.archive]
+    uri = "s3://kafka-archive/prod"
+    endpoint_url = "https://minio.internal:9000"
+    region = "us-east-1"
+    path_style = "true"
+
+Environment: TOPICVAULT_CONFIG (file), TOPICVAULT_BOOTSTRAP_SERVERS, TOPICVAULT_STORE_URI,
+TOPICVAULT_KAFKA_<PROPERTY> (dots as underscores: TOPICVAULT_KAFKA_SASL_PASSWORD) and
+TOPICVAULT_STORE_<OPTION> (TOPICVAULT_STORE_ENDPOINT_URL). Secrets are never printed: see `redact`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from .errors import TopicvaultError
+
+CONFIG_NAME = "topicvault.toml"
+_SECRET_WORDS = ("password", "secret", "token", "credential", "private")
+_SECRET_NAMES = {"sasl.jaas.config", "ssl.key.pem", "ssl.keystore.key"}
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the cluster and the backup location are, after every source was applied."""
+
+    bootstrap_servers: str | None = None
+    kafka_properties: dict[str, str] = field(default_factory=dict)
+    store_uri: str | None = None
+    store_options: dict[str, str] = field(default_factory=dict)
+
+    def redacted(self) -> dict:
+        """For printing: secret values replaced by ***."""
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "kafka_properties": redact(self.kafka_properties),
+            "store_uri": self.store_uri,
+            "store_options": redact(self.store_options),
+        }
+
+
+def is_secret(name: str) -> bool:
+    """Whether a setting's value must never be printed."""
+    lowered = name.lower()
+    return lowered in _SECRET_NAMES or any(word in lowered for word in _SECRET_WORDS)
+
+
+def redact(settings: Mapping[str, str]) -> dict[str, str]:
+    """A copy with every secret value replaced by ***."""
+    return {name: "***" if is_secret(name) else value for name, value in settings.items()}
+
+
+def config_path(explicit: str | None, env: Mapping[str, str]) -> Path | None:
+    """The config file to read: --config, TOPICVAULT_CONFIG, ./topicvault.toml, ~/.config/topicvault/."""
+    if explicit or env.get("TOPICVAULT_CONFIG"):
+        path = Path(explicit or env["TOPICVAULT_CONFIG"]).expanduser()
+        if not path.is_file():
+            raise TopicvaultError(f"config file {path} does not exist: check --config / TOPICVAULT_CONFIG")
+        return path
+    for candidate in (Path.cwd() / CONFIG_NAME, Path.home() / ".config" / "topicvault" / CONFIG_NAME):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path | None) -> dict:
+    """The parsed config file ({} without one); a syntax error names the file and line."""
+    if path is None:
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise TopicvaultError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _section(config: dict, kind: str, name: str | None, path: Path | None) -> dict:
+    if name is None:
+        return {}
+    entries = config.get(kind, {})
+    if name not in entries:
+        where = f"{path}" if path else f"no {CONFIG_NAME} found"
+        known = ", ".join(sorted(entries)) or "none"
+        raise TopicvaultError(f"no {kind[:-1]} named {name!r} in the config ({where}); defined: {known}")
+    return entries[name]
+
+
+def _expand(value: object, env: Mapping[str, str], setting: str) -> str:
+    def lookup(match: re.Match) -> str:
+        if match.group(1) not in env:
+            raise TopicvaultError(f"setting {setting!r} refers to ${{{match.group(1)}}}, which is not set in the environment")
+        return env[match.group(1)]
+
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return _ENV_REFERENCE.sub(lookup, text)
+
+
+def _prefixed(env: Mapping[str, str], prefix: str) -> dict[str, str]:
+    return {name[len(prefix):].lower().replace("_", "."): value for name, value in env.items() if name.startswith(prefix)}
+
+
+def resolve(
+    *,
+    config_file: str | None = None,
+    cluster: str | None = None,
+    store: str | None = None,
+    bootstrap_servers: str | None = None,
+    kafka_properties: Mapping[str, str] | None = None,
+    store_uri: str | None = None,
+    store_options: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge flags, environment and profiles (in that order of precedence) into one Settings."""
+    env = os.environ if env is None else env
+    path = config_path(config_file, env) if (cluster or store or config_file or env.get("TOPICVAULT_CONFIG")) else None
+    config = load_config(path)
+    cluster_profile = _section(config, "clusters", cluster, path)
+    store_profile = _section(config, "stores", store, path)
+
+    properties = {k: _expand(v, env, k) for k, v in cluster_profile.get("properties", {}).items()}
+    properties.update(_prefixed(env, "TOPICVAULT_KAFKA_"))
+    properties.update(kafka_properties or {})
+    servers = (
+        bootstrap_servers
+        or env.get("TOPICVAULT_BOOTSTRAP_SERVERS")
+        or (_expand(cluster_profile["bootstrap_servers"], env, "bootstrap_servers") if "bootstrap_servers" in cluster_profile else None)
+    )
+
+    options = {k: _expand(v, env, k) for k, v in store_profile.items() if k != "uri"}
+    env_options = _prefixed(env, "TOPICVAULT_STORE_")
+    env_uri = env_options.pop("uri", None)
+    options.update({k.replace(".", "_"): v for k, v in env_options.items()})
+    options.update(store_options or {})
+    uri = store_uri or env_uri or (_expand(store_profile["uri"], env, "uri") if "uri" in store_profile else None)
+    return Settings(servers, properties, uri, options)

@@ -1,0 +1,71 @@
+"""`topicvault inspect`: records of one object or of a backed-up topic, printed safely."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Iterator
+
+from .core.commits import load_state
+from .core.envelope import Record, batch_to_records
+from .core.errors import TopicvaultError
+from .core.store import ObjectStore
+from .formats import extension_of, format_for_extension
+from .report import iso
+from .source.object_reader import read_partition
+
+
+def records_of_object(store: ObjectStore, key: str, offset: int = 0) -> Iterator[Record]:
+    """The records of one object (any object topicvault can read), from `offset` on."""
+    table = format_for_extension(extension_of(key)).read(store.get(key), key)
+    for record in batch_to_records(table):
+        if record.offset >= offset:
+            yield record
+
+
+def records_of_topic(store: ObjectStore, topic: str, partition: int | None, offset: int = 0) -> Iterator[Record]:
+    """A topic's committed records, partition by partition in offset order, from `offset` on."""
+    state = load_state(store)
+    chosen = sorted(p for (t, p) in state.partitions if t == topic and (partition is None or p == partition))
+    if not chosen:
+        raise TopicvaultError(f"{topic}{'' if partition is None else f'[{partition}]'} is not in the backup at {store.uri}")
+    for number in chosen:
+        entries = [e for e in state.partitions[(topic, number)].objects if e.last_offset >= offset]
+        for batch in read_partition(store, entries):
+            for record in batch_to_records(batch):
+                if record.offset >= offset:
+                    yield record
+
+
+def show_bytes(data: bytes | None, limit: int = 200) -> str:
+    """UTF-8 text with control characters escaped, else a bytes literal; null as `null`."""
+    if data is None:
+        return "null"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = repr(data[:limit])
+    else:
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return shown + (f"…(+{len(data) - limit} bytes)" if len(data) > limit else "")
+
+
+def text_line(record: Record) -> str:
+    """One line per record, like a console consumer."""
+    headers = ",".join(f"{name}={show_bytes(value)}" for name, value in record.headers)
+    return (f"{record.topic}[{record.partition}]@{record.offset} {iso(record.timestamp_ms)} "
+            f"key={show_bytes(record.key)} headers=[{headers}] value={show_bytes(record.value)}")
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def json_line(record: Record) -> str:
+    """One JSON object per record; bytes as base64, null kept."""
+    return json.dumps({
+        "topic": record.topic, "partition": record.partition, "offset": record.offset,
+        "timestamp": record.timestamp_ms, "timestampType": record.timestamp_type,
+        "key": _b64(record.key), "value": _b64(record.value),
+        "headers": [{"key": name, "value": _b64(value)} for name, value in record.headers],
+    }, sort_keys=True)
