@@ -232,6 +232,12 @@ def restore(
                                 "to the restored offsets (groups must be inactive on the target)."),
     group: List[str] = typer.Option([], "--group", help="With --groups: only this group (repeatable)."),
     configs: bool = typer.Option(True, "--configs/--no-configs", help="Create topics with their saved configs."),
+    layout: str = typer.Option("auto", "--layout", help="auto, topicvault, lenses, aiven, confluent or quix: whose archive it is."),
+    key_template: Optional[str] = typer.Option(None, "--key-template", help="A peer's file.name.template, if not "
+                                               "its default (Aiven syntax)."),
+    peer_fields: str = typer.Option("value", "--peer-fields", help="Aiven csv: format.output.fields, in order."),
+    peer_value_encoding: str = typer.Option("base64", "--peer-value-encoding", help="Aiven/Confluent: how bytes "
+                                            "were written as text: base64 (ByteArrayConverter) or none (strings)."),
     create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
     allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
     kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
@@ -249,7 +255,12 @@ def restore(
     from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option)
-    job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings))
+    from .formats.peers import PeerOptions
+
+    job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
+                     key_template=key_template,
+                     peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
+                                              peer_value_encoding))
     selection = Selection(
         until_ms=parse_until(until) if until else None,
         until_mode=check_until_mode(until_mode),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
 from .errors import TopicvaultError
 from .kafka import METADATA_TIMEOUT_S, KafkaSettings, admin_client, metadata_consumer
@@ -90,6 +90,28 @@ def topic_settings(settings: KafkaSettings, topics: Mapping[str, int]) -> dict[s
         entries = described.get(topic, {})
         result[topic] = TopicSettings(partitions, max(replicas, default=-1), topic_overrides(entries), bool(entries))
     return result
+
+
+def apply_topic_configs(settings: KafkaSettings, configs_by_topic: Mapping[str, Mapping[str, str]]) -> None:
+    """Set configs on existing topics (restore applies them once the data is in, so no compaction
+    or retention acts on a partition while it is being restored)."""
+    if not configs_by_topic:
+        return
+    resources = [
+        ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in sorted(configs.items())
+        ])
+        for topic, configs in sorted(configs_by_topic.items())
+    ]
+    admin = admin_client(settings)  # kept alive until every future resolved
+    for resource, future in admin.incremental_alter_configs(resources).items():
+        try:
+            future.result(METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            raise TopicvaultError(
+                f"restored {resource.name!r} but could not set its configs ({exc.args[0].str() if exc.args else exc}): "
+                "set them by hand (they are in the backup's commit records)"
+            ) from None
 
 
 def group_offsets(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, dict]:

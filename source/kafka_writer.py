@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from ..core.envelope import timestamps_ms
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, metadata_consumer
+from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof
 
 
 @dataclass
@@ -71,31 +71,36 @@ def produce_partition(
         for batch in batches:
             keys = batch.column("key").to_pylist()
             values = batch.column("value").to_pylist()
-            millis = timestamps_ms(batch).to_pylist()
+            millis = timestamps_ms(batch)
+            # librdkafka reads timestamp 0 as "now" and cannot send negative ones: count them.
+            result.timestamps_replaced += pc.sum(pc.less_equal(millis, 0)).as_py() or 0
+            millis = pc.max_element_wise(millis, 0).to_pylist()
             # Most topics carry no headers: skip building per-record header lists then.
             has_headers = (pc.sum(pc.list_value_length(batch.column("headers"))).as_py() or 0) > 0
-            headers = batch.column("headers").to_pylist() if has_headers else None
-            for i in range(batch.num_rows):
-                if crash_at is not None and result.records + i >= crash_at:
-                    producer.poll(0)
-                    crash_now()
-                timestamp = millis[i]
-                if timestamp <= 0:
-                    result.timestamps_replaced += 1
-                record_headers = [(h["key"], h["value"]) for h in headers[i]] if headers and headers[i] else None
-                while True:
-                    try:
-                        produce(
-                            topic,
-                            value=values[i],
-                            key=keys[i],
-                            partition=partition,
-                            timestamp=timestamp if timestamp > 0 else 0,
-                            headers=record_headers,
-                        )
-                        break
-                    except BufferError:
+            if has_headers:
+                headers = [[(h["key"], h["value"]) for h in row] if row else None
+                           for row in batch.column("headers").to_pylist()]
+            else:
+                headers = [None] * batch.num_rows
+            start = 0
+            if crash_at is not None and result.records + batch.num_rows > crash_at:
+                # Test hook: produce up to the crash point, then die (or fail this task attempt).
+                start = max(crash_at - result.records, 0)
+                for i in range(start):
+                    producer.produce(topic, values[i], keys[i], partition, timestamp=millis[i], headers=headers[i])
+                producer.poll(0)
+                crash_now()  # returns when only a first attempt fails and this is a retry
+            for key, value, timestamp, record_headers in zip(keys[start:], values[start:], millis[start:], headers[start:]):
+                try:
+                    produce(topic, value, key, partition, timestamp=timestamp, headers=record_headers)
+                except BufferError:  # the local queue is full: let deliveries drain, then the same record again
+                    while True:
                         producer.poll(0.05)
+                        try:
+                            produce(topic, value, key, partition, timestamp=timestamp, headers=record_headers)
+                            break
+                        except BufferError:
+                            continue
             result.records += batch.num_rows
             result.bytes += batch.nbytes
             producer.poll(0)
@@ -122,6 +127,21 @@ def produce_partition(
             "is the broker up? run the restore again with the same --restore-id to continue"
         )
     return result
+
+
+def target_offsets(settings: KafkaSettings, topic: str, partition: int, start: int) -> Iterator[int]:
+    """The offsets of the records in the partition from `start` to its true end (read to EOF)."""
+    consumer = metadata_consumer(settings, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"})
+    try:
+        for message in read_to_eof(consumer, topic, partition, start):
+            yield message.offset()
+    finally:
+        consumer.close()
+
+
+def count_records(settings: KafkaSettings, topic: str, partition: int, start: int) -> int:
+    """Records in the partition from `start` to its true end (read to EOF, not the watermark)."""
+    return sum(1 for _ in target_offsets(settings, topic, partition, start))
 
 
 def partition_end(settings: KafkaSettings, topic: str, partition: int) -> int:

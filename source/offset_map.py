@@ -35,10 +35,12 @@ class OffsetMap:
     def records(self) -> int:
         return sum(length for _, _, length in self.ranges)
 
+    end_offset: int | None = None  # set when target offsets have gaps (see landed_at)
+
     @property
     def target_end(self) -> int:
         """The target offset after the last restored record."""
-        return self.target_start + self.records
+        return self.end_offset if self.end_offset is not None else self.target_start + self.records
 
     def add_offsets(self, source_offsets: pa.Array) -> None:
         """Append the next restored records, given their source offsets (int64, ascending)."""
@@ -61,6 +63,23 @@ class OffsetMap:
                 self.ranges[-1] = (last_source, last_target, last_length + length)
                 return
         self.ranges.append((source_first, self.target_end, length))
+
+    def source_offsets(self) -> Iterator[int]:
+        """Every restored record's source offset, in order."""
+        for source_first, _, length in self.ranges:
+            yield from range(source_first, source_first + length)
+
+    def landed_at(self, target_offsets: list[int]) -> "OffsetMap":
+        """The same records mapped to the target offsets they really got (when those have gaps)."""
+        landed = OffsetMap(self.source_topic, self.partition, self.target_topic, self.target_start)
+        for source, target in zip(self.source_offsets(), target_offsets):
+            last = landed.ranges[-1] if landed.ranges else None
+            if last and source == last[0] + last[2] and target == last[1] + last[2]:
+                landed.ranges[-1] = (last[0], last[1], last[2] + 1)
+            else:
+                landed.ranges.append((source, target, 1))
+        landed.end_offset = target_offsets[-1] + 1 if target_offsets else self.target_start
+        return landed
 
     def translate(self, source_offset: int) -> int:
         """The target offset of the first restored record at or after `source_offset`.
@@ -97,6 +116,7 @@ class OffsetMap:
             body["target_topic"],
             int(body["target_start"]),
             [tuple(int(x) for x in r) for r in body["ranges"]],
+            int(body["target_end"]),
         )
 
 

@@ -1,69 +1,62 @@
 """Restore archives other Kafka-to-S3 sinks wrote: list, detect the layout, merge by offset.
 
 A peer layout names its objects its own way (keys.peers) and stores records its own way
-(formats.peers). Here objects are listed, grouped per topic-partition, and read in offset
-order across folders (time- or field-partitioned layouts spread a partition over many), with
-offsets already restored skipped (a peer's at-least-once re-delivery writes some twice).
-The merged sequence is deterministic, so a resumed restore can skip what the target holds.
+(formats.peers). Here objects are listed, grouped per topic-partition, and read one at a
+time in the order of the offset their names carry; time- or field-partitioned folders spread
+a partition over many prefixes, and that order merges them. Offsets already restored are
+skipped (a peer's at-least-once re-delivery writes some twice), so the merged sequence is
+deterministic and a resumed restore can skip what the target holds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.commits import ObjectEntry
-from ..core.errors import TopicvaultError
+from ..core.commits import BackupState, ObjectEntry, PartitionState
+from ..core.errors import ObjectNotFound, TopicvaultError
 from ..core.store import ObjectStore
-from ..formats.peers import PEER_FORMATS
-from ..keys.peers import PEER_KEYS, PeerKey
+from ..formats.peers import KEEPS, PeerOptions, decode_aiven, decode_confluent, decode_lenses, decode_quix
+from ..keys.peers import PEER_KEYS
 
 LAYOUTS = ("auto", "topicvault", *sorted(PEER_KEYS))
 
 
-@dataclass
-class PeerPartition:
-    """The objects of one topic-partition in a peer archive, in name order."""
-
-    topic: str
-    partition: int
-    objects: list[PeerKey] = field(default_factory=list)
-
-
-@dataclass
-class PeerArchive:
-    """What a listing found: the layout, its partitions, and keys that were left out."""
-
-    layout: str
-    partitions: dict[tuple[str, int], PeerPartition]
-    ignored: list[str]
-
-
-def detect_layout(keys: list[str], has_commits: bool) -> str:
-    """The layout whose naming matches the listed keys; ambiguous or none is an error."""
-    if has_commits:
+def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None = None) -> str:
+    """The layout whose naming matches the listed keys; none or more than one is an error."""
+    if any(k.startswith("_topicvault/commits/") for k in keys):
         return "topicvault"
-    data_keys = [k for k in keys if not k.endswith("/")]
-    scores = {name: sum(1 for k in data_keys if codec.parse(k) is not None) for name, codec in PEER_KEYS.items()}
+    scores = {}
+    for name, codec in PEER_KEYS.items():
+        codec = codec.with_template(key_template) if key_template else codec
+        scores[name] = sum(1 for k in keys if codec.parse(k) is not None)
     best = max(scores.values(), default=0)
     if best == 0:
         raise TopicvaultError(
-            "no backup found: no topicvault commit records and no object named like a Lenses, Aiven, Confluent or "
-            "Quix sink writes them; check the URI or pass --layout"
+            f"no backup at {store.uri}: no topicvault commit records and no object named the way the Lenses, Aiven, "
+            "Confluent or Quix sinks name them; check the URI, or pass --layout (and --key-template for custom names)"
         )
     winners = sorted(name for name, score in scores.items() if score == best)
     if len(winners) > 1:
-        raise TopicvaultError(f"objects match more than one layout ({', '.join(winners)}): pass --layout to choose")
+        raise TopicvaultError(f"objects at {store.uri} match more than one layout ({', '.join(winners)}): pass --layout")
     return winners[0]
 
 
-def list_archive(store: ObjectStore, layout: str, key_template: str | None = None) -> PeerArchive:
-    """List a peer archive and group its data objects per topic-partition."""
+def resolve_layout(store: ObjectStore, layout: str, key_template: str | None) -> str:
+    """`--layout` checked, with auto resolved from a listing."""
+    if layout not in LAYOUTS:
+        raise TopicvaultError(f"bad --layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+    if layout != "auto":
+        return layout
+    return detect_layout(store, [info.key for info in store.list("")], key_template)
+
+
+def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tuple[BackupState, list[str]]:
+    """A peer archive as a backup state (objects per partition, ordered) and the keys left out."""
     codec = PEER_KEYS[layout].with_template(key_template) if key_template else PEER_KEYS[layout]
-    partitions: dict[tuple[str, int], PeerPartition] = {}
+    state = BackupState()
     ignored: list[str] = []
     for info in store.list(""):
         parsed = codec.parse(info.key)
@@ -73,56 +66,74 @@ def list_archive(store: ObjectStore, layout: str, key_template: str | None = Non
             continue
         if parsed.role != "data":
             continue
-        partitions.setdefault((parsed.topic, parsed.partition), PeerPartition(parsed.topic, parsed.partition)).objects.append(parsed)
-    for peer_partition in partitions.values():
-        peer_partition.objects.sort(key=lambda k: (k.offset_hint if k.offset_hint is not None else -1, k.key))
-    return PeerArchive(layout, partitions, ignored)
+        partition = state.partitions.setdefault(
+            (parsed.topic, parsed.partition), PartitionState(parsed.topic, parsed.partition, 0, 0))
+        hint = parsed.offset_hint or 0
+        # Counts, sizes and checksums are unknown until the object is read.
+        partition.objects.append(ObjectEntry(parsed.key, parsed.topic, parsed.partition, hint, hint, 0, 0, 0, 0, ""))
+    for partition in state.partitions.values():
+        partition.objects.sort(key=lambda e: (e.first_offset, e.key))
+    return state, ignored
 
 
-def as_entries(peer_partition: PeerPartition) -> tuple[ObjectEntry, ...]:
-    """Plain entries for a restore task (counts and checksums are unknown before reading)."""
-    return tuple(
-        ObjectEntry(k.key, peer_partition.topic, peer_partition.partition, k.offset_hint or 0, k.offset_hint or 0,
-                    0, 0, 0, 0, "")
-        for k in peer_partition.objects
-    )
+def keeps(layout: str) -> str:
+    """What a layout keeps and loses, for the restore's notes."""
+    return KEEPS[layout]
 
 
 def read_peer_partition(
-    store: ObjectStore, layout: str, entries: list[ObjectEntry], report: Callable[[str], None] = lambda line: None
+    store: ObjectStore,
+    layout: str,
+    options: PeerOptions,
+    entries: list[ObjectEntry],
+    report: Callable[[str], None] = lambda line: None,
 ) -> Iterator[pa.RecordBatch]:
     """A partition's records in offset order, each offset once, from objects of a peer layout.
 
-    Objects are read one at a time in the order of the offset their names carry; every record
-    at or below the last offset already yielded is a re-delivery and is dropped. Gaps between
-    offsets (compaction, transaction markers, or an object the archive lost) are reported.
+    Every record at or below the last offset already yielded is a re-delivery and is dropped;
+    gaps between offsets (compaction, transaction markers, or objects missing from the archive)
+    are reported.
     """
     if not entries:
         return
-    decoder = PEER_FORMATS[layout]
     where = f"{entries[0].topic}[{entries[0].partition}]"
     last = -1
     duplicates = missing = gaps = 0
     for entry in entries:
-        table = _unique_offsets(decoder.read(store, entry.key, entry.topic, entry.partition).sort_by("offset"))
+        table = _unique_offsets(_decode(store, layout, options, entry).sort_by("offset"))
         fresh = table.filter(pc.greater(table.column("offset"), last)) if last >= 0 else table
         duplicates += table.num_rows - fresh.num_rows
         if fresh.num_rows == 0:
             continue
-        offsets = fresh.column("offset")
-        steps = pc.subtract(offsets.slice(1), offsets.slice(0, len(offsets) - 1)) if len(offsets) > 1 else pa.array([], pa.int64())
-        holes = [step - 1 for step in steps.to_pylist() if step > 1]
-        if last >= 0 and offsets[0].as_py() > last + 1:
-            holes.append(offsets[0].as_py() - last - 1)
+        offsets = fresh.column("offset").to_pylist()
+        holes = [b - a - 1 for a, b in zip([last] + offsets[:-1], offsets) if b - a > 1 and a >= 0]
         gaps += len(holes)
         missing += sum(holes)
-        last = offsets[-1].as_py()
+        last = offsets[-1]
         yield from fresh.to_batches(max_chunksize=50_000)
     if duplicates:
         report(f"{where}: {duplicates} records with offsets seen before (re-delivered by the sink) restored once")
     if gaps:
         report(f"{where}: {missing} offsets absent in {gaps} gaps (compaction, transaction markers, or objects "
                "missing from the archive)")
+
+
+def _decode(store: ObjectStore, layout: str, options: PeerOptions, entry: ObjectEntry) -> pa.Table:
+    data = store.get(entry.key)
+    if layout == "aiven":
+        return decode_aiven(data, entry.key, entry.topic, entry.partition, entry.first_offset, options)
+    if layout == "lenses":
+        return decode_lenses(data, entry.key, entry.topic, entry.partition, options)
+    if layout == "quix":
+        return decode_quix(data, entry.key, entry.topic, entry.partition, entry.first_offset)
+
+    def companion(role: str) -> bytes | None:
+        try:
+            return store.get(PEER_KEYS["confluent"].sibling(entry.key, role))
+        except ObjectNotFound:
+            return None
+
+    return decode_confluent(data, entry.key, entry.topic, entry.partition, entry.first_offset, companion, options)
 
 
 def _unique_offsets(table: pa.Table) -> pa.Table:

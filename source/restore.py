@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from ..core.cluster import TopicSettings
+from ..core.cluster import TopicSettings, apply_topic_configs
 from ..core.commits import BackupState, ObjectEntry, load_state
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
@@ -21,9 +21,11 @@ from ..core.kafka import (
 from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
-from .kafka_writer import partition_end, produce_partition
+from ..formats.peers import PeerOptions
+from .kafka_writer import count_records, partition_end, produce_partition, target_offsets
 from .object_reader import read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
+from .peer_layout import keeps, peer_state, read_peer_partition, resolve_layout
 from .restore_state import RestoreState, check_same_restore, load_restore_state, save_restore_state
 from .selection import Selection, skip_records
 
@@ -52,6 +54,9 @@ class RestoreJob:
     store_uri: str
     store_options: tuple[tuple[str, str], ...] = ()
     progress_dir: str | None = None  # see core.progress
+    layout: str = "topicvault"  # or a peer layout (source.peer_layout); plan_restore resolves "auto"
+    key_template: str | None = None  # a peer's file-name template, when not its default
+    peer_options: PeerOptions = PeerOptions()
 
     def open_store(self):
         """The object store of the backup location."""
@@ -84,6 +89,7 @@ class RestorePlan:
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # target topic -> configs to create it with
     replication: dict[str, int] = field(default_factory=dict)  # target topic -> replication factor
     selection: Selection = Selection()
+    layout: str = "topicvault"
 
     @property
     def records(self) -> int:
@@ -117,17 +123,21 @@ def restore_task(job: RestoreJob, task: RestoreTask) -> TaskResult:
     The selected source records form a fixed sequence; the target partition holds a prefix of
     it after `target_start`, so the task counts that prefix and produces the rest.
     """
-    # Offsets, not a count of readable records: compaction or retention of the restored
-    # topic's saved configs may remove records during a long restore, never offsets.
-    present = partition_end(job.kafka, task.target_topic, task.partition) - task.target_start
-    if present > task.records:
+    # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
+    # and topics are created without their saved configs until the data is in (no compaction).
+    present = count_records(job.kafka, task.target_topic, task.partition, task.target_start)
+    if job.layout == "topicvault" and present > task.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, "
             f"more than the {task.records} this restore writes: another producer wrote to it; "
             "restore into a new topic"
         )
     offset_map = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
-    selected = task.selection.records(task.source_topic, task.partition, read_partition(job.open_store(), list(task.objects)))
+    if job.layout == "topicvault":
+        source = read_partition(job.open_store(), list(task.objects))
+    else:
+        source = read_peer_partition(job.open_store(), job.layout, job.peer_options, list(task.objects))
+    selected = task.selection.records(task.source_topic, task.partition, source)
     produced = produce_partition(
         job.kafka,
         task.target_topic,
@@ -142,11 +152,14 @@ def restore_task(job: RestoreJob, task: RestoreTask) -> TaskResult:
         )
     end = partition_end(job.kafka, task.target_topic, task.partition)
     if end != offset_map.target_end:
-        raise TopicvaultError(
-            f"{task.target_topic}[{task.partition}] ends at offset {end}, expected {offset_map.target_end} "
-            f"({offset_map.records} records from {task.target_start}): another producer wrote to it during the "
-            "restore; its offset map would be wrong, so restore into a new topic"
-        )
+        # Offsets with gaps (or another writer): map each record to where it really landed.
+        landed = list(target_offsets(job.kafka, task.target_topic, task.partition, task.target_start))
+        if len(landed) != offset_map.records:
+            raise TopicvaultError(
+                f"{task.target_topic}[{task.partition}] holds {len(landed)} records after offset {task.target_start}, "
+                f"expected {offset_map.records}: another producer wrote to it during the restore; restore into a new topic"
+            )
+        offset_map = offset_map.landed_at(landed)
     return TaskResult(
         task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced,
         offset_map,
@@ -186,7 +199,15 @@ def plan_restore(
 ) -> RestorePlan:
     """Plan a restore; on a first start this also records where each target partition stands."""
     store = job.open_store()
-    state = load_state(store)
+    layout = resolve_layout(store, job.layout, job.key_template)
+    if layout == "topicvault":
+        state, layout_notes = load_state(store), []
+    else:
+        state, ignored = peer_state(store, layout, job.key_template)
+        layout_notes = [f"layout {layout}{' (detected)' if job.layout == 'auto' else ''}: {keeps(layout)}"]
+        if ignored:
+            layout_notes.append(f"{len(ignored)} objects are not named like {layout} objects and were left out, "
+                                f"e.g. {ignored[0]}")
     selected = _select(state, topics, job.store_uri)
     unknown = set(renames) - set(selected)
     if unknown:
@@ -218,12 +239,18 @@ def plan_restore(
         starts = _target_starts(job.kafka, partitions_needed, existing, allow_nonempty)
     tasks = []
     for (source, partition), ps in sorted(state.partitions.items()):
-        objects = selection.objects(source, partition, ps.objects) if source in topic_map else []
+        if source not in topic_map:
+            continue
+        # A peer object's offsets and times are known only once it is read: select records, not objects.
+        objects = selection.objects(source, partition, ps.objects) if layout == "topicvault" else ps.objects
         if objects:
             target = topic_map[source]
             tasks.append(RestoreTask(source, partition, target, starts[f"{target}:{partition}"], tuple(objects), selection))
-    plan = RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, selection=selection)
-    if to_create:
+    plan = RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, selection=selection,
+                       notes=layout_notes, layout=layout)
+    if saved is not None:
+        plan.topic_configs = dict(saved.topic_configs)  # the topics were created by the first run
+    elif to_create:
         earliest = {
             topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),
                               default=None)
@@ -304,12 +331,15 @@ def _target_starts(
 
 def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
     """Create missing topics and save the restore's state (first start only)."""
-    create_topics(job.kafka, plan.topics_to_create, configs_by_topic=plan.topic_configs, replication_by_topic=plan.replication)
+    # Configs are applied after the data is in (see run_restore): compaction or retention acting
+    # on a partition while it is restored would change what a resumed task counts.
+    create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication)
     if not plan.resumed:
         starts = {f"{t.target_topic}:{t.partition}": t.target_start for t in plan.tasks}
         save_restore_state(
             job.open_store(),
-            RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, starts, plan.selection.to_json()),
+            RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, starts, plan.selection.to_json(),
+                         plan.topic_configs),
         )
 
 
@@ -317,6 +347,8 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     """Create topics, save state, produce every partition; resumable with the same restore id."""
     started = time.monotonic()
     start_restore(job, plan)
+    job = replace(job, layout=plan.layout)
     results = run_tasks(spark, lambda task: restore_task(job, task), plan.tasks)
     save_offset_maps(job.open_store(), plan.restore_id, [r.offset_map for r in results])
+    apply_topic_configs(job.kafka, plan.topic_configs)
     return RestoreResult(plan, results, time.monotonic() - started)

@@ -29,6 +29,7 @@ class RestoreState:
     topic_map: dict[str, str]  # source topic -> target topic
     start_offsets: dict[str, int]  # "target-topic:partition" -> offset
     selection: dict = field(default_factory=dict)  # Selection.to_json(): which records it restores
+    topic_configs: dict = field(default_factory=dict)  # configs of the topics it created, set once data is in
 
     def start_offset(self, topic: str, partition: int) -> int:
         return self.start_offsets[f"{topic}:{partition}"]
@@ -41,6 +42,7 @@ class RestoreState:
                 "topic_map": self.topic_map,
                 "start_offsets": self.start_offsets,
                 "selection": self.selection,
+                "topic_configs": self.topic_configs,
                 "created_ms": int(time.time() * 1000),
             },
             sort_keys=True,
@@ -68,6 +70,7 @@ def load_restore_state(store: ObjectStore, restore_id: str) -> RestoreState | No
         topic_map=dict(body["topic_map"]),
         start_offsets={k: int(v) for k, v in body["start_offsets"].items()},
         selection=body.get("selection", {}),
+        topic_configs=body.get("topic_configs", {}),
     )
 
 

@@ -112,3 +112,23 @@ def test_offsets_out_of_range_fail_the_read_instead_of_skipping(bootstrap, broke
     produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"v%d" % i, 1_700_000_000_000, 0, ()) for i in range(5)])
     with pytest.raises(TopicvaultError, match="no longer holds offset 1000"):
         list(read_range(KafkaSettings.of(bootstrap), OffsetRange(topic, 0, 1000, 1010), idle_timeout_s=20))
+
+
+def test_time_partitioned_key_template_round_trip(bootstrap, spark, topic_factory, tmp_path):
+    # Objects named by the month of their first record land in several folders; the restore
+    # reads them through the commit records in offset order.
+    topic = topic_factory(2, prefix="timed")
+    month = 31 * 24 * 3600 * 1000
+    records = [Record(topic, p, 0, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i * month // 4, 0, ((("h", b"x"),) * 2))
+               for p in (0, 1) for i in range(20)]
+    produce_records(bootstrap, topic, records)
+    location = tmp_path / "b"
+    template = "dt={{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}/{{topic}}-{{partition}}-{{start_offset:padding=true}}"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--key-template", template,
+            "--max-records", "3")
+    folders = {p.name for p in location.iterdir() if p.name.startswith("dt=")}
+    assert len(folders) >= 4, folders
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    restored, source = consume_all(bootstrap, f"{topic}-r"), consume_all(bootstrap, topic)
+    assert {p: [(r.key, r.value, r.headers, r.timestamp_ms) for r in rs] for p, rs in restored.items()} == \
+           {p: [(r.key, r.value, r.headers, r.timestamp_ms) for r in rs] for p, rs in source.items()}
