@@ -58,9 +58,14 @@ def reports_errors(command: Callable) -> Callable:
     return wrapper
 
 
-CONFIG_HELP = "Config file with named clusters and stores (default: ./topicvault.toml)."
-CLUSTER_HELP = "Named cluster from the config file (bootstrap servers and librdkafka settings)."
-STORE_HELP = "Named store from the config file (URI and store options)."
+# Options several commands share, declared once.
+CONFIG = typer.Option(None, "--config", help="Config file with named clusters and stores (default: ./topicvault.toml).")
+CLUSTER = typer.Option(None, "--cluster", help="Named cluster from the config file (bootstrap servers and librdkafka settings).")
+STORE = typer.Option(None, "--store", help="Named store from the config file (URI and store options).")
+KAFKA_PROPERTY = typer.Option([], "-X", help="librdkafka property key=value (repeatable).")
+STORE_OPTION = typer.Option([], "-S", help="Store option key=value, e.g. endpoint_url=… (repeatable).")
+MASTER = typer.Option(None, "--master", help="Spark master (default local[*]).")
+QUIET = typer.Option(False, "--quiet", "-q", help="No progress output.")
 
 
 def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str], bootstrap: Optional[str],
@@ -110,9 +115,9 @@ def backup(
     max_bytes: int = typer.Option(64 * 1024 * 1024, "--max-bytes", help="Payload bytes per object at most."),
     records_per_task: int = typer.Option(1_000_000, "--records-per-task", help="Offsets per Spark task."),
     full: bool = typer.Option(False, "--full", help="Start over (the location must hold no backup)."),
-    kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
-    store_option: List[str] = typer.Option([], "-S", help="Store option key=value, e.g. endpoint_url=… (repeatable)."),
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    kafka_property: List[str] = KAFKA_PROPERTY,
+    store_option: List[str] = STORE_OPTION,
+    master: Optional[str] = MASTER,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; read no records, write nothing."),
     follow: bool = typer.Option(False, "--follow", help="Keep backing up new records (Structured Streaming) "
                                 "until SIGTERM or Ctrl-C, which finish the running micro-batch first."),
@@ -120,11 +125,11 @@ def backup(
                                          "(each commits its objects)."),
     max_records_per_trigger: Optional[int] = typer.Option(None, "--max-records-per-trigger",
                                                           help="With --follow: records per micro-batch at most."),
-    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
-    cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
-    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    config: Optional[str] = CONFIG,
+    cluster: Optional[str] = CLUSTER,
+    store: Optional[str] = STORE,
     as_json: bool = typer.Option(False, "--json", help="Print the plan or the final summary as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    quiet: bool = QUIET,
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
     from .sink.backup import BackupJob, plan, run_backup
@@ -240,15 +245,15 @@ def restore(
                                             "were written as text: base64 (ByteArrayConverter) or none (strings)."),
     create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
     allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
-    kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
-    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    kafka_property: List[str] = KAFKA_PROPERTY,
+    store_option: List[str] = STORE_OPTION,
+    master: Optional[str] = MASTER,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
-    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
-    cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
-    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    config: Optional[str] = CONFIG,
+    cluster: Optional[str] = CLUSTER,
+    store: Optional[str] = STORE,
     as_json: bool = typer.Option(False, "--json", help="Print the plan or the final summary as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    quiet: bool = QUIET,
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
     from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
@@ -350,9 +355,9 @@ def _restore_rows(result) -> list[dict]:
 @reports_errors
 def list_backup(
     uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
-    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
-    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
-    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    store_option: List[str] = STORE_OPTION,
+    config: Optional[str] = CONFIG,
+    store: Optional[str] = STORE,
     as_json: bool = typer.Option(False, "--json", help="Print the listing as JSON."),
 ) -> None:
     """List what a backup location holds, from its commit records."""
@@ -385,11 +390,11 @@ def verify(
     bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Also compare with "
                                                     "the live topics of this cluster."),
     topic: List[str] = typer.Option([], "--topic", "-t", help="Only this topic (repeatable)."),
-    kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
-    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
-    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
-    cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
-    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    kafka_property: List[str] = KAFKA_PROPERTY,
+    store_option: List[str] = STORE_OPTION,
+    config: Optional[str] = CONFIG,
+    cluster: Optional[str] = CLUSTER,
+    store: Optional[str] = STORE,
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Check every committed object (checksum, count, offsets); optionally compare with the live topics."""
@@ -426,9 +431,9 @@ def inspect(
     partition: Optional[int] = typer.Option(None, "--partition", "-p", help="Only this partition."),
     offset: int = typer.Option(0, "--offset", help="Start at this offset."),
     limit: int = typer.Option(20, "--limit", help="Records to print at most."),
-    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
-    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
-    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    store_option: List[str] = STORE_OPTION,
+    config: Optional[str] = CONFIG,
+    store: Optional[str] = STORE,
     as_json: bool = typer.Option(False, "--json", help="One JSON object per record (bytes as base64)."),
 ) -> None:
     """Print records of one object or of a topic(-partition) of a backup, like a console consumer."""
@@ -450,13 +455,13 @@ def inspect(
 @app.command("config")
 @reports_errors
 def show_config(
-    config: Optional[str] = typer.Option(None, "--config", help=CONFIG_HELP),
-    cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
-    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    config: Optional[str] = CONFIG,
+    cluster: Optional[str] = CLUSTER,
+    store: Optional[str] = STORE,
     bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Kafka bootstrap servers."),
-    kafka_property: List[str] = typer.Option([], "-X", help="librdkafka property key=value (repeatable)."),
+    kafka_property: List[str] = KAFKA_PROPERTY,
     uri: Optional[str] = typer.Option(None, "--uri", help="Backup location."),
-    store_option: List[str] = typer.Option([], "-S", help="Store option key=value (repeatable)."),
+    store_option: List[str] = STORE_OPTION,
 ) -> None:
     """Show the settings a command would use (flags > TOPICVAULT_* environment > config file); secrets as ***."""
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option)
@@ -468,7 +473,7 @@ def show_config(
 def demo(
     records: int = typer.Option(20_000, "--records", help="Sample records to produce."),
     directory: Optional[str] = typer.Option(None, "--dir", help="Backup directory (default: a temporary one)."),
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    master: Optional[str] = MASTER,
 ) -> None:
     """Embedded broker + local directory: back up a topic, restore it under a new name, compare."""
     from .demo import run_demo
