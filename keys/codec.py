@@ -40,6 +40,8 @@ class KeyCodec(Protocol):
 
     def parse(self, key: str) -> ObjectKey | None: ...
 
+    def time_format(self) -> str | None: ...
+
 
 def _check(topic: str, partition: int, start_offset: int) -> None:
     if not TOPIC_PATTERN.fullmatch(topic):
@@ -74,6 +76,10 @@ class HiveCodec:
         if not match:
             return None
         return ObjectKey(match["topic"], int(match["partition"]), int(match["start_offset"]), match["extension"] or "")
+
+    def time_format(self) -> str | None:
+        """Hive-style keys hold no time: objects never need cutting at time boundaries."""
+        return None
 
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*(?::\s*([a-z]+)\s*=\s*([A-Za-z]+)\s*)?\}\}")
@@ -218,6 +224,18 @@ class TemplateCodec:
             else:
                 out.append(time.strftime("%Y-%m-%d", time.localtime(seconds)))
         return _with_extension("".join(out), extension)
+
+    def time_format(self) -> str | None:
+        """A UTC strftime format that changes exactly when the key's time placeholders would
+        (None without any): a writer cuts objects where it changes, so each object's records
+        belong to the folder its key names. local_date is bucketed by the UTC date."""
+        formats = []
+        for part in self.parts:
+            if isinstance(part, _Field) and part.name == "timestamp":
+                formats.append(_TIME_UNITS[part.unit][0])
+            elif isinstance(part, _Field) and part.name in ("utc_date", "local_date"):
+                formats.append("%Y-%m-%d")
+        return "|".join(formats) or None
 
     def parse(self, key: str) -> ObjectKey | None:
         """The key's topic, partition, start offset and extension; None if it does not match."""

@@ -38,15 +38,28 @@ class Rotation:
             raise TopicvaultError("--max-records and --max-bytes must be positive")
 
 
-def cut_points(sizes: list[int], filled_records: int, filled_bytes: int, rotation: Rotation) -> Iterator[int]:
-    """Indices in `sizes` before which a new object starts, given what the open object holds."""
-    records, payload = filled_records, filled_bytes
+def cut_points(
+    sizes: list[int],
+    filled_records: int,
+    filled_bytes: int,
+    rotation: Rotation,
+    buckets: list[str] | None = None,
+    open_bucket: str | None = None,
+) -> Iterator[int]:
+    """Indices in `sizes` before which a new object starts, given what the open object holds.
+
+    With `buckets` (each record's time bucket, see KeyCodec.time_format), an object also ends
+    where the bucket changes, so a time-partitioned key names the folder of all its records.
+    """
+    records, payload, current = filled_records, filled_bytes, open_bucket
     for index, size in enumerate(sizes):
-        if records and (records >= rotation.max_records or payload + size > rotation.max_bytes):
+        bucket = buckets[index] if buckets is not None else None
+        if records and (records >= rotation.max_records or payload + size > rotation.max_bytes or bucket != current):
             yield index
             records, payload = 0, 0
         records += 1
         payload += size
+        current = bucket
 
 
 def write_objects(
@@ -62,12 +75,15 @@ def write_objects(
     pending_bytes = 0
     entries: list[ObjectEntry] = []
     crash_at = crash_after("backup.object")
+    time_format = codec.time_format()
+    open_bucket: str | None = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
         sizes = record_sizes(batch)
+        buckets = pc.strftime(batch.column("timestamp"), format=time_format).to_pylist() if time_format else None
         start = 0
-        for cut in cut_points(sizes, pending_records, pending_bytes, rotation):
+        for cut in cut_points(sizes, pending_records, pending_bytes, rotation, buckets, open_bucket):
             if cut > start:
                 pending.append(batch.slice(start, cut - start))
             entries.append(_store_object(pending, store, codec, object_format))
@@ -76,6 +92,7 @@ def write_objects(
         pending.append(batch.slice(start))
         pending_records += batch.num_rows - start
         pending_bytes += sum(sizes[start:])
+        open_bucket = buckets[-1] if buckets else None
     if pending_records:
         entries.append(_store_object(pending, store, codec, object_format))
         _maybe_crash(crash_at, len(entries))

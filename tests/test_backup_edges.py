@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from clitools import run_cli
 from confluent_kafka import Producer
@@ -128,6 +130,11 @@ def test_time_partitioned_key_template_round_trip(bootstrap, spark, topic_factor
             "--max-records", "3")
     folders = {p.name for p in location.iterdir() if p.name.startswith("dt=")}
     assert len(folders) >= 4, folders
+    # Objects are cut where the month changes: every record lies in the month its folder names.
+    for path in location.rglob("*.parquet"):
+        months = {time.strftime("dt=%Y-%m", time.gmtime(row["metadata"]["timestamp"] / 1000))
+                  for row in pq.read_table(path).to_pylist()}
+        assert months == {path.parent.name}, (path, months)
     run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
     restored, source = consume_all(bootstrap, f"{topic}-r"), consume_all(bootstrap, topic)
     assert {p: [(r.key, r.value, r.headers, r.timestamp_ms) for r in rs] for p, rs in restored.items()} == \
