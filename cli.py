@@ -49,7 +49,9 @@ def reports_errors(command: Callable) -> Callable:
         except TopicvaultError as exc:
             if _debug:
                 raise
-            typer.echo(f"error: {exc}", err=True)
+            from .core.profiles import scrub
+
+            typer.echo(f"error: {scrub(str(exc))}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing uncommitted is presented as backed up; run again to continue", err=True)

@@ -68,6 +68,32 @@ def redact(settings: Mapping[str, str]) -> dict[str, str]:
     return {name: "***" if is_secret(name) else value for name, value in settings.items()}
 
 
+_known_secrets: set[str] = set()
+
+
+def remember_secrets(settings: Mapping[str, str]) -> None:
+    """Note the secret values among `settings`, so that `scrub` hides them in any message."""
+    _known_secrets.update(str(v) for k, v in settings.items() if is_secret(k) and v)
+
+
+def scrub(text: str) -> str:
+    """`text` with every remembered secret value replaced by ***: for errors that quote a setting."""
+    for secret in sorted(_known_secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _flatten(table: Mapping[str, object], prefix: str = "") -> dict[str, object]:
+    """Unquoted dotted TOML keys (`security.protocol = …`) arrive as nested tables: join them back."""
+    flat: dict[str, object] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
 def config_path(explicit: str | None, env: Mapping[str, str]) -> Path | None:
     """The config file to read: --config, TOPICVAULT_CONFIG, ./topicvault.toml, ~/.config/topicvault/."""
     if explicit or env.get("TOPICVAULT_CONFIG"):
@@ -134,7 +160,7 @@ def resolve(
     cluster_profile = _section(config, "clusters", cluster, path)
     store_profile = _section(config, "stores", store, path)
 
-    properties = {k: _expand(v, env, k) for k, v in cluster_profile.get("properties", {}).items()}
+    properties = {k: _expand(v, env, k) for k, v in _flatten(cluster_profile.get("properties", {})).items()}
     properties.update(_prefixed(env, "TOPICVAULT_KAFKA_"))
     properties.update(kafka_properties or {})
     servers = (
@@ -143,10 +169,12 @@ def resolve(
         or (_expand(cluster_profile["bootstrap_servers"], env, "bootstrap_servers") if "bootstrap_servers" in cluster_profile else None)
     )
 
-    options = {k: _expand(v, env, k) for k, v in store_profile.items() if k != "uri"}
+    options = {k: _expand(v, env, k) for k, v in _flatten(store_profile).items() if k != "uri"}
     env_options = _prefixed(env, "TOPICVAULT_STORE_")
     env_uri = env_options.pop("uri", None)
     options.update({k.replace(".", "_"): v for k, v in env_options.items()})
     options.update(store_options or {})
     uri = store_uri or env_uri or (_expand(store_profile["uri"], env, "uri") if "uri" in store_profile else None)
+    remember_secrets(properties)
+    remember_secrets(options)
     return Settings(servers, properties, uri, options)

@@ -31,6 +31,9 @@ OPTIONS = {
     "multipart_threshold": "bytes above which uploads are multipart (default 64 MiB)",
     "sse": "server-side encryption: AES256 or aws:kms",
     "sse_kms_key_id": "KMS key for sse=aws:kms",
+    "access_key_id": "access key (default: the standard AWS credential chain)",
+    "secret_access_key": "secret key belonging to access_key_id",
+    "session_token": "session token of temporary credentials",
 }
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 _CONDITION_FAILED = {"PreconditionFailed", "ConditionalRequestConflict", "412"}
@@ -125,6 +128,9 @@ class S3Store(ObjectStore):
             "s3",
             endpoint_url=self.options.get("endpoint_url") or None,
             region_name=self.options.get("region") or None,
+            aws_access_key_id=self.options.get("access_key_id") or None,
+            aws_secret_access_key=self.options.get("secret_access_key") or None,
+            aws_session_token=self.options.get("session_token") or None,
             config=config,
         )
 

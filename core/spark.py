@@ -23,9 +23,14 @@ def get_spark(master: str | None = None, app_name: str = "topicvault"):
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit the Python driver is started by the JVM (PYSPARK_GATEWAY_PORT set) and
+    # spark-submit's --master is already in the conf: only an explicit --master overrides it.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master or not submitted:
+        builder = builder.master(master or os.environ.get("TOPICVAULT_SPARK_MASTER", "local[*]"))
     builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("TOPICVAULT_SPARK_MASTER", "local[*]"))
+        builder
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "8")
@@ -36,7 +41,24 @@ def get_spark(master: str | None = None, app_name: str = "topicvault"):
     spark = builder.getOrCreate()
     # Task failures reach the user as one line (see run_tasks), not as JVM log tracebacks.
     spark.sparkContext.setLogLevel("OFF")
+    ship_wheels(spark.sparkContext)
     return spark
+
+
+def ship_wheels(sc) -> list[str]:
+    """Put wheels given to spark-submit --py-files on the executors' Python path; return their names.
+
+    PySpark adds only .zip/.egg/.jar py-files to the workers' sys.path, although a pure-Python
+    wheel is a zip that Python imports from just as well; spark-submit has already copied the
+    files to every executor, so naming them as Python includes is all that is missing.
+    """
+    names = []
+    for path in sc.getConf().get("spark.submit.pyFiles", "").split(","):
+        name = os.path.basename(path)
+        if name.lower().endswith(".whl") and name not in sc._python_includes:
+            sc._python_includes.append(name)
+            names.append(name)
+    return names
 
 
 _ERROR_MARK = "TOPICVAULT-ERROR: "

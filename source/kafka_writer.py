@@ -55,8 +55,22 @@ def produce_partition(
     batches: Iterable[pa.RecordBatch],
     flush_timeout_s: float = 300.0,
 ) -> ProduceResult:
-    """Produce every record of the batches to `topic`[`partition`] with its key, value,
-    headers and timestamp; wait for all deliveries and fail on any delivery error."""
+    """Produce every record of the batches to `topic`[`partition`] (see produce_streams)."""
+    return produce_streams(settings, [(topic, partition, batches)], flush_timeout_s)[0]
+
+
+def produce_streams(
+    settings: KafkaSettings,
+    streams: list[tuple[str, int, Iterable[pa.RecordBatch]]],
+    flush_timeout_s: float = 300.0,
+) -> list[ProduceResult]:
+    """Produce each stream's records to its (topic, partition) with key, value, headers and
+    timestamp, through one producer, taking a batch from each stream in turn; wait for all
+    deliveries and fail on any delivery error.
+
+    One producer for several partitions batches requests across them, as a plain producer
+    would; within each partition the order is the stream's order.
+    """
     failures: list[str] = []
 
     def on_delivery(error, message) -> None:
@@ -64,51 +78,25 @@ def produce_partition(
             failures.append(error.str())
 
     producer = restore_producer(settings, on_delivery)
-    result = ProduceResult()
-    produce = producer.produce
+    results = [ProduceResult() for _ in streams]
+    pending = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
     crash_at = crash_after("restore.produce")
     try:
-        for batch in batches:
-            keys = batch.column("key").to_pylist()
-            values = batch.column("value").to_pylist()
-            millis = timestamps_ms(batch)
-            # librdkafka reads timestamp 0 as "now" and cannot send negative ones: count them.
-            result.timestamps_replaced += pc.sum(pc.less_equal(millis, 0)).as_py() or 0
-            millis = pc.max_element_wise(millis, 0).to_pylist()
-            # Most topics carry no headers: skip building per-record header lists then.
-            has_headers = (pc.sum(pc.list_value_length(batch.column("headers"))).as_py() or 0) > 0
-            if has_headers:
-                headers = [[(h["key"], h["value"]) for h in row] if row else None
-                           for row in batch.column("headers").to_pylist()]
-            else:
-                headers = [None] * batch.num_rows
-            start = 0
-            if crash_at is not None and result.records + batch.num_rows > crash_at:
-                # Test hook: produce up to the crash point, then die (or fail this task attempt).
-                start = max(crash_at - result.records, 0)
-                for i in range(start):
-                    producer.produce(topic, values[i], keys[i], partition, timestamp=millis[i], headers=headers[i])
+        while pending and not failures:
+            for entry in list(pending):
+                index, batches = entry
+                batch = next(batches, None)
+                if batch is None:
+                    pending.remove(entry)
+                    continue
+                topic, partition, _ = streams[index]
+                _produce_batch(producer, topic, partition, batch, results[index], crash_at)
                 producer.poll(0)
-                crash_now()  # returns when only a first attempt fails and this is a retry
-            for key, value, timestamp, record_headers in zip(keys[start:], values[start:], millis[start:], headers[start:]):
-                try:
-                    produce(topic, value, key, partition, timestamp=timestamp, headers=record_headers)
-                except BufferError:  # the local queue is full: let deliveries drain, then the same record again
-                    while True:
-                        producer.poll(0.05)
-                        try:
-                            produce(topic, value, key, partition, timestamp=timestamp, headers=record_headers)
-                            break
-                        except BufferError:
-                            continue
-            result.records += batch.num_rows
-            result.bytes += batch.nbytes
-            producer.poll(0)
-            if failures:
-                break
+                if failures:
+                    break
     except BaseException:
-        # Settle the partition before anyone counts it again: drop what was never sent and wait
-        # for what is in flight, so a retried task attempt counts a stable prefix.
+        # Settle the partitions before anyone counts them again: drop what was never sent and
+        # wait for what is in flight, so a retried task attempt counts a stable prefix.
         producer.purge(in_queue=True, in_flight=False)
         producer.flush(flush_timeout_s)
         raise
@@ -116,17 +104,55 @@ def produce_partition(
     if failures or remaining:
         producer.purge(in_queue=True, in_flight=False)
         producer.flush(flush_timeout_s)
+    where = ", ".join(f"{topic}[{partition}]" for topic, partition, _ in streams)
     if failures:
         raise TopicvaultError(
-            f"producing to {topic}[{partition}] failed: {failures[0]}: check the broker, then run again with the "
+            f"producing to {where} failed: {failures[0]}: check the broker, then run again with the "
             "same --restore-id to continue (-X message.timeout.ms sets how long a broker outage is waited out)"
         )
     if remaining:
         raise TopicvaultError(
-            f"{remaining} records to {topic}[{partition}] were not acknowledged within {flush_timeout_s:.0f} s: "
+            f"{remaining} records to {where} were not acknowledged within {flush_timeout_s:.0f} s: "
             "is the broker up? run the restore again with the same --restore-id to continue"
         )
-    return result
+    return results
+
+
+def _produce_batch(producer: Producer, topic: str, partition: int, batch: pa.RecordBatch, result: ProduceResult,
+                   crash_at: int | None) -> None:
+    produce = producer.produce
+    keys = batch.column("key").to_pylist()
+    values = batch.column("value").to_pylist()
+    millis = timestamps_ms(batch)
+    # librdkafka reads timestamp 0 as "now" and cannot send negative ones: count them.
+    result.timestamps_replaced += pc.sum(pc.less_equal(millis, 0)).as_py() or 0
+    millis = pc.max_element_wise(millis, 0).to_pylist()
+    # Most topics carry no headers: skip building per-record header lists then.
+    if (pc.sum(pc.list_value_length(batch.column("headers"))).as_py() or 0) > 0:
+        headers = [[(h["key"], h["value"]) for h in row] if row else None for row in batch.column("headers").to_pylist()]
+    else:
+        headers = [None] * batch.num_rows
+    start = 0
+    if crash_at is not None and result.records + batch.num_rows > crash_at:
+        # Test hook: produce up to the crash point, then die (or fail this task attempt).
+        start = max(crash_at - result.records, 0)
+        for i in range(start):
+            produce(topic, values[i], keys[i], partition, timestamp=millis[i], headers=headers[i])
+        producer.poll(0)
+        crash_now()  # returns when only a first attempt fails and this is a retry
+    for key, value, timestamp, record_headers in zip(keys[start:], values[start:], millis[start:], headers[start:]):
+        try:
+            produce(topic, value, key, partition, timestamp=timestamp, headers=record_headers)
+        except BufferError:  # the local queue is full: let deliveries drain, then the same record again
+            while True:
+                producer.poll(0.05)
+                try:
+                    produce(topic, value, key, partition, timestamp=timestamp, headers=record_headers)
+                    break
+                except BufferError:
+                    continue
+    result.records += batch.num_rows
+    result.bytes += batch.nbytes
 
 
 def target_offsets(settings: KafkaSettings, topic: str, partition: int, start: int) -> Iterator[int]:

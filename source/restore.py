@@ -22,7 +22,7 @@ from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
 from ..formats.peers import PeerOptions
-from .kafka_writer import count_records, partition_end, produce_partition, target_offsets
+from .kafka_writer import count_records, partition_end, produce_streams, target_offsets
 from .object_reader import read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
 from .peer_layout import keeps, peer_state, read_peer_partition, resolve_layout
@@ -117,12 +117,20 @@ class RestoreResult:
         return sum(r.timestamps_replaced for r in self.results)
 
 
-def restore_task(job: RestoreJob, task: RestoreTask) -> TaskResult:
-    """Restore one partition (runs in a Spark worker; safe to run again at any point).
+def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]:
+    """Restore some partitions through one producer (runs in a Spark worker; safe to run again).
 
-    The selected source records form a fixed sequence; the target partition holds a prefix of
-    it after `target_start`, so the task counts that prefix and produces the rest.
+    Each partition's selected source records form a fixed sequence; its target partition holds
+    a prefix of it after `target_start`, so each is counted and produced from there on.
     """
+    streams = [_stream(job, task) for task in tasks]
+    produced = produce_streams(job.kafka, [(task.target_topic, task.partition, batches)
+                                           for task, (_, _, batches) in zip(tasks, streams)])
+    return [_finish(job, task, present, offset_map, result)
+            for task, (present, offset_map, _), result in zip(tasks, streams, produced)]
+
+
+def _stream(job: RestoreJob, task: RestoreTask):
     # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
     # and topics are created without their saved configs until the data is in (no compaction).
     present = count_records(job.kafka, task.target_topic, task.partition, task.target_start)
@@ -138,13 +146,12 @@ def restore_task(job: RestoreJob, task: RestoreTask) -> TaskResult:
     else:
         source = read_peer_partition(job.open_store(), job.layout, job.peer_options, list(task.objects))
     selected = task.selection.records(task.source_topic, task.partition, source)
-    produced = produce_partition(
-        job.kafka,
-        task.target_topic,
-        task.partition,
-        counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
-                f"{task.target_topic}-{task.partition}"),
-    )
+    batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
+                      f"{task.target_topic}-{task.partition}")
+    return present, offset_map, batches
+
+
+def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: OffsetMap, produced) -> TaskResult:
     if present > offset_map.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start} but this "
@@ -164,6 +171,17 @@ def restore_task(job: RestoreJob, task: RestoreTask) -> TaskResult:
         task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced,
         offset_map,
     )
+
+
+def group_tasks(tasks: list[RestoreTask], groups: int) -> list[list[RestoreTask]]:
+    """Split tasks into at most `groups` lists of about equal record counts (largest first)."""
+    lists: list[list[RestoreTask]] = [[] for _ in range(max(1, min(groups, len(tasks))))]
+    loads = [0] * len(lists)
+    for task in sorted(tasks, key=lambda t: (-t.records, t.target_topic, t.partition)):
+        lightest = loads.index(min(loads))
+        lists[lightest].append(task)
+        loads[lightest] += task.records
+    return [sorted(group, key=lambda t: (t.target_topic, t.partition)) for group in lists if group]
 
 
 def parse_renames(pairs: list[str]) -> dict[str, str]:
@@ -348,7 +366,9 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     started = time.monotonic()
     start_restore(job, plan)
     job = replace(job, layout=plan.layout)
-    results = run_tasks(spark, lambda task: restore_task(job, task), plan.tasks)
+    # One Spark task per core, each producing its partitions through one producer.
+    groups = group_tasks(plan.tasks, spark.sparkContext.defaultParallelism)
+    results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks), groups) for r in group]
     save_offset_maps(job.open_store(), plan.restore_id, [r.offset_map for r in results])
     apply_topic_configs(job.kafka, plan.topic_configs)
     return RestoreResult(plan, results, time.monotonic() - started)
