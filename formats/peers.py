@@ -17,7 +17,7 @@ Evidence (read from the sinks' source):
     format is recognised from the content.
 - Confluent, confluentinc/kafka-connect-storage-cloud, kafka-connect-s3/.../format/RecordViews.java:
   value files hold the value only; `.keys.*` files hold the key (Parquet: struct {key});
-  `.headers.*` files hold an array of {key: string, value: string} (Parquet: struct
+  `.headers.*` files hold an array of {key: string, value: string} (JSON and Parquet: struct
   {headers}), the value converted to a string by Connect's Values (bytes as base64). No file
   holds offsets or timestamps: record i of a file has offset start + i, and timestamps are lost.
 """
@@ -220,6 +220,8 @@ def decode_confluent(data: bytes, key: str, topic: str, partition: int, start_of
         headers_data = companion("headers")
         keys = _confluent_rows(keys_data, key) if keys_data is not None else [None] * len(values)
         headers = _confluent_rows(headers_data, key) if headers_data is not None else [[]] * len(values)
+        # JSON header files wrap each list as {"headers": [...]} (RecordHeaders); Parquet's one column unwraps it.
+        headers = [h.get("headers") if isinstance(h, dict) else h for h in headers]
     except (ValueError, KeyError, pa.ArrowInvalid, StopIteration) as exc:
         raise CorruptObject(f"Confluent object {key} cannot be read ({exc})") from None
     if not (len(values) == len(keys) == len(headers)):

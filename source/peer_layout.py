@@ -22,6 +22,8 @@ from ..formats.peers import KEEPS, PeerOptions, decode_aiven, decode_confluent, 
 from ..keys.peers import PEER_KEYS
 
 LAYOUTS = ("auto", "topicvault", *sorted(PEER_KEYS))
+# Layouts whose records carry no offset: it is the object name's start offset + the row number.
+NAMED_OFFSETS_ONLY = {"confluent", "quix"}
 
 
 def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None = None) -> str:
@@ -100,7 +102,17 @@ def read_peer_partition(
     last = -1
     duplicates = missing = gaps = 0
     for entry in entries:
-        table = _unique_offsets(_decode(store, layout, options, entry).sort_by("offset"))
+        decoded = _decode(store, layout, options, entry)
+        if layout in NAMED_OFFSETS_ONLY and last >= 0 and decoded.num_rows and decoded.column("offset")[0].as_py() <= last:
+            # Offsets here are the name's start offset + row: an overlap means the sink spread the
+            # partition's records over files (e.g. Confluent's FieldPartitioner) or wrote some twice,
+            # and the true order can no longer be known. Refuse rather than guess.
+            raise TopicvaultError(
+                f"{where}: object {entry.key} starts at offset {entry.first_offset}, inside the offsets of the objects "
+                f"before it (up to {last}); {layout} objects carry no per-record offsets, so the partition's record "
+                "order cannot be recovered (was it written with a field-based partitioner?)"
+            )
+        table = _unique_offsets(decoded.sort_by("offset"))
         fresh = table.filter(pc.greater(table.column("offset"), last)) if last >= 0 else table
         duplicates += table.num_rows - fresh.num_rows
         if fresh.num_rows == 0:

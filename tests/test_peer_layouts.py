@@ -183,9 +183,9 @@ def write_confluent(root: Path, records: dict[int, list[Record]], ext: str, keys
                 if ext == "avro":
                     schema = CONFLUENT_HEADERS if role == ".headers" else ["null", "bytes"]
                     path.write_bytes(avro_bytes(schema, rows_of_file))
-                elif ext == "json":
+                elif ext == "json":  # header lists are wrapped as {"headers": [...]} (RecordHeaders)
                     path.write_bytes(b"".join(json.dumps(
-                        row if role == ".headers" else (None if row is None else b64(row))).encode() + b"\n"
+                        {"headers": row} if role == ".headers" else (None if row is None else b64(row))).encode() + b"\n"
                         for row in rows_of_file))
                 else:
                     column = "headers" if role == ".headers" else "key" if role == ".keys" else "value"
@@ -347,3 +347,17 @@ def test_quix_parquet(bootstrap, spark, tmp_path):
     write_chunks(tmp_path, records, lambda p, r: f"{topic}/{p}/{r.offset:019d}.parquet", encode, redeliver=False)
     run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "quix", "--rename", f"{topic}={topic}-r")
     assert_restored(bootstrap, f"{topic}-r", records)
+
+
+def test_confluent_field_partitioned_interleaving_is_refused(bootstrap, spark, tmp_path):
+    # A FieldPartitioner puts offsets 12, 14, 16 in one folder and 13, 15, 17 in another, both named
+    # by their first offset: records carry no offsets, so their order cannot be recovered.
+    topic = "confluent-field"
+    rows = archive_records(topic, partitions=1, count=6, headers=False)[0]
+    rows = [Record(topic, 0, 12 + i, r.key, r.value, r.timestamp_ms, 0, ()) for i, r in enumerate(rows)]
+    for name, chunk in (("color=red", rows[0::2]), ("color=blue", rows[1::2])):
+        path = tmp_path / confluent_name(topic, 0, chunk[0], folder=name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(avro_bytes(["null", "bytes"], [r.value for r in chunk]))
+    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename", f"{topic}={topic}-r", expect_exit=1)
+    assert "order cannot be recovered" in out
