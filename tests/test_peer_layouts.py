@@ -361,3 +361,15 @@ def test_confluent_field_partitioned_interleaving_is_refused(bootstrap, spark, t
         path.write_bytes(avro_bytes(["null", "bytes"], [r.value for r in chunk]))
     out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename", f"{topic}={topic}-r", expect_exit=1)
     assert "order cannot be recovered" in out
+
+
+def test_aiven_csv_value_only_without_encoding(bootstrap, spark, tmp_path):
+    # Aiven's defaults keep the value only; with value.encoding=none it is written raw (commas kept).
+    topic = "aiven-value-only"
+    records = {p: [Record(topic, p, 12 + i, None, b"v,%d-%d" % (p, i), 0, 0, ()) for i in range(7)] for p in (0, 1)}
+    write_chunks(tmp_path, records, lambda p, r: f"{topic}-{p}-{r.offset}",
+                 lambda rows: b"\n".join(r.value for r in rows), redeliver=False)
+    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--peer-value-encoding", "none",
+                  "--rename", f"{topic}={topic}-r")
+    assert "default: value only" in out
+    assert_restored(bootstrap, f"{topic}-r", records, timestamps=False)
