@@ -12,12 +12,12 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..core.commits import load_state
 from ..core.errors import TopicvaultError
-from .backup import BackupJob, plan
+from .backup import BackupJob, commit_backup, plan
 
 # How long a graceful stop waits for the running micro-batch to finish and commit.
 STOP_GRACE_S = 120.0
@@ -56,8 +56,12 @@ def run_follow(
         raise TopicvaultError("--flush-interval must be positive (seconds)")
     # Plan once as a one-shot backup would: unknown topics, a recreated topic and offsets lost
     # to retention are reported before anything runs.
-    for warning in plan(job, topics, topics_regex).warnings:
+    start_plan = plan(job, topics, topics_regex)
+    for warning in start_plan.warnings:
         report(f"warning: {warning}")
+    if start_plan.state_changed:  # topic settings and group offsets, saved once per run (no data ranges)
+        key = commit_backup(job, replace(start_plan, partitions=[], tasks=[]), [])
+        report(f"saved topic settings and consumer-group offsets: committed {key}")
     register(spark)
     common = _options(job)
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)

@@ -94,6 +94,7 @@ def test_follow_killed_and_restarted_then_stopped_restores_exactly(bootstrap, sp
     output = log.read_text()
     assert "stopped:" in output
     assert any(c.get("stream", {}).get("lag") is not None for c in commits(location))
+    assert commits(location)[0]["topics"][topic]["partitions"] == 2  # settings saved when following starts
 
     listing = run_cli("ls", str(location))
     assert "followed backup: last commit" in listing
