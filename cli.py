@@ -113,6 +113,8 @@ def backup(
     format_name: str = typer.Option("parquet", "--format", help="parquet, avro, jsonl or csv."),
     compression: Optional[str] = typer.Option(None, "--compression", help="Codec of the format (default: its own)."),
     key_template: Optional[str] = typer.Option(None, "--key-template", help="Object key template (Aiven syntax)."),
+    time_partition: Optional[str] = typer.Option(None, "--time-partition", help="day or hour: folders by record "
+                                                 "time (UTC) under each partition; objects are cut at their edges."),
     max_records: int = typer.Option(500_000, "--max-records", help="Records per object at most."),
     max_bytes: int = typer.Option(64 * 1024 * 1024, "--max-bytes", help="Payload bytes per object at most."),
     records_per_task: int = typer.Option(1_000_000, "--records-per-task", help="Offsets per Spark task."),
@@ -138,6 +140,8 @@ def backup(
     from .sink.objects import Rotation
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option)
+    if time_partition:
+        key_template = _time_partitioned_template(time_partition, key_template)
     job = BackupJob(
         kafka=_kafka_of(settings),
         store_uri=_uri_of(settings, "--to"),
@@ -194,6 +198,16 @@ def backup(
         f"in {result.elapsed_s:.1f} s ({_rate(result.records, result.elapsed_s)}; Spark start {spark_s:.1f} s); "
         f"committed {result.commit_key}"
     )
+
+
+def _time_partitioned_template(unit: str, key_template: Optional[str]) -> str:
+    if key_template:
+        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
+    folders = {"day": "date={{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}",
+               "hour": "date={{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}/hour={{timestamp:unit=HH}}"}
+    if unit not in folders:
+        raise TopicvaultError(f"bad --time-partition {unit!r}: use day or hour")
+    return f"topic={{{{topic}}}}/partition={{{{partition}}}}/{folders[unit]}/{{{{start_offset:padding=true}}}}"
 
 
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,

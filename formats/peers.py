@@ -30,6 +30,7 @@ import csv
 import gzip
 import io
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
@@ -290,6 +291,17 @@ def _lenses_bytes(node: Any, as_json: bool, is_array: bool, where: str) -> bytes
     return _as_bytes(node)
 
 
+# Quix writes `str(item)` for a key that is not bytes, a null key included (formats/json.py):
+# "<quixstreams.sinks.base.item.SinkItem object at 0x7f…>". That text is no key anyone wrote.
+_QUIX_NON_BYTES_KEY = re.compile(r"<[\w.]*SinkItem object at 0x[0-9a-fA-F]+>")
+
+
+def _quix_key(text: Any) -> bytes | None:
+    if text is None or _QUIX_NON_BYTES_KEY.fullmatch(str(text)):
+        return None
+    return str(text).encode()
+
+
 def decode_quix(data: bytes, key: str, topic: str, partition: int, start_offset: int) -> pa.Table:
     """A Quix Streams FileSink object (JSON lines, optionally gzip, or Parquet).
 
@@ -309,7 +321,7 @@ def decode_quix(data: bytes, key: str, topic: str, partition: int, start_offset:
     except (ValueError, pa.ArrowInvalid) as exc:
         raise CorruptObject(f"Quix object {key} cannot be read ({exc})") from None
     return _table([
-        Record(topic, partition, start_offset + i, None if row.get("_key") is None else str(row["_key"]).encode(),
+        Record(topic, partition, start_offset + i, _quix_key(row.get("_key")),
                _as_bytes(value), int(row.get("_timestamp") or 0), 0, ())
         for i, (row, value) in enumerate(zip(rows, values))
     ])
@@ -326,5 +338,5 @@ KEEPS = {
     "lenses": "keeps key, value, timestamp, partition and offset from the envelope; headers are a map (order and "
               "repeated names lost); non-bytes values come back as JSON text",
     "quix": "keeps keys as text, values as the JSON it deserialized (not the original bytes), timestamps; no headers, "
-            "no offsets (file start offset + row, so gaps are not seen); a null key cannot be told from text",
+            "no offsets (file start offset + row, so gaps are not seen); null keys (written as a SinkItem repr) come back null",
 }

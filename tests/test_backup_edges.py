@@ -139,3 +139,18 @@ def test_time_partitioned_key_template_round_trip(bootstrap, spark, topic_factor
     restored, source = consume_all(bootstrap, f"{topic}-r"), consume_all(bootstrap, topic)
     assert {p: [(r.key, r.value, r.headers, r.timestamp_ms) for r in rs] for p, rs in restored.items()} == \
            {p: [(r.key, r.value, r.headers, r.timestamp_ms) for r in rs] for p, rs in source.items()}
+
+
+def test_time_partition_option_cuts_objects_by_hour(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="hourly")
+    hour = 3600 * 1000
+    records = [Record(topic, 0, 0, None, b"v%d" % i, 1_700_000_000_000 + i * hour // 3, 0, ()) for i in range(12)]
+    produce_records(bootstrap, topic, records)
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--time-partition", "hour")
+    hours = sorted(p.relative_to(location).parent.as_posix() for p in location.rglob("*.parquet"))
+    assert len(hours) == len(set(hours)) >= 4 and all("/hour=" in h for h in hours), hours
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    assert [r.value for r in consume_all(bootstrap, f"{topic}-r")[0]] == [r.value for r in records]
+    assert "give one of them" in run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic,
+                                         "--time-partition", "day", "--key-template", "x", expect_exit=1)

@@ -312,8 +312,8 @@ def quix_records(topic: str) -> dict[int, list[Record]]:
     """Quix keeps keys as text, values as deserialized JSON, no headers, offsets as start + row."""
     found = {}
     for p in (0, 1):
-        found[p] = [Record(topic, p, 12 + i, b"key-%d" % i, None if i == 4 else b'{"n":%d,"s":"v%d"}' % (i, p),
-                           BASE + i, 0, ()) for i in range(9)]
+        found[p] = [Record(topic, p, 12 + i, None if i % 3 == 0 else b"key-%d" % i,
+                           None if i == 4 else b'{"n":%d,"s":"v%d"}' % (i, p), BASE + i, 0, ()) for i in range(9)]
     return found
 
 
@@ -323,7 +323,9 @@ def test_quix_jsonl_gzip(bootstrap, spark, tmp_path):
 
     def encode(rows):
         return gzip.compress(b"".join(json.dumps({
-            "_timestamp": r.timestamp_ms, "_key": r.key.decode(), "_value": None if r.value is None else json.loads(r.value),
+            "_timestamp": r.timestamp_ms, "_value": None if r.value is None else json.loads(r.value),
+            # What Quix writes for a null key: the repr of its SinkItem.
+            "_key": r.key.decode() if r.key is not None else "<quixstreams.sinks.base.item.SinkItem object at 0x7f3a1c2b>",
         }).encode() + b"\n" for r in rows))
 
     write_chunks(tmp_path, records, lambda p, r: f"{topic}/{p}/{r.offset:019d}.jsonl.gz", encode, redeliver=False)
@@ -340,7 +342,9 @@ def test_quix_parquet(bootstrap, spark, tmp_path):
 
     def encode(rows):
         sink = io.BytesIO()
-        pq.write_table(pa.Table.from_pylist([{"_timestamp": r.timestamp_ms, "_key": r.key.decode(),
+        pq.write_table(pa.Table.from_pylist([{"_timestamp": r.timestamp_ms,
+                                              "_key": r.key.decode() if r.key is not None
+                                              else "<quixstreams.sinks.base.item.SinkItem object at 0x7f3a1c2b>",
                                               **json.loads(r.value)} for r in rows]), sink)
         return sink.getvalue()
 
