@@ -58,14 +58,14 @@ def produce(bootstrap: str, records: list) -> None:
 def read_topic(settings: KafkaSettings, topic: str) -> dict[int, list[tuple]]:
     """Every record of every partition, read to partition EOF."""
     consumer = metadata_consumer(settings, **{"enable.partition.eof": True})
+    records: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
     try:
-        return {
-            p: [
-                (m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1], confluent_timestamp_type(m.timestamp()[0]))
-                for m in read_to_eof(consumer, topic, p, 0)
-            ]
-            for p in range(PARTITIONS)
-        }
+        for m in read_to_eof(consumer, {(topic, p): 0 for p in range(PARTITIONS)}):
+            kind, millis = m.timestamp()
+            records[m.partition()].append(
+                (m.key(), m.value(), tuple(m.headers() or ()), millis, confluent_timestamp_type(kind))
+            )
+        return records
     finally:
         consumer.close()
 

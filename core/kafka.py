@@ -57,13 +57,16 @@ def admin_client(settings: KafkaSettings) -> AdminClient:
 
 
 def metadata_consumer(settings: KafkaSettings, **overrides: object) -> Consumer:
-    """A consumer used only for metadata and offset queries (never commits)."""
+    """A consumer used only for metadata, offset queries and reads to partition EOF (never commits)."""
     config = settings.client_config(
         **{
             "group.id": "topicvault-metadata",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "isolation.level": "read_committed",
+            # A fetch at the end of a partition waits this long for data before the broker
+            # answers; partition EOF is only known from that answer.
+            "fetch.wait.max.ms": 10,
         }
     )
     config.update(overrides)
@@ -115,46 +118,53 @@ def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int
         raise TopicvaultError(f"cannot read offsets of {topic}[{partition}]: {exc}") from None
 
 
-def true_end_offset(consumer: Consumer, topic: str, partition: int, poll_timeout_s: float = 30.0) -> int:
-    """The offset after the last record, found by reading from the high watermark to partition EOF.
+def true_end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The offset after the last record of each partition, found by reading from the high
+    watermark to partition EOF.
 
     Some Kafka-compatible brokers report a high watermark below the true end (the embedded
     broker reports the base offset of the last batch + 1), so restore never trusts it alone.
     """
-    _, high = watermarks(consumer, topic, partition)
-    end = high
-    for message in read_to_eof(consumer, topic, partition, max(high, 0), poll_timeout_s):
-        end = message.offset() + 1
-    return end
+    ends = {(topic, partition): watermarks(consumer, topic, partition)[1] for topic, partition in partitions}
+    for message in read_to_eof(consumer, {tp: max(high, 0) for tp, high in ends.items()}):
+        ends[(message.topic(), message.partition())] = message.offset() + 1
+    return ends
 
 
-def read_to_eof(consumer: Consumer, topic: str, partition: int, start: int, idle_timeout_s: float = 30.0):
-    """Yield a partition's messages from `start` until partition EOF.
+def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_timeout_s: float = 30.0):
+    """Yield the messages of each (topic, partition) from its start offset until its EOF.
 
-    The consumer must have been created with enable.partition.eof=True. Fails when the broker
-    sends nothing for `idle_timeout_s`.
+    All partitions are read at once: one EOF wait for all of them, not one each. The consumer
+    must have been created with enable.partition.eof=True. Fails when the broker sends nothing
+    for `idle_timeout_s`.
     """
-    consumer.assign([TopicPartition(topic, partition, start if start >= 0 else OFFSET_BEGINNING)])
+    if not starts:
+        return
+    assignment = [TopicPartition(t, p, start if start >= 0 else OFFSET_BEGINNING) for (t, p), start in starts.items()]
+    open_partitions = set(starts)
+    consumer.assign(assignment)
     try:
         last_progress = time.monotonic()
-        while True:
-            # A short timeout: consume() waits for the whole timeout unless num_messages arrive.
-            messages = consumer.consume(num_messages=10_000, timeout=0.1)
+        while open_partitions:
+            # consume() returns early only when num_messages arrive: keep the wait short.
+            messages = consumer.consume(num_messages=10_000, timeout=0.02)
             if not messages:
                 if time.monotonic() - last_progress > idle_timeout_s:
-                    raise TopicvaultError(
-                        f"no answer from Kafka for {topic}[{partition}] within {idle_timeout_s:.0f} s: check the broker"
-                    )
+                    waiting = ", ".join(f"{t}[{p}]" for t, p in sorted(open_partitions))
+                    raise TopicvaultError(f"no answer from Kafka for {waiting} within {idle_timeout_s:.0f} s: check the broker")
                 continue
             last_progress = time.monotonic()
             for message in messages:
+                where = (message.topic(), message.partition())
+                if where not in open_partitions:
+                    continue  # written after this partition's EOF was seen
                 error = message.error()
                 if error is None:
                     yield message
                 elif error.code() == KafkaError._PARTITION_EOF:
-                    return
+                    open_partitions.discard(where)
                 else:
-                    raise TopicvaultError(f"reading {topic}[{partition}] failed: {error.str()}")
+                    raise TopicvaultError(f"reading {where[0]}[{where[1]}] failed: {error.str()}")
     finally:
         consumer.unassign()
 

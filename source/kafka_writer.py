@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from ..core.envelope import timestamps_ms
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof
+from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof, true_end_offsets
 
 
 @dataclass
@@ -155,27 +155,37 @@ def _produce_batch(producer: Producer, topic: str, partition: int, batch: pa.Rec
     result.bytes += batch.nbytes
 
 
+def _eof_consumer(settings: KafkaSettings):
+    return metadata_consumer(settings, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"})
+
+
 def target_offsets(settings: KafkaSettings, topic: str, partition: int, start: int) -> Iterator[int]:
     """The offsets of the records in the partition from `start` to its true end (read to EOF)."""
-    consumer = metadata_consumer(settings, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"})
+    consumer = _eof_consumer(settings)
     try:
-        for message in read_to_eof(consumer, topic, partition, start):
+        for message in read_to_eof(consumer, {(topic, partition): start}):
             yield message.offset()
     finally:
         consumer.close()
 
 
-def count_records(settings: KafkaSettings, topic: str, partition: int, start: int) -> int:
-    """Records in the partition from `start` to its true end (read to EOF, not the watermark)."""
-    return sum(1 for _ in target_offsets(settings, topic, partition, start))
-
-
-def partition_end(settings: KafkaSettings, topic: str, partition: int) -> int:
-    """The true end offset of a partition (see core.kafka.true_end_offset)."""
-    from ..core.kafka import true_end_offset
-
-    consumer = metadata_consumer(settings, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"})
+def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Records in each (topic, partition) from its start offset to its true end (read to EOF,
+    not the watermark)."""
+    counts = dict.fromkeys(starts, 0)
+    consumer = _eof_consumer(settings)
     try:
-        return true_end_offset(consumer, topic, partition)
+        for message in read_to_eof(consumer, starts):
+            counts[(message.topic(), message.partition())] += 1
+    finally:
+        consumer.close()
+    return counts
+
+
+def partition_ends(settings: KafkaSettings, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The true end offset of each partition (see core.kafka.true_end_offsets)."""
+    consumer = _eof_consumer(settings)
+    try:
+        return true_end_offsets(consumer, partitions)
     finally:
         consumer.close()

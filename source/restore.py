@@ -22,7 +22,7 @@ from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
 from ..formats.peers import PeerOptions
-from .kafka_writer import count_records, partition_end, produce_streams, target_offsets
+from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
 from .peer_layout import keeps, peer_state, read_peer_partition, resolve_layout
@@ -123,17 +123,19 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]
     Each partition's selected source records form a fixed sequence; its target partition holds
     a prefix of it after `target_start`, so each is counted and produced from there on.
     """
-    streams = [_stream(job, task) for task in tasks]
-    produced = produce_streams(job.kafka, [(task.target_topic, task.partition, batches)
-                                           for task, (_, _, batches) in zip(tasks, streams)])
-    return [_finish(job, task, present, offset_map, result)
-            for task, (present, offset_map, _), result in zip(tasks, streams, produced)]
-
-
-def _stream(job: RestoreJob, task: RestoreTask):
     # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
     # and topics are created without their saved configs until the data is in (no compaction).
-    present = count_records(job.kafka, task.target_topic, task.partition, task.target_start)
+    present = count_records(job.kafka, {(t.target_topic, t.partition): t.target_start for t in tasks})
+    streams = [_stream(job, task, present[(task.target_topic, task.partition)]) for task in tasks]
+    produced = produce_streams(job.kafka, [(task.target_topic, task.partition, batches)
+                                           for task, (_, batches) in zip(tasks, streams)])
+    ends = partition_ends(job.kafka, [(task.target_topic, task.partition) for task in tasks])
+    return [_finish(job, task, present[(task.target_topic, task.partition)], offset_map, result,
+                    ends[(task.target_topic, task.partition)])
+            for task, (offset_map, _), result in zip(tasks, streams, produced)]
+
+
+def _stream(job: RestoreJob, task: RestoreTask, present: int):
     if job.layout == "topicvault" and present > task.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, "
@@ -148,16 +150,16 @@ def _stream(job: RestoreJob, task: RestoreTask):
     selected = task.selection.records(task.source_topic, task.partition, source)
     batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
                       f"{task.target_topic}-{task.partition}")
-    return present, offset_map, batches
+    return offset_map, batches
 
 
-def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: OffsetMap, produced) -> TaskResult:
+def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: OffsetMap, produced: ProduceResult,
+            end: int) -> TaskResult:
     if present > offset_map.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start} but this "
             f"restore selects {offset_map.records}: another producer wrote to it; restore into a new topic"
         )
-    end = partition_end(job.kafka, task.target_topic, task.partition)
     if end != offset_map.target_end:
         # Offsets with gaps (or another writer): map each record to where it really landed.
         landed = list(target_offsets(job.kafka, task.target_topic, task.partition, task.target_start))
@@ -328,6 +330,7 @@ def _target_starts(
     kafka: KafkaSettings, partitions_needed: dict[str, int], existing: dict[str, int], allow_nonempty: bool
 ) -> dict[str, int]:
     starts: dict[str, int] = {}
+    holding: list[tuple[str, int]] = []
     consumer = metadata_consumer(kafka, **{"isolation.level": "read_uncommitted"})
     try:
         for topic, count in partitions_needed.items():
@@ -341,9 +344,13 @@ def _target_starts(
                         f"target topic {topic!r} already holds records (partition {partition}): restore under "
                         "another name with --rename, or pass --allow-nonempty to append after them"
                     )
-                starts[f"{topic}:{partition}"] = partition_end(kafka, topic, partition) if high > low else high
+                starts[f"{topic}:{partition}"] = high
+                if high > low:
+                    holding.append((topic, partition))
     finally:
         consumer.close()
+    for (topic, partition), end in partition_ends(kafka, holding).items():
+        starts[f"{topic}:{partition}"] = end
     return starts
 
 
