@@ -1,6 +1,6 @@
 """Backup and restore throughput against a bare consumer and a bare producer, side by side.
 
-    .venv/bin/python benchmarks/run.py [--records 1000000] [--size 200] [--partitions 4] [--s3]
+    .venv/bin/python benchmarks/run.py [--records 1000000] [--size 200] [--partitions 4] [--s3] [--linearity]
 
 One run, one machine, the same data: (a) a bare confluent-kafka consumer reads everything,
 (b) `topicvault backup`, (c) a bare idempotent producer writes everything to a fresh topic,
@@ -110,6 +110,58 @@ def bare_produce(bootstrap: str, topic: str, records: int, partitions: int, payl
     return time.monotonic() - started
 
 
+def measure(spark, broker: EmbeddedBroker, location: str, records: int, size: int, partitions: int) -> dict:
+    """One side-by-side round: bare consume, backup, bare produce, restore, on `records` records."""
+    settings = KafkaSettings.of(broker.bootstrap)
+    source, bare, restored_topic = (f"bench.{name}.{records}" for name in ("src", "bare", "restored"))
+    create_topics(settings, {source: partitions, bare: partitions})
+    payloads = produce_data(broker.bootstrap, source, records, size, partitions)
+
+    count, consume_s = bare_consume(broker.bootstrap, source, partitions)
+    assert count == records, f"bare consumer read {count} of {records}"
+
+    backup_rss = WorkerRssSampler()
+    backup_rss.start()
+    job = BackupJob(kafka=settings, store_uri=location)
+    backup = run_backup(spark, job, plan(job, [source]))
+    backup_rss.stop.set()
+    assert backup.records == records
+
+    produce_s = bare_produce(broker.bootstrap, bare, records, partitions, payloads)
+
+    restore_rss = WorkerRssSampler()
+    restore_rss.start()
+    restore_job = RestoreJob(settings, location)
+    restored = run_restore(spark, restore_job, plan_restore(restore_job, [source], {source: restored_topic}, None))
+    restore_rss.stop.set()
+    assert restored.produced == records
+
+    return {
+        "records": records, "size": size, "partitions": partitions,
+        "bare_consume_s": consume_s, "backup_s": backup.elapsed_s,
+        "bare_produce_s": produce_s, "restore_s": restored.elapsed_s,
+        "backup_over_bare_consume": consume_s / backup.elapsed_s,
+        "restore_over_bare_produce": produce_s / restored.elapsed_s,
+        "backup_worker_peak_rss_mib": backup_rss.peak_kib / 1024,
+        "restore_worker_peak_rss_mib": restore_rss.peak_kib / 1024,
+        "backup_rss_target_mib": 2 * job.rotation.max_bytes / 2**20 + 300,
+    }
+
+
+def report(run: dict) -> None:
+    """Print one round's figures."""
+    mb = run["records"] * run["size"] / 1e6
+    print(f"--- {run['records']:,} records x {run['size']} B over {run['partitions']} partitions")
+    for name, key in (("bare consume", "bare_consume_s"), ("backup", "backup_s"),
+                      ("bare produce", "bare_produce_s"), ("restore", "restore_s")):
+        seconds = run[key]
+        print(f"{name:13} {seconds:7.2f} s  {run['records'] / seconds:12,.0f} records/s  {mb / seconds:8.1f} MB/s")
+    print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= 0.8)")
+    print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= 0.8)")
+    print(f"peak RSS of Python workers: backup {run['backup_worker_peak_rss_mib']:.0f} MiB "
+          f"(target <= {run['backup_rss_target_mib']:.0f}), restore {run['restore_worker_peak_rss_mib']:.0f} MiB")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -117,62 +169,38 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--s3", action="store_true", help="back up to the moto S3 server instead of a directory")
+    parser.add_argument("--linearity", action="store_true",
+                        help="also run 4x the records and print the per-record cost at 4x against 1x")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
     args = parser.parse_args()
 
-    results: dict[str, object] = {"records": args.records, "size": args.size, "partitions": args.partitions}
+    results: dict[str, object] = {"store": "s3" if args.s3 else "local", "master": args.master}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch:
-        settings = KafkaSettings.of(broker.bootstrap)
-        create_topics(settings, {"bench.src": args.partitions, "bench.bare": args.partitions})
-        payloads = produce_data(broker.bootstrap, "bench.src", args.records, args.size, args.partitions)
-        location = str(Path(scratch) / "backup")
-        if args.s3:
-            location = start_s3(scratch)
-
-        count, consume_s = bare_consume(broker.bootstrap, "bench.src", args.partitions)
-        assert count == args.records, f"bare consumer read {count} of {args.records}"
         started = time.monotonic()
         spark = get_spark(args.master)
         spark.sparkContext.parallelize(range(4), 4).count()  # warm the Python workers
         results["spark_start_s"] = time.monotonic() - started
-
-        backup_rss = WorkerRssSampler()
-        backup_rss.start()
-        job = BackupJob(kafka=settings, store_uri=location)
-        backup = run_backup(spark, job, plan(job, ["bench.src"]))
-        assert backup.records == args.records
-        backup_rss.stop.set()
-        produce_s = bare_produce(broker.bootstrap, "bench.bare", args.records, args.partitions, payloads)
-        restore_rss = WorkerRssSampler()
-        restore_rss.start()
-        restore_job = RestoreJob(settings, location)
-        restored = run_restore(spark, restore_job, plan_restore(restore_job, [], {"bench.src": "bench.restored"}, None))
-        assert restored.produced == args.records
-        restore_rss.stop.set()
-
-        mb = args.records * args.size / 1e6
-        results.update({
-            "bare_consume_s": consume_s, "backup_s": backup.elapsed_s,
-            "bare_produce_s": produce_s, "restore_s": restored.elapsed_s,
-            "backup_over_bare_consume": consume_s / backup.elapsed_s,
-            "restore_over_bare_produce": produce_s / restored.elapsed_s,
-            "driver_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "backup_worker_peak_rss_mib": backup_rss.peak_kib / 1024,
-            "restore_worker_peak_rss_mib": restore_rss.peak_kib / 1024,
-            "backup_rss_target_mib": 2 * job.rotation.max_bytes / 2**20 + 300,
-            "store": "s3" if args.s3 else "local",
-        })
-        for name, seconds in (("bare consume", consume_s), ("backup", backup.elapsed_s),
-                              ("bare produce", produce_s), ("restore", restored.elapsed_s)):
-            print(f"{name:13} {seconds:7.2f} s  {args.records / seconds:12,.0f} records/s  {mb / seconds:8.1f} MB/s")
-        print(f"Spark start {results['spark_start_s']:.1f} s (excluded)")
-        print(f"backup / bare consume  = {results['backup_over_bare_consume']:.2f}x")
-        print(f"restore / bare produce = {results['restore_over_bare_produce']:.2f}x")
-        print(f"peak RSS: driver {results['driver_peak_rss_mib']:.0f} MiB; Python workers: backup "
-              f"{results['backup_worker_peak_rss_mib']:.0f} MiB (target <= {results['backup_rss_target_mib']:.0f}), "
-              f"restore {results['restore_worker_peak_rss_mib']:.0f} MiB")
+        print(f"Spark start {results['spark_start_s']:.1f} s (excluded from every figure below)")
+        base = start_s3(scratch) if args.s3 else str(Path(scratch) / "backup")
+        sizes = [args.records, 4 * args.records] if args.linearity else [args.records]
+        runs = []
+        for records in sizes:
+            runs.append(measure(spark, broker, f"{base}-{records}", records, args.size, args.partitions))
+            report(runs[-1])
+        results["runs"] = runs
+        if args.linearity:
+            one, four = runs
+            results["per_record_cost_4x_over_1x"] = {
+                step: (four[f"{step}_s"] / four["records"]) / (one[f"{step}_s"] / one["records"])
+                for step in ("bare_consume", "backup", "bare_produce", "restore")
+            }
+            print("per-record cost at 4x / at 1x (target <= 1.25 for backup and restore): " + ", ".join(
+                f"{step} {ratio:.2f}" for step, ratio in results["per_record_cost_4x_over_1x"].items()))
+        results["driver_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS of the driver: {results['driver_peak_rss_mib']:.0f} MiB")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=1))
+    print(f"results: {args.output}")
     return 0
 
 

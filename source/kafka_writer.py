@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping
 
@@ -26,6 +27,18 @@ class ProduceResult:
     timestamps_replaced: int = 0
 
 
+class _DropGaplessNotice(logging.Filter):
+    """librdkafka warns on every producer that enable.gapless.guarantee is experimental; we set
+    it on purpose (see restore_producer), so the line is noise to the user."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "enable.gapless.guarantee is experimental" not in record.getMessage()
+
+
+_PRODUCER_LOG = logging.getLogger("topicvault.producer")
+_PRODUCER_LOG.addFilter(_DropGaplessNotice())
+
+
 def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
     """An idempotent producer: retries never reorder or duplicate records within a partition."""
     config = settings.client_config(
@@ -37,6 +50,7 @@ def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
             "message.max.bytes": 16 * 1024 * 1024,
             "delivery.report.only.error": True,
             "on_delivery": on_delivery,
+            "logger": _PRODUCER_LOG,
         }
     )
     for name, value in settings.properties:
