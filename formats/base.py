@@ -26,6 +26,39 @@ METADATA_TYPE = pa.struct(
 )
 
 
+class ObjectWriter(ABC):
+    """Builds one object from envelope batches added in record order; the bytes equal the
+    format's `write` of the same records, however they were batched."""
+
+    @abstractmethod
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Append the next records."""
+
+    @abstractmethod
+    def finish(self) -> bytes:
+        """The complete object."""
+
+
+class BufferedWriter(ObjectWriter):
+    """Keeps the batches and encodes them at `finish` (formats that cannot encode as records
+    arrive; Parquet can, by row group, so an object's records are not held twice)."""
+
+    def __init__(self, object_format: "ObjectFormat") -> None:
+        self._format = object_format
+        self._batches: list[pa.RecordBatch] = []
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self._batches.append(batch)
+
+    def finish(self) -> bytes:
+        from ..core.envelope import ARROW_SCHEMA
+
+        table = pa.Table.from_batches(self._batches) if self._batches else ARROW_SCHEMA.empty_table()
+        data = self._format.write(table)
+        self._batches = []
+        return data
+
+
 class ObjectFormat(ABC):
     """Turns envelope tables into object bytes and back."""
 
@@ -35,6 +68,10 @@ class ObjectFormat(ABC):
     @abstractmethod
     def write(self, table: pa.Table) -> bytes:
         """Envelope table (ARROW_SCHEMA) -> complete, deterministic object bytes."""
+
+    def open_writer(self) -> ObjectWriter:
+        """A writer that builds one object from batches (see ObjectWriter)."""
+        return BufferedWriter(self)
 
     @abstractmethod
     def read(self, data: bytes, object_key: str) -> pa.Table:

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, TIMESTAMP_TYPE, timestamps_ms
-from .base import METADATA_TYPE, ObjectFormat
+from .base import METADATA_TYPE, ObjectFormat, ObjectWriter
 
 CODECS = ("zstd", "snappy", "gzip", "none")
 FILE_SCHEMA = pa.schema(
@@ -22,6 +22,62 @@ FILE_SCHEMA = pa.schema(
 )
 
 
+ROW_GROUP_RECORDS = 65_536
+
+
+def _physical(table: pa.Table) -> pa.Table:
+    """The file's columns from an envelope table whose columns are single chunks."""
+    metadata = pa.StructArray.from_arrays(
+        [
+            table.column("topic").chunk(0),
+            table.column("partition").chunk(0),
+            table.column("offset").chunk(0),
+            timestamps_ms(table).combine_chunks(),
+            table.column("timestampType").chunk(0),
+        ],
+        fields=list(METADATA_TYPE),
+    )
+    return pa.Table.from_arrays(
+        [table.column("key"), table.column("value"), table.column("headers"), metadata], schema=FILE_SCHEMA
+    )
+
+
+class ParquetObjectWriter(ObjectWriter):
+    """Encodes row groups of a fixed record count as records arrive.
+
+    Each row group is made contiguous before encoding, so the bytes depend only on the records,
+    not on how they arrived in batches; only one row group's records wait in memory.
+    """
+
+    def __init__(self, compression: str) -> None:
+        self._sink = io.BytesIO()
+        self._writer = pq.ParquetWriter(self._sink, FILE_SCHEMA, compression=compression)
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        if self._pending_rows >= ROW_GROUP_RECORDS:
+            pending = pa.Table.from_batches(self._pending)
+            start = 0
+            while pending.num_rows - start >= ROW_GROUP_RECORDS:
+                self._write_group(pending.slice(start, ROW_GROUP_RECORDS))
+                start += ROW_GROUP_RECORDS
+            self._pending = pending.slice(start).to_batches()
+            self._pending_rows = pending.num_rows - start
+
+    def finish(self) -> bytes:
+        if self._pending_rows:
+            self._write_group(pa.Table.from_batches(self._pending))
+        self._pending, self._pending_rows = [], 0
+        self._writer.close()
+        return self._sink.getvalue()
+
+    def _write_group(self, rows: pa.Table) -> None:
+        self._writer.write_table(_physical(rows.combine_chunks()), row_group_size=ROW_GROUP_RECORDS)
+
+
 class ParquetFormat(ObjectFormat):
     """Columns key, value, headers, metadata{topic, partition, offset, timestamp, timestampType}."""
 
@@ -32,23 +88,13 @@ class ParquetFormat(ObjectFormat):
         self.compression = compression
 
     def write(self, table: pa.Table) -> bytes:
-        table = table.combine_chunks()
-        metadata = pa.StructArray.from_arrays(
-            [
-                table.column("topic").combine_chunks(),
-                table.column("partition").combine_chunks(),
-                table.column("offset").combine_chunks(),
-                timestamps_ms(table).combine_chunks(),
-                table.column("timestampType").combine_chunks(),
-            ],
-            fields=list(METADATA_TYPE),
-        )
-        physical = pa.Table.from_arrays(
-            [table.column("key"), table.column("value"), table.column("headers"), metadata], schema=FILE_SCHEMA
-        )
-        sink = io.BytesIO()
-        pq.write_table(physical, sink, compression=self.compression, row_group_size=1 << 20)
-        return sink.getvalue()
+        writer = self.open_writer()
+        for batch in table.to_batches():
+            writer.add(batch)
+        return writer.finish()
+
+    def open_writer(self) -> "ParquetObjectWriter":
+        return ParquetObjectWriter(self.compression)
 
     def read(self, data: bytes, object_key: str) -> pa.Table:
         try:

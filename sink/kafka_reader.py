@@ -38,9 +38,11 @@ def range_consumer(settings: KafkaSettings) -> Consumer:
             "isolation.level": "read_committed",
             # Offsets deleted (retention) after planning must fail the read, never jump to the end.
             "auto.offset.reset": "error",
-            "fetch.max.bytes": 64 * 1024 * 1024,
+            # Read-ahead is bounded so a worker's memory does not grow with the partition: a
+            # consumer that outpaces the object writer stops fetching at this much queued data.
+            "fetch.max.bytes": 16 * 1024 * 1024,
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "queued.max.messages.kbytes": 256 * 1024,
+            "queued.max.messages.kbytes": 32 * 1024,
             "fetch.wait.max.ms": 100,
         }
     )

@@ -70,31 +70,30 @@ def write_objects(
     rotation: Rotation,
 ) -> list[ObjectEntry]:
     """Write the batches of one topic-partition as rotated objects; return their entries."""
-    pending: list[pa.RecordBatch] = []
-    pending_records = 0
-    pending_bytes = 0
     entries: list[ObjectEntry] = []
     crash_at = crash_after("backup.object")
     time_format = codec.time_format()
+    building: _OpenObject | None = None
     open_bucket: str | None = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
         sizes = record_sizes(batch)
         buckets = pc.strftime(batch.column("timestamp"), format=time_format).to_pylist() if time_format else None
+        filled = (building.records, building.payload) if building else (0, 0)
         start = 0
-        for cut in cut_points(sizes, pending_records, pending_bytes, rotation, buckets, open_bucket):
+        for cut in cut_points(sizes, *filled, rotation, buckets, open_bucket):
             if cut > start:
-                pending.append(batch.slice(start, cut - start))
-            entries.append(_store_object(pending, store, codec, object_format))
+                building = building or _OpenObject(object_format)
+                building.add(batch.slice(start, cut - start), sum(sizes[start:cut]))
+            entries.append(building.store(store, codec))
             _maybe_crash(crash_at, len(entries))
-            pending, pending_records, pending_bytes, start = [], 0, 0, cut
-        pending.append(batch.slice(start))
-        pending_records += batch.num_rows - start
-        pending_bytes += sum(sizes[start:])
+            building, start = None, cut
+        building = building or _OpenObject(object_format)
+        building.add(batch.slice(start), sum(sizes[start:]))
         open_bucket = buckets[-1] if buckets else None
-    if pending_records:
-        entries.append(_store_object(pending, store, codec, object_format))
+    if building:
+        entries.append(building.store(store, codec))
         _maybe_crash(crash_at, len(entries))
     return entries
 
@@ -104,27 +103,50 @@ def _maybe_crash(crash_at: int | None, objects_stored: int) -> None:
         crash_now()
 
 
-def _store_object(
-    batches: list[pa.RecordBatch], store: ObjectStore, codec: KeyCodec, object_format: ObjectFormat
-) -> ObjectEntry:
-    table = pa.Table.from_batches(batches)
-    offsets = table.column("offset")
-    first, last = offsets[0].as_py(), offsets[-1].as_py()
-    topic, partition = table.column("topic")[0].as_py(), table.column("partition")[0].as_py()
-    millis = timestamps_ms(table)
-    bounds = pc.min_max(millis)
-    data = object_format.write(table)
-    key = codec.render(topic, partition, first, object_format.extension, timestamp_ms=millis[0].as_py())
-    store.put(key, data)
-    return ObjectEntry(
-        key=key,
-        topic=topic,
-        partition=partition,
-        first_offset=first,
-        last_offset=last,
-        records=table.num_rows,
-        bytes=len(data),
-        min_timestamp_ms=bounds["min"].as_py(),
-        max_timestamp_ms=bounds["max"].as_py(),
-        sha256=hashlib.sha256(data).hexdigest(),
-    )
+class _OpenObject:
+    """One object being built: its records go to the format's writer as they arrive, and what
+    its commit entry needs is gathered on the way."""
+
+    def __init__(self, object_format: ObjectFormat) -> None:
+        self.object_format = object_format
+        self.writer = object_format.open_writer()
+        self.records = 0
+        self.payload = 0
+        self.first: pa.RecordBatch | None = None  # the first record (names the object)
+        self.last_offset = -1
+        self.min_timestamp_ms: int | None = None
+        self.max_timestamp_ms: int | None = None
+
+    def add(self, batch: pa.RecordBatch, payload: int) -> None:
+        if self.first is None:
+            self.first = batch.slice(0, 1)
+        bounds = pc.min_max(timestamps_ms(batch))
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        self.min_timestamp_ms = low if self.min_timestamp_ms is None else min(self.min_timestamp_ms, low)
+        self.max_timestamp_ms = high if self.max_timestamp_ms is None else max(self.max_timestamp_ms, high)
+        self.last_offset = batch.column("offset")[-1].as_py()
+        self.records += batch.num_rows
+        self.payload += payload
+        self.writer.add(batch)
+
+    def store(self, store: ObjectStore, codec: KeyCodec) -> ObjectEntry:
+        """Finish the object, store it under its key and return its commit entry."""
+        first = self.first
+        topic, partition = first.column("topic")[0].as_py(), first.column("partition")[0].as_py()
+        first_offset = first.column("offset")[0].as_py()
+        data = self.writer.finish()
+        key = codec.render(topic, partition, first_offset, self.object_format.extension,
+                           timestamp_ms=timestamps_ms(first)[0].as_py())
+        store.put(key, data)
+        return ObjectEntry(
+            key=key,
+            topic=topic,
+            partition=partition,
+            first_offset=first_offset,
+            last_offset=self.last_offset,
+            records=self.records,
+            bytes=len(data),
+            min_timestamp_ms=self.min_timestamp_ms,
+            max_timestamp_ms=self.max_timestamp_ms,
+            sha256=hashlib.sha256(data).hexdigest(),
+        )
