@@ -30,23 +30,31 @@ from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 
 
 class WorkerRssSampler(threading.Thread):
-    """Samples the peak resident memory of PySpark's Python worker processes."""
+    """Samples the peak resident memory of PySpark's Python worker processes (the daemon and
+    the workers it forks) and, apart, of Spark's JVM."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak_kib = 0
+        self.jvm_peak_kib = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
-        while not self.stop.wait(0.2):
+        while not self.stop.wait(0.1):
             for pid in filter(str.isdigit, os.listdir("/proc")):
                 try:
                     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                    if b"pyspark" not in cmdline or int(pid) == os.getpid():
+                    python_worker = b"-m\x00pyspark." in cmdline
+                    jvm = not python_worker and b"java" in cmdline and b"pyspark" in cmdline
+                    if not (python_worker or jvm) or int(pid) == os.getpid():
                         continue
                     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                         if line.startswith("VmRSS:"):
-                            self.peak_kib = max(self.peak_kib, int(line.split()[1]))
+                            kib = int(line.split()[1])
+                            if python_worker:
+                                self.peak_kib = max(self.peak_kib, kib)
+                            else:
+                                self.jvm_peak_kib = max(self.jvm_peak_kib, kib)
                 except (OSError, ValueError):
                     continue
 
@@ -110,7 +118,30 @@ def bare_produce(bootstrap: str, topic: str, records: int, partitions: int, payl
     return time.monotonic() - started
 
 
-def measure(spark, broker: EmbeddedBroker, location: str, records: int, size: int, partitions: int) -> dict:
+def fresh_spark(master: str) -> tuple[object, float]:
+    """A new Spark session, so its Python workers start empty: the CLI runs one job per process,
+    and a worker reused from an earlier job would carry that job's memory into the figures.
+    Returns the session and its start-up time (workers started and imports loaded)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    started = time.monotonic()
+    spark = get_spark(master)
+    # Start the Python workers and load what a job imports, as the first task of any job would.
+    spark.sparkContext.parallelize(range(4), 4).map(_load_topicvault).count()
+    return spark, time.monotonic() - started
+
+
+def _load_topicvault(_: int) -> int:
+    import topicvault.sink.backup  # noqa: F401
+    import topicvault.source.restore  # noqa: F401
+
+    return 0
+
+
+def measure(master: str, broker: EmbeddedBroker, location: str, records: int, size: int, partitions: int) -> dict:
     """One side-by-side round: bare consume, backup, bare produce, restore, on `records` records."""
     settings = KafkaSettings.of(broker.bootstrap)
     source, bare, restored_topic = (f"bench.{name}.{records}" for name in ("src", "bare", "restored"))
@@ -120,6 +151,7 @@ def measure(spark, broker: EmbeddedBroker, location: str, records: int, size: in
     count, consume_s = bare_consume(broker.bootstrap, source, partitions)
     assert count == records, f"bare consumer read {count} of {records}"
 
+    spark, backup_spark_start_s = fresh_spark(master)
     backup_rss = WorkerRssSampler()
     backup_rss.start()
     job = BackupJob(kafka=settings, store_uri=location)
@@ -129,6 +161,7 @@ def measure(spark, broker: EmbeddedBroker, location: str, records: int, size: in
 
     produce_s = bare_produce(broker.bootstrap, bare, records, partitions, payloads)
 
+    spark, restore_spark_start_s = fresh_spark(master)
     restore_rss = WorkerRssSampler()
     restore_rss.start()
     restore_job = RestoreJob(settings, location)
@@ -144,7 +177,10 @@ def measure(spark, broker: EmbeddedBroker, location: str, records: int, size: in
         "restore_over_bare_produce": produce_s / restored.elapsed_s,
         "backup_worker_peak_rss_mib": backup_rss.peak_kib / 1024,
         "restore_worker_peak_rss_mib": restore_rss.peak_kib / 1024,
+        "backup_jvm_peak_rss_mib": backup_rss.jvm_peak_kib / 1024,
+        "restore_jvm_peak_rss_mib": restore_rss.jvm_peak_kib / 1024,
         "backup_rss_target_mib": 2 * job.rotation.max_bytes / 2**20 + 300,
+        "spark_start_s": [backup_spark_start_s, restore_spark_start_s],
     }
 
 
@@ -158,8 +194,10 @@ def report(run: dict) -> None:
         print(f"{name:13} {seconds:7.2f} s  {run['records'] / seconds:12,.0f} records/s  {mb / seconds:8.1f} MB/s")
     print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= 0.8)")
     print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= 0.8)")
+    print(f"Spark start (excluded): {run['spark_start_s'][0]:.1f} s before backup, {run['spark_start_s'][1]:.1f} s before restore")
     print(f"peak RSS of Python workers: backup {run['backup_worker_peak_rss_mib']:.0f} MiB "
-          f"(target <= {run['backup_rss_target_mib']:.0f}), restore {run['restore_worker_peak_rss_mib']:.0f} MiB")
+          f"(target <= {run['backup_rss_target_mib']:.0f}), restore {run['restore_worker_peak_rss_mib']:.0f} MiB; "
+          f"Spark JVM: backup {run['backup_jvm_peak_rss_mib']:.0f} MiB, restore {run['restore_jvm_peak_rss_mib']:.0f} MiB")
 
 
 def main() -> int:
@@ -176,16 +214,11 @@ def main() -> int:
 
     results: dict[str, object] = {"store": "s3" if args.s3 else "local", "master": args.master}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch:
-        started = time.monotonic()
-        spark = get_spark(args.master)
-        spark.sparkContext.parallelize(range(4), 4).count()  # warm the Python workers
-        results["spark_start_s"] = time.monotonic() - started
-        print(f"Spark start {results['spark_start_s']:.1f} s (excluded from every figure below)")
         base = start_s3(scratch) if args.s3 else str(Path(scratch) / "backup")
         sizes = [args.records, 4 * args.records] if args.linearity else [args.records]
         runs = []
         for records in sizes:
-            runs.append(measure(spark, broker, f"{base}-{records}", records, args.size, args.partitions))
+            runs.append(measure(args.master, broker, f"{base}-{records}", records, args.size, args.partitions))
             report(runs[-1])
         results["runs"] = runs
         if args.linearity:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from abc import ABC, abstractmethod
+from typing import Iterator
 
 import pyarrow as pa
 
@@ -76,6 +77,12 @@ class ObjectFormat(ABC):
     @abstractmethod
     def read(self, data: bytes, object_key: str) -> pa.Table:
         """Object bytes -> envelope table (ARROW_SCHEMA), rows in file order; CorruptObject if damaged."""
+
+    def read_stream(self, data: bytes, object_key: str, batch_records: int) -> tuple[pa.Array, Iterator[pa.RecordBatch]]:
+        """The object's offsets (int64, file order), and its records as envelope batches of at
+        most `batch_records`, decoded as they are taken where the format allows (Parquet)."""
+        table = self.read(data, object_key)
+        return table.column("offset").combine_chunks(), iter(table.to_batches(max_chunksize=batch_records))
 
     def corrupt(self, object_key: str, reason: object) -> CorruptObject:
         """The error for bytes that cannot be read back completely."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -102,18 +103,40 @@ class ParquetFormat(ObjectFormat):
             physical = physical.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
         except (pa.ArrowException, KeyError, OSError) as exc:
             raise self.corrupt(object_key, exc) from None
-        metadata = physical.column("metadata").combine_chunks()
-        micros = pc.multiply(metadata.field("timestamp"), 1000).cast(TIMESTAMP_TYPE)
-        return pa.Table.from_arrays(
-            [
-                physical.column("key"),
-                physical.column("value"),
-                metadata.field("topic"),
-                metadata.field("partition"),
-                metadata.field("offset"),
-                micros,
-                metadata.field("timestampType"),
-                physical.column("headers"),
-            ],
-            schema=ARROW_SCHEMA,
-        )
+        return _envelope(physical)
+
+    def read_stream(self, data: bytes, object_key: str, batch_records: int) -> tuple[pa.Array, Iterator[pa.RecordBatch]]:
+        # Only the offset column is decoded up front; records are decoded a batch at a time.
+        try:
+            parquet = pq.ParquetFile(io.BytesIO(data))
+            offsets = parquet.read(columns=["metadata.offset"]).column("metadata").combine_chunks().field("offset")
+        except (pa.ArrowException, KeyError, OSError) as exc:
+            raise self.corrupt(object_key, exc) from None
+        return offsets, self._batches(parquet, object_key, batch_records)
+
+    def _batches(self, parquet: pq.ParquetFile, object_key: str, batch_records: int) -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in parquet.iter_batches(batch_size=batch_records, columns=FILE_SCHEMA.names):
+                physical = pa.Table.from_batches([batch]).select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+                yield from _envelope(physical).to_batches()
+        except (pa.ArrowException, KeyError, OSError) as exc:
+            raise self.corrupt(object_key, exc) from None
+
+
+def _envelope(physical: pa.Table) -> pa.Table:
+    """Envelope table (ARROW_SCHEMA) from the file's columns."""
+    metadata = physical.column("metadata").combine_chunks()
+    micros = pc.multiply(metadata.field("timestamp"), 1000).cast(TIMESTAMP_TYPE)
+    return pa.Table.from_arrays(
+        [
+            physical.column("key"),
+            physical.column("value"),
+            metadata.field("topic"),
+            metadata.field("partition"),
+            metadata.field("offset"),
+            micros,
+            metadata.field("timestampType"),
+            physical.column("headers"),
+        ],
+        schema=ARROW_SCHEMA,
+    )

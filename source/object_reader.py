@@ -9,38 +9,53 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
+from ..core.envelope import ARROW_SCHEMA
 from ..core.errors import CorruptObject
 from ..core.store import ObjectStore
 from ..formats import extension_of, format_for_extension
 
 
+READ_BATCH_RECORDS = 50_000
+
+
 def read_object(store: ObjectStore, entry: ObjectEntry) -> pa.Table:
     """Read one committed object and check it against its commit entry (checksum, count, offsets)."""
+    return pa.Table.from_batches(list(read_object_batches(store, entry)), schema=ARROW_SCHEMA)
+
+
+def read_object_batches(store: ObjectStore, entry: ObjectEntry) -> Iterator[pa.RecordBatch]:
+    """One committed object's records as batches, checked against its commit entry first.
+
+    The checksum, the record count and the offsets (first, last, ascending) are all checked
+    before the first record is yielded, so a damaged object stops a restore before any of
+    its records is produced; the records themselves are decoded a batch at a time.
+    """
     data = store.get(entry.key)
     if hashlib.sha256(data).hexdigest() != entry.sha256:
         raise CorruptObject(
             f"object {entry.key} does not match the checksum its commit recorded: it was changed or damaged; "
             "restore stops before producing anything of it"
         )
-    table = format_for_extension(extension_of(entry.key)).read(data, entry.key)
-    offsets = table.column("offset")
-    if (
-        table.num_rows != entry.records
-        or offsets[0].as_py() != entry.first_offset
-        or offsets[-1].as_py() != entry.last_offset
-    ):
+    offsets, batches = format_for_extension(extension_of(entry.key)).read_stream(data, entry.key, READ_BATCH_RECORDS)
+    del data  # the reader keeps what it still needs
+    count = len(offsets)
+    if count != entry.records or (count and (offsets[0].as_py(), offsets[-1].as_py()) != (entry.first_offset, entry.last_offset)):
+        first, last = (offsets[0].as_py(), offsets[-1].as_py()) if count else (None, None)
         raise CorruptObject(
-            f"object {entry.key} holds {table.num_rows} records (offsets {offsets[0]}..{offsets[-1]}) but its commit "
+            f"object {entry.key} holds {count} records (offsets {first}..{last}) but its commit "
             f"says {entry.records} ({entry.first_offset}..{entry.last_offset})"
         )
-    return table
+    if count > 1 and not pc.all(pc.greater(offsets.slice(1), offsets.slice(0, count - 1))).as_py():
+        raise CorruptObject(f"object {entry.key} holds records out of offset order")
+    del offsets
+    yield from batches
 
 
 def read_partition(store: ObjectStore, entries: list[ObjectEntry]) -> Iterator[pa.RecordBatch]:
     """Yield a topic-partition's records in offset order, one object at a time.
 
-    Each object is fully read and verified before any of its records is yielded, so a
-    corrupt object stops the restore before producing past the corruption. Objects are read
+    Each object is checked before any of its records is yielded (see read_object_batches), so
+    a corrupt object stops the restore before producing past the corruption. Objects are read
     lazily: a consumer that stops early never reads the rest.
     """
     previous_last = -1
@@ -48,8 +63,4 @@ def read_partition(store: ObjectStore, entries: list[ObjectEntry]) -> Iterator[p
         if entry.first_offset <= previous_last:
             raise CorruptObject(f"object {entry.key} overlaps the previous object (offset {entry.first_offset})")
         previous_last = entry.last_offset
-        table = read_object(store, entry)
-        offsets = table.column("offset")
-        if table.num_rows > 1 and not pc.all(pc.greater(offsets.slice(1), offsets.slice(0, table.num_rows - 1))).as_py():
-            raise CorruptObject(f"object {entry.key} holds records out of offset order")
-        yield from table.to_batches(max_chunksize=50_000)
+        yield from read_object_batches(store, entry)
