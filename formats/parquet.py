@@ -21,8 +21,7 @@ FILE_SCHEMA = pa.schema(
         pa.field("metadata", METADATA_TYPE),
     ]
 )
-
-
+# Records per row group: a restore decodes one at a time, a backup holds one before encoding.
 ROW_GROUP_RECORDS = 65_536
 
 
@@ -117,7 +116,7 @@ class ParquetFormat(ObjectFormat):
     def _batches(self, parquet: pq.ParquetFile, object_key: str, batch_records: int) -> Iterator[pa.RecordBatch]:
         try:
             for batch in parquet.iter_batches(batch_size=batch_records, columns=FILE_SCHEMA.names):
-                physical = pa.Table.from_batches([batch]).select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+                physical = pa.Table.from_batches([batch]).cast(FILE_SCHEMA)
                 yield from _envelope(physical).to_batches()
         except (pa.ArrowException, KeyError, OSError) as exc:
             raise self.corrupt(object_key, exc) from None
