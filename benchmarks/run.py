@@ -239,10 +239,10 @@ def main() -> int:
 
 def start_s3(scratch: str) -> str:
     """Start moto's S3 server in this process and return a fresh bucket URI."""
+    import logging
+
     import boto3
     from moto.server import ThreadedMotoServer
-
-    import logging
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)

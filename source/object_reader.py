@@ -14,7 +14,6 @@ from ..core.errors import CorruptObject
 from ..core.store import ObjectStore
 from ..formats import extension_of, format_for_extension
 
-
 READ_BATCH_RECORDS = 50_000
 
 
