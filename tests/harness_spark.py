@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from topicvault.core.spark import get_spark
+
+# Every test that runs the CLI as a process starts a Spark JVM; these JVMs run for seconds and
+# move little data, so C1-only JIT starts them about 1.5 s sooner (measured 10.5 s -> 9 s).
+# Subprocesses inherit it.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")

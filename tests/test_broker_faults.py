@@ -39,7 +39,7 @@ def proxied_broker(tmp_path):
         yield f"127.0.0.1:{proxy_port}", proxy
     finally:
         proxy.close()
-        broker.terminate()
+        broker.kill()  # in-memory storage, nothing to flush; SIGTERM takes tansu 5 s
         broker.wait(10)
 
 
