@@ -112,18 +112,25 @@ class _OpenObject:
         self.writer = object_format.open_writer()
         self.records = 0
         self.payload = 0
-        self.first: pa.RecordBatch | None = None  # the first record (names the object)
-        self.last_offset = -1
-        self.min_timestamp_ms: int | None = None
-        self.max_timestamp_ms: int | None = None
+        # Set by the first add: the first record names the object.
+        self.topic = ""
+        self.partition = 0
+        self.first_offset = 0
+        self.first_timestamp_ms = 0
+        self.last_offset = 0
+        self.min_timestamp_ms = 0
+        self.max_timestamp_ms = 0
 
     def add(self, batch: pa.RecordBatch, payload: int) -> None:
-        if self.first is None:
-            self.first = batch.slice(0, 1)
-        bounds = pc.min_max(timestamps_ms(batch))
+        millis = timestamps_ms(batch)
+        bounds = pc.min_max(millis)
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        self.min_timestamp_ms = low if self.min_timestamp_ms is None else min(self.min_timestamp_ms, low)
-        self.max_timestamp_ms = high if self.max_timestamp_ms is None else max(self.max_timestamp_ms, high)
+        if self.records == 0:
+            self.topic, self.partition = batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py()
+            self.first_offset, self.first_timestamp_ms = batch.column("offset")[0].as_py(), millis[0].as_py()
+            self.min_timestamp_ms, self.max_timestamp_ms = low, high
+        self.min_timestamp_ms = min(self.min_timestamp_ms, low)
+        self.max_timestamp_ms = max(self.max_timestamp_ms, high)
         self.last_offset = batch.column("offset")[-1].as_py()
         self.records += batch.num_rows
         self.payload += payload
@@ -131,18 +138,15 @@ class _OpenObject:
 
     def store(self, store: ObjectStore, codec: KeyCodec) -> ObjectEntry:
         """Finish the object, store it under its key and return its commit entry."""
-        first = self.first
-        topic, partition = first.column("topic")[0].as_py(), first.column("partition")[0].as_py()
-        first_offset = first.column("offset")[0].as_py()
         data = self.writer.finish()
-        key = codec.render(topic, partition, first_offset, self.object_format.extension,
-                           timestamp_ms=timestamps_ms(first)[0].as_py())
+        key = codec.render(self.topic, self.partition, self.first_offset, self.object_format.extension,
+                           timestamp_ms=self.first_timestamp_ms)
         store.put(key, data)
         return ObjectEntry(
             key=key,
-            topic=topic,
-            partition=partition,
-            first_offset=first_offset,
+            topic=self.topic,
+            partition=self.partition,
+            first_offset=self.first_offset,
             last_offset=self.last_offset,
             records=self.records,
             bytes=len(data),

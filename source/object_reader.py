@@ -38,8 +38,8 @@ def read_object_batches(store: ObjectStore, entry: ObjectEntry) -> Iterator[pa.R
     offsets, batches = format_for_extension(extension_of(entry.key)).read_stream(data, entry.key, READ_BATCH_RECORDS)
     del data  # the reader keeps what it still needs
     count = len(offsets)
-    if count != entry.records or (count and (offsets[0].as_py(), offsets[-1].as_py()) != (entry.first_offset, entry.last_offset)):
-        first, last = (offsets[0].as_py(), offsets[-1].as_py()) if count else (None, None)
+    first, last = (offsets[0].as_py(), offsets[-1].as_py()) if count else (None, None)
+    if (count, first, last) != (entry.records, entry.first_offset, entry.last_offset):
         raise CorruptObject(
             f"object {entry.key} holds {count} records (offsets {first}..{last}) but its commit "
             f"says {entry.records} ({entry.first_offset}..{entry.last_offset})"

@@ -45,6 +45,11 @@ class RestoreTask:
     def records(self) -> int:
         return sum(o.records for o in self.objects)
 
+    @property
+    def target(self) -> tuple[str, int]:
+        """The (topic, partition) written to."""
+        return self.target_topic, self.partition
+
 
 @dataclass(frozen=True)
 class RestoreJob:
@@ -125,13 +130,11 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]
     """
     # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
     # and topics are created without their saved configs until the data is in (no compaction).
-    present = count_records(job.kafka, {(t.target_topic, t.partition): t.target_start for t in tasks})
-    streams = [_stream(job, task, present[(task.target_topic, task.partition)]) for task in tasks]
-    produced = produce_streams(job.kafka, [(task.target_topic, task.partition, batches)
-                                           for task, (_, batches) in zip(tasks, streams)])
-    ends = partition_ends(job.kafka, [(task.target_topic, task.partition) for task in tasks])
-    return [_finish(job, task, present[(task.target_topic, task.partition)], offset_map, result,
-                    ends[(task.target_topic, task.partition)])
+    present = count_records(job.kafka, {task.target: task.target_start for task in tasks})
+    streams = [_stream(job, task, present[task.target]) for task in tasks]
+    produced = produce_streams(job.kafka, [(*task.target, batches) for task, (_, batches) in zip(tasks, streams)])
+    ends = partition_ends(job.kafka, [task.target for task in tasks])
+    return [_finish(job, task, present[task.target], offset_map, result, ends[task.target])
             for task, (offset_map, _), result in zip(tasks, streams, produced)]
 
 
@@ -183,7 +186,7 @@ def group_tasks(tasks: list[RestoreTask], groups: int) -> list[list[RestoreTask]
         lightest = loads.index(min(loads))
         lists[lightest].append(task)
         loads[lightest] += task.records
-    return [sorted(group, key=lambda t: (t.target_topic, t.partition)) for group in lists if group]
+    return [sorted(group, key=lambda t: t.target) for group in lists if group]
 
 
 def parse_renames(pairs: list[str]) -> dict[str, str]:
