@@ -3,7 +3,7 @@ VENV := .venv
 STAMP := $(VENV)/.topicvault-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test setup bench clean
+.PHONY: demo test unit setup bench clean
 
 setup: $(STAMP)
 
@@ -16,6 +16,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash ci/test.sh $(PYTEST_ARGS)
+
+# The pure-logic tier: no broker, S3 server or Spark (seconds).
+unit: $(STAMP)
+	$(VENV)/bin/python -m pytest -q --unit $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)

@@ -1,5 +1,38 @@
-"""Shared fixtures. Each harness module owns one real service; all are stopped at session end."""
+"""Shared fixtures. Each harness module owns one real service; all are stopped at session end.
+
+`pytest --unit` (`make unit`) keeps only the pure-logic tier: tests that need none of the real
+services (broker, S3 server, Spark) and so run in seconds.
+"""
 
 from harness_broker import *  # noqa: F401,F403  (bootstrap, broker_kind)
 from harness_s3 import *  # noqa: F401,F403  (s3_endpoint, s3_uri)
 from harness_spark import *  # noqa: F401,F403  (spark)
+
+# A test that asks for any of these (directly or through another fixture) starts a real service.
+SERVICE_FIXTURES = frozenset({"bootstrap", "spark", "s3_endpoint", "s3_uri"})
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "network: talks to sockets (e.g. waits on an unreachable broker): not unit tier")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--unit", action="store_true", help="run only tests that need no broker, S3 server or Spark")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--unit"):
+        return
+    services = [item for item in items if _needs_a_service(item)]
+    if services:
+        config.hook.pytest_deselected(items=services)
+        items[:] = [item for item in items if item not in services]
+
+
+def _needs_a_service(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return (
+        bool(SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())))
+        or params.get("store_uri") == "s3"  # store_uri asks for the S3 server at run time
+        or item.get_closest_marker("network") is not None
+    )

@@ -30,6 +30,7 @@ def small_backup(bootstrap, spark, topic_factory, tmp_path):
     return topic, location
 
 
+@pytest.mark.network
 def test_unreachable_bootstrap_fails_fast(tmp_path):
     started = time.monotonic()
     out = run_cli("backup", "-b", f"127.0.0.1:{free_port()}", "--to", str(tmp_path), "-t", "x", expect_exit=1)

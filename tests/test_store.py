@@ -208,7 +208,11 @@ def test_missing_bucket_names_it(s3_endpoint: str) -> None:
         assert f"bucket {bucket} does not exist (NoSuchBucket): create it" in str(caught.value)
 
 
-def test_unreachable_endpoint_is_named() -> None:
+def test_unreachable_endpoint_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Credentials present, as they are once the S3 fixture ran: without them the store stops
+    # earlier with "no AWS credentials", and the test would depend on the order tests run in.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     store = open_store("s3://bucket/p", {"endpoint_url": endpoint, "max_attempts": "1",
                                          "connect_timeout": "2"})
