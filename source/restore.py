@@ -190,14 +190,31 @@ def group_tasks(tasks: list[RestoreTask], groups: int) -> list[list[RestoreTask]
 
 
 def parse_renames(pairs: list[str]) -> dict[str, str]:
-    """Parse `OLD=NEW` pairs."""
-    renames = {}
+    """Parse `OLD=NEW` pairs; one topic renamed to two names is refused, not resolved by order."""
+    renames: dict[str, str] = {}
     for pair in pairs:
         old, sep, new = pair.partition("=")
         if not sep or not old or not new:
             raise TopicvaultError(f"bad --rename {pair!r}: write it as OLD=NEW")
+        if renames.get(old, new) != new:
+            raise TopicvaultError(
+                f"--rename names {old!r} twice ({old}={renames[old]}, {old}={new}): give one target per topic"
+            )
         renames[old] = new
     return renames
+
+
+def check_distinct_targets(topic_map: dict[str, str]) -> None:
+    """Refuse two source topics written into one target: their partitions would interleave."""
+    sources_by_target: dict[str, list[str]] = {}
+    for source, target in sorted(topic_map.items()):
+        sources_by_target.setdefault(target, []).append(source)
+    for target, sources in sorted(sources_by_target.items()):
+        if len(sources) > 1:
+            raise TopicvaultError(
+                f"topics {', '.join(map(repr, sources))} would all be restored into {target!r}: "
+                "give each a target of its own with --rename OLD=NEW (or restore one of them with --topic)"
+            )
 
 
 def _select(state: BackupState, topics: list[str], uri: str) -> list[str]:
@@ -236,6 +253,7 @@ def plan_restore(
     if unknown:
         raise TopicvaultError(f"--rename names topics not being restored: {', '.join(sorted(unknown))}")
     topic_map = {t: renames.get(t, t) for t in selected}
+    check_distinct_targets(topic_map)
     saved_settings = {t: TopicSettings.from_json(state.topics.get(t, {})) for t in selected}
     partitions_needed = {
         topic_map[t]: max(saved_settings[t].partitions, 1 + max((p for (tt, p) in state.partitions if tt == t), default=0))
