@@ -20,13 +20,19 @@ from ..core.kafka import (
 )
 from ..core.progress import counted
 from ..core.spark import run_tasks
-from ..core.store import open_store
+from ..core.store import ObjectStore, open_store
 from ..formats.peers import PeerOptions
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
 from .peer_layout import keeps, peer_state, read_peer_partition, resolve_layout
-from .restore_state import RestoreState, check_same_restore, load_restore_state, save_restore_state
+from .restore_state import (
+    RestoreState,
+    check_same_restore,
+    load_restore_state,
+    restores_into,
+    save_restore_state,
+)
 from .selection import Selection, skip_records
 
 
@@ -277,7 +283,7 @@ def plan_restore(
         check_same_restore(saved, job.kafka.bootstrap_servers, topic_map, selection.to_json())
         starts = saved.start_offsets
     else:
-        starts = _target_starts(job.kafka, partitions_needed, existing, allow_nonempty)
+        starts = _target_starts(job.kafka, store, partitions_needed, existing, allow_nonempty)
     tasks = []
     for (source, partition), ps in sorted(state.partitions.items()):
         if source not in topic_map:
@@ -347,8 +353,25 @@ def _iso(millis: int) -> str:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _nonempty_target_error(store: ObjectStore, bootstrap: str, topic: str, partition: int) -> TopicvaultError:
+    """Why a target holding records is refused; names the restore that wrote it, if this location has one,
+    since re-running a restore without its id is the usual way to get here."""
+    earlier = restores_into(store, bootstrap, topic)
+    if earlier:
+        return TopicvaultError(
+            f"target topic {topic!r} already holds records (partition {partition}) and restore {earlier[-1]} from "
+            f"this location wrote into it: run again with --restore-id {earlier[-1]} to resume or finish it, or pass "
+            "--allow-nonempty to append a second copy"
+        )
+    return TopicvaultError(
+        f"target topic {topic!r} already holds records (partition {partition}): restore under "
+        "another name with --rename, or pass --allow-nonempty to append after them"
+    )
+
+
 def _target_starts(
-    kafka: KafkaSettings, partitions_needed: dict[str, int], existing: dict[str, int], allow_nonempty: bool
+    kafka: KafkaSettings, store: ObjectStore, partitions_needed: dict[str, int], existing: dict[str, int],
+    allow_nonempty: bool,
 ) -> dict[str, int]:
     starts: dict[str, int] = {}
     holding: list[tuple[str, int]] = []
@@ -361,10 +384,7 @@ def _target_starts(
                     continue
                 low, high = watermarks(consumer, topic, partition)
                 if high > low and not allow_nonempty:
-                    raise TopicvaultError(
-                        f"target topic {topic!r} already holds records (partition {partition}): restore under "
-                        "another name with --rename, or pass --allow-nonempty to append after them"
-                    )
+                    raise _nonempty_target_error(store, kafka.bootstrap_servers, topic, partition)
                 starts[f"{topic}:{partition}"] = high
                 if high > low:
                     holding.append((topic, partition))

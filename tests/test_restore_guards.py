@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from clitools import run_cli
-from kafkatools import produce_records, topic_exists
+from kafkatools import consume_all, produce_records, topic_exists
 from nasty import nasty_records
 from topicvault.core.errors import TopicvaultError
 from topicvault.source.restore import parse_renames
@@ -48,3 +50,16 @@ def test_rename_onto_a_topic_that_is_also_restored_is_refused(bootstrap, two_top
     line = error_line(out)
     assert b in line and a in line
     assert not (location / "_topicvault" / "restores").exists()
+
+
+def test_rerun_without_restore_id_names_the_earlier_restore(bootstrap, two_topic_backup):
+    (a, _), location = two_topic_backup
+    args = ["restore", "--from", str(location), "-b", bootstrap, "-t", a, "--rename", f"{a}={a}-again"]
+    first = run_cli(*args)
+    restore_id = re.search(r"restore id (\S+):", first).group(1)
+
+    line = error_line(run_cli(*args, expect_exit=1))
+    assert f"--restore-id {restore_id}" in line and "--allow-nonempty" in line and "second copy" in line
+    # Following the advice resumes that restore: nothing is written twice.
+    assert "0 records" in run_cli(*args, "--restore-id", restore_id)
+    assert sum(map(len, consume_all(bootstrap, f"{a}-again").values())) == 40
