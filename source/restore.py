@@ -26,7 +26,7 @@ from ..core.kafka import (
     watermarks,
 )
 from ..core.progress import counted
-from ..core.spark import run_tasks
+from ..core.spark import check_no_speculation, run_tasks
 from ..core.store import ObjectStore, open_store
 from ..formats.peers import PeerOptions
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
@@ -484,6 +484,7 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
 
 def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     """Create topics, save state, produce every partition; resumable with the same restore id."""
+    check_no_speculation(spark, "a restore")
     started = time.monotonic()
     start_restore(job, plan)
     job = replace(job, layout=plan.layout)

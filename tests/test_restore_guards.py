@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,3 +184,58 @@ def test_resume_after_records_were_deleted_stops_before_producing(bootstrap, bro
     assert "now starts at offset 100, past offset 0" in error_line(out)
     assert sum(map(len, consume_all(bootstrap, target).values())) == before
 
+
+# --- #16 item 11: no speculative task attempts in restore jobs -----------------------------------
+
+SPECULATION_SCRIPT = """
+import sys
+from pyspark.sql import SparkSession
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.kafka import KafkaSettings
+from topicvault.core.spark import get_spark
+from topicvault.source.restore import RestoreJob, RestorePlan, run_restore
+
+# 1. A session topicvault starts: spark.speculation=true from the user's submit args is overridden.
+spark = get_spark("local[1]")
+print("effective", spark.sparkContext.getConf().get("spark.speculation"))
+spark.stop()
+# 2. A user's own session with speculation on: restore refuses before it writes anything.
+spark = SparkSession.builder.master("local[1]").config("spark.speculation", "true").getOrCreate()
+job = RestoreJob(KafkaSettings.of(sys.argv[1]), sys.argv[2])
+try:
+    run_restore(spark, job, RestorePlan("spec", [], {}, {}, resumed=False))
+    print("ran")
+except TopicvaultError as exc:
+    print("refused", exc)
+spark.stop()
+"""
+
+
+def test_restore_jobs_never_run_speculative_attempts(bootstrap, tmp_path):
+    script = tmp_path / "speculation.py"
+    script.write_text(SPECULATION_SCRIPT)
+    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": "--conf spark.speculation=true pyspark-shell"}
+    completed = subprocess.run([sys.executable, str(script), bootstrap, str(tmp_path / "loc")], env=env,
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "effective false" in completed.stdout, completed.stdout
+    refused = [line for line in completed.stdout.splitlines() if line.startswith("refused")]
+    assert refused and "spark.speculation" in refused[0] and "false" in refused[0], completed.stdout
+    assert not (tmp_path / "loc").exists()
+
+
+def test_restore_with_speculation_in_the_users_spark_settings_is_exactly_once(bootstrap, spark, topic_factory,
+                                                                              tmp_path):
+    topic = topic_factory(2, prefix="spec")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 300, big_values=0))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    log = tmp_path / "cli.log"
+    os.environ["PYSPARK_SUBMIT_ARGS"] = "--conf spark.speculation=true pyspark-shell"  # inherited by the CLI process
+    try:
+        assert run_cli_process(["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-s"],
+                               log) == 0, log.read_text()[-2000:]
+    finally:
+        del os.environ["PYSPARK_SUBMIT_ARGS"]
+    assert {p: [r.value for r in rs] for p, rs in consume_all(bootstrap, f"{topic}-s").items()} == \
+        {p: [r.value for r in rs] for p, rs in consume_all(bootstrap, topic).items()}
