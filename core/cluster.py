@@ -154,7 +154,7 @@ def retention_ms(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, in
 
 
 def default_retention_ms(settings: KafkaSettings) -> int | None:
-    """The retention a new topic gets on this cluster (log.retention.ms/minutes/hours of a broker), or None."""
+    """The retention a new topic gets on this cluster (from a broker's configs), or None when not told."""
     admin = admin_client(settings)
     brokers = admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers
     if not brokers:
@@ -164,12 +164,15 @@ def default_retention_ms(settings: KafkaSettings) -> int | None:
         entries = admin.describe_configs([resource])[resource].result(METADATA_TIMEOUT_S)
     except KafkaException:
         return None
-    # Kafka's precedence: ms, then minutes, then hours.
+    return retention_from_broker_configs({name: entry.value for name, entry in entries.items()})
+
+
+def retention_from_broker_configs(values: Mapping[str, str | None]) -> int | None:
+    """A broker's default retention.ms: log.retention.ms, else minutes, else hours (Kafka's precedence)."""
     for name, unit_ms in (("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)):
-        entry = entries.get(name)
-        if entry is not None and entry.value is not None:
-            value = int(entry.value)
-            return value * unit_ms if value >= 0 else -1
+        value = values.get(name)
+        if value is not None:
+            return int(value) * unit_ms if int(value) >= 0 else -1
     return None
 
 
