@@ -92,17 +92,39 @@ def topic_settings(settings: KafkaSettings, topics: Mapping[str, int]) -> dict[s
     return result
 
 
+# A topic being restored must keep every record it is given, unchanged, until the restore is done:
+# time retention would delete restored records (old by record time) within minutes of a segment
+# roll, size retention and compaction would delete others, and LogAppendTime would overwrite
+# their timestamps; a resumed restore counts what the target holds, so nothing may vanish. Saved
+# configs are applied once the data is in (apply_topic_configs).
+LOADING_CONFIGS = {
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "cleanup.policy": "delete",
+    "message.timestamp.type": "CreateTime",
+}
+
+
+def loading_configs(saved: Mapping[str, str]) -> dict[str, str]:
+    """The configs a restore creates a topic with: nothing deleted or rewritten, records as large as saved."""
+    configs = dict(LOADING_CONFIGS)
+    if "max.message.bytes" in saved:  # the restored records must fit, from the first one on
+        configs["max.message.bytes"] = saved["max.message.bytes"]
+    return configs
+
+
 def apply_topic_configs(settings: KafkaSettings, configs_by_topic: Mapping[str, Mapping[str, str]]) -> None:
-    """Set configs on existing topics (restore applies them once the data is in, so no compaction
-    or retention acts on a partition while it is being restored)."""
+    """Give topics a restore created their saved configs once the data is in, and drop the loading
+    overrides (LOADING_CONFIGS) the saved configs do not name, so those fall back to the target's defaults."""
     if not configs_by_topic:
         return
-    resources = [
-        ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in sorted(configs.items())
-        ])
-        for topic, configs in sorted(configs_by_topic.items())
-    ]
+    resources = []
+    for topic, configs in sorted(configs_by_topic.items()):
+        entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+                   for name, value in sorted(configs.items())]
+        entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+                    for name in sorted(LOADING_CONFIGS) if name not in configs]
+        resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
     admin = admin_client(settings)  # kept alive until every future resolved
     for resource, future in admin.incremental_alter_configs(resources).items():
         try:
@@ -110,8 +132,48 @@ def apply_topic_configs(settings: KafkaSettings, configs_by_topic: Mapping[str, 
         except KafkaException as exc:
             raise TopicvaultError(
                 f"restored {resource.name!r} but could not set its configs ({exc.args[0].str() if exc.args else exc}): "
-                "set them by hand (they are in the backup's commit records)"
+                "set them by hand (they are in the backup's commit records) and remove its loading overrides "
+                f"({', '.join(f'{k}={v}' for k, v in LOADING_CONFIGS.items())})"
             ) from None
+
+
+def retention_ms(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, int | None]:
+    """Each existing topic's effective retention.ms (None when the broker does not say)."""
+    topics = sorted(topics)
+    if not topics:
+        return {}
+    admin = admin_client(settings)
+    result: dict[str, int | None] = {}
+    for resource, future in admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics]).items():
+        try:
+            entry = future.result(METADATA_TIMEOUT_S).get("retention.ms")
+        except KafkaException:
+            entry = None
+        result[resource.name] = int(entry.value) if entry is not None and entry.value is not None else None
+    return result
+
+
+def default_retention_ms(settings: KafkaSettings) -> int | None:
+    """The retention a new topic gets on this cluster (from a broker's configs), or None when not told."""
+    admin = admin_client(settings)
+    brokers = admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers
+    if not brokers:
+        return None
+    resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+    try:
+        entries = admin.describe_configs([resource])[resource].result(METADATA_TIMEOUT_S)
+    except KafkaException:
+        return None
+    return retention_from_broker_configs({name: entry.value for name, entry in entries.items()})
+
+
+def retention_from_broker_configs(values: Mapping[str, str | None]) -> int | None:
+    """A broker's default retention.ms: log.retention.ms, else minutes, else hours (Kafka's precedence)."""
+    for name, unit_ms in (("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)):
+        value = values.get(name)
+        if value is not None:
+            return int(value) * unit_ms if int(value) >= 0 else -1
+    return None
 
 
 def group_offsets(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, dict]:

@@ -21,3 +21,7 @@ class CorruptObject(TopicvaultError):
 
 class KeyParseError(TopicvaultError):
     """An object key or a key template cannot be parsed."""
+
+
+class OffsetDeleted(TopicvaultError):
+    """A read starts at an offset the partition no longer holds (retention or DeleteRecords)."""

@@ -14,7 +14,7 @@ from typing import Iterable, Mapping
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .errors import TopicvaultError
+from .errors import OffsetDeleted, TopicvaultError
 
 # Bounded failure when the cluster is unreachable (see issue: fail within 30 s).
 METADATA_TIMEOUT_S = 20.0
@@ -163,6 +163,11 @@ def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_
                     yield message
                 elif error.code() == KafkaError._PARTITION_EOF:
                     open_partitions.discard(where)
+                elif error.code() == KafkaError._AUTO_OFFSET_RESET:  # only with auto.offset.reset=error
+                    raise OffsetDeleted(
+                        f"{where[0]}[{where[1]}] no longer holds offset {starts[where]}: records were deleted "
+                        "(retention or DeleteRecords)"
+                    )
                 else:
                     raise TopicvaultError(f"reading {where[0]}[{where[1]}] failed: {error.str()}")
     finally:

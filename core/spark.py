@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+from .errors import TopicvaultError
+
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
@@ -35,6 +37,9 @@ def get_spark(master: str | None = None, app_name: str = "topicvault"):
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.task.maxFailures", "4")
+        # A speculative copy of a restore task is a second producer writing the same partition
+        # (see check_no_speculation); this wins over spark-defaults.conf and --conf.
+        .config("spark.speculation", "false")
         .config("spark.python.worker.reuse", "true")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}")
     )
@@ -59,6 +64,20 @@ def ship_wheels(sc) -> list[str]:
             sc._python_includes.append(name)
             names.append(name)
     return names
+
+
+def check_no_speculation(spark, job: str) -> None:
+    """Refuse to run `job` in a session that runs speculative task attempts.
+
+    Two attempts of one restore task would both produce the partition: records twice. Spark
+    reads spark.speculation once, when the SparkContext starts, so it cannot be switched off
+    for one job of a running session.
+    """
+    if spark.sparkContext.getConf().get("spark.speculation", "false").strip().lower() == "true":
+        raise TopicvaultError(
+            f"the Spark session runs speculative task attempts (spark.speculation=true), which would make {job} "
+            "write records twice: start the session with spark.speculation=false"
+        )
 
 
 _ERROR_MARK = "TOPICVAULT-ERROR: "

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Producer
 
 from ..core.envelope import timestamps_ms
-from ..core.errors import TopicvaultError
+from ..core.errors import OffsetDeleted, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof, true_end_offsets
 
@@ -171,7 +171,10 @@ def _produce_batch(producer: Producer, topic: str, partition: int, batch: pa.Rec
 
 
 def _eof_consumer(settings: KafkaSettings):
-    return metadata_consumer(settings, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"})
+    # A start offset that no longer exists must fail the count, never jump to the end: a count
+    # of 0 there would make a resumed restore produce everything a second time.
+    return metadata_consumer(settings, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted",
+                                          "auto.offset.reset": "error"})
 
 
 def target_offsets(settings: KafkaSettings, topic: str, partition: int, start: int) -> Iterator[int]:
@@ -192,6 +195,11 @@ def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]
     try:
         for message in read_to_eof(consumer, starts):
             counts[(message.topic(), message.partition())] += 1
+    except OffsetDeleted as exc:
+        raise TopicvaultError(
+            f"{exc}, so what this restore wrote there cannot be counted: restore into a new topic with a new "
+            "--restore-id"
+        ) from None
     finally:
         consumer.close()
     return counts

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from ..core.cluster import TopicSettings, apply_topic_configs
+from ..core.cluster import (
+    TopicSettings,
+    apply_topic_configs,
+    default_retention_ms,
+    loading_configs,
+    retention_ms,
+)
 from ..core.commits import BackupState, ObjectEntry, load_state
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
@@ -19,14 +26,20 @@ from ..core.kafka import (
     watermarks,
 )
 from ..core.progress import counted
-from ..core.spark import run_tasks
-from ..core.store import open_store
+from ..core.spark import check_no_speculation, run_tasks
+from ..core.store import ObjectStore, open_store
 from ..formats.peers import PeerOptions
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
 from .peer_layout import keeps, peer_state, read_peer_partition, resolve_layout
-from .restore_state import RestoreState, check_same_restore, load_restore_state, save_restore_state
+from .restore_state import (
+    RestoreState,
+    check_same_restore,
+    load_restore_state,
+    restores_into,
+    save_restore_state,
+)
 from .selection import Selection, skip_records
 
 
@@ -91,7 +104,8 @@ class RestorePlan:
     topics_to_create: dict[str, int]
     resumed: bool
     notes: list[str] = field(default_factory=list)
-    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # target topic -> configs to create it with
+    # Every topic the restore creates -> the configs it gets once the data is in (maybe none).
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     replication: dict[str, int] = field(default_factory=dict)  # target topic -> replication factor
     selection: Selection = Selection()
     layout: str = "topicvault"
@@ -190,14 +204,31 @@ def group_tasks(tasks: list[RestoreTask], groups: int) -> list[list[RestoreTask]
 
 
 def parse_renames(pairs: list[str]) -> dict[str, str]:
-    """Parse `OLD=NEW` pairs."""
-    renames = {}
+    """Parse `OLD=NEW` pairs; one topic renamed to two names is refused, not resolved by order."""
+    renames: dict[str, str] = {}
     for pair in pairs:
         old, sep, new = pair.partition("=")
         if not sep or not old or not new:
             raise TopicvaultError(f"bad --rename {pair!r}: write it as OLD=NEW")
+        if renames.get(old, new) != new:
+            raise TopicvaultError(
+                f"--rename names {old!r} twice ({old}={renames[old]}, {old}={new}): give one target per topic"
+            )
         renames[old] = new
     return renames
+
+
+def check_distinct_targets(topic_map: dict[str, str]) -> None:
+    """Refuse two source topics written into one target: their partitions would interleave."""
+    sources_by_target: dict[str, list[str]] = {}
+    for source, target in sorted(topic_map.items()):
+        sources_by_target.setdefault(target, []).append(source)
+    for target, sources in sorted(sources_by_target.items()):
+        if len(sources) > 1:
+            raise TopicvaultError(
+                f"topics {', '.join(map(repr, sources))} would all be restored into {target!r}: "
+                "give each a target of its own with --rename OLD=NEW (or restore one of them with --topic)"
+            )
 
 
 def _select(state: BackupState, topics: list[str], uri: str) -> list[str]:
@@ -236,6 +267,7 @@ def plan_restore(
     if unknown:
         raise TopicvaultError(f"--rename names topics not being restored: {', '.join(sorted(unknown))}")
     topic_map = {t: renames.get(t, t) for t in selected}
+    check_distinct_targets(topic_map)
     saved_settings = {t: TopicSettings.from_json(state.topics.get(t, {})) for t in selected}
     partitions_needed = {
         topic_map[t]: max(saved_settings[t].partitions, 1 + max((p for (tt, p) in state.partitions if tt == t), default=0))
@@ -259,7 +291,7 @@ def plan_restore(
         check_same_restore(saved, job.kafka.bootstrap_servers, topic_map, selection.to_json())
         starts = saved.start_offsets
     else:
-        starts = _target_starts(job.kafka, partitions_needed, existing, allow_nonempty)
+        starts = _target_starts(job.kafka, store, partitions_needed, existing, allow_nonempty)
     tasks = []
     for (source, partition), ps in sorted(state.partitions.items()):
         if source not in topic_map:
@@ -269,47 +301,109 @@ def plan_restore(
         if objects:
             target = topic_map[source]
             tasks.append(RestoreTask(source, partition, target, starts[f"{target}:{partition}"], tuple(objects), selection))
-    plan = RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, selection=selection,
-                       notes=layout_notes, layout=layout)
+    # Record times of a peer's objects are known only once they are read (its entries say 0).
+    earliest = {
+        topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),
+                          default=None)
+        for t in selected
+    } if layout == "topicvault" else {}
     if saved is not None:
-        plan.topic_configs = dict(saved.topic_configs)  # the topics were created by the first run
-    elif to_create:
-        earliest = {
-            topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),
-                              default=None)
-            for t in selected
-        }
-        _plan_topic_settings(job.kafka, plan, {topic_map[t]: s for t, s in saved_settings.items()}, earliest, apply_configs)
-    return plan
+        check_log_starts(restore_id, {t.target: t.target_start for t in tasks},
+                         _log_starts(job.kafka, [t.target for t in tasks if t.target_topic in existing]))
+        # The first run created the topics; what is missing yet (it died before creating them) is created now.
+        topic_configs, replication, setting_notes = dict(saved.topic_configs), {}, []
+    else:
+        topic_configs, replication, setting_notes = _plan_topic_settings(
+            job.kafka, to_create, {topic_map[t]: s for t, s in saved_settings.items()}, apply_configs)
+    notes = layout_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
+    return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
+                       topic_configs=topic_configs, replication=replication, selection=selection, layout=layout)
 
 
 def _plan_topic_settings(
-    kafka: KafkaSettings,
-    plan: RestorePlan,
-    settings: dict[str, TopicSettings],
-    earliest_ms: dict[str, int | None],
-    apply_configs: bool,
-) -> None:
-    """Configs and replication factor of the topics the restore creates, with notes on what changed."""
-    brokers = broker_count(kafka)
-    for target in plan.topics_to_create:
+    kafka: KafkaSettings, to_create: dict[str, int], settings: dict[str, TopicSettings], apply_configs: bool,
+) -> tuple[dict[str, dict[str, str]], dict[str, int], list[str]]:
+    """Configs to set once data is in and replication factor of each topic the restore creates, and notes."""
+    brokers = broker_count(kafka) if to_create else 0
+    configs: dict[str, dict[str, str]] = {}
+    replication: dict[str, int] = {}
+    notes: list[str] = []
+    for target in to_create:
         saved = settings[target]
         if saved.replication_factor > brokers:
-            plan.notes.append(
+            notes.append(
                 f"{target}: replication factor {saved.replication_factor} capped to {brokers}, the brokers the target has"
             )
-        plan.replication[target] = min(saved.replication_factor, brokers) if saved.replication_factor > 0 else -1
+        replication[target] = min(saved.replication_factor, brokers) if saved.replication_factor > 0 else -1
         if not saved.configs_reported:
-            plan.notes.append(f"{target}: the source broker reported no topic configs; created with the target's defaults")
-        elif apply_configs and saved.configs:
-            plan.topic_configs[target] = saved.configs
-            retention_ms = int(saved.configs.get("retention.ms", -1))
-            oldest = earliest_ms.get(target)
-            if retention_ms >= 0 and oldest is not None and oldest < time.time() * 1000 - retention_ms:
-                plan.notes.append(
-                    f"{target}: created with retention.ms={saved.configs['retention.ms']}; the broker deletes restored "
-                    "records older than that soon after the restore (use --no-configs to keep them)"
-                )
+            notes.append(f"{target}: the source broker reported no topic configs; created with the target's defaults")
+        # Every created topic is listed, even with no saved configs: its loading overrides are removed at the end.
+        configs[target] = dict(saved.configs) if apply_configs else {}
+    return configs, replication, notes
+
+
+def _retention_notes(
+    kafka: KafkaSettings, earliest_ms: dict[str, int | None], topic_configs: dict[str, dict[str, str]],
+    apply_configs: bool,
+) -> list[str]:
+    """Warn where the target's effective retention will delete restored records (they keep their old times).
+
+    A topic the restore creates keeps everything while data goes in and gets its saved retention.ms
+    (or the target's default) afterwards; a topic that already existed keeps its own retention,
+    which deletes old records even while the restore runs.
+    """
+    now_ms = time.time() * 1000
+    old = {t: ms for t, ms in earliest_ms.items() if ms is not None}
+    created = {t for t in old if t in topic_configs}
+    existing_retention = retention_ms(kafka, old.keys() - created)
+    needs_default = [t for t in created if "retention.ms" not in topic_configs[t]]
+    default = default_retention_ms(kafka) if needs_default else None
+    notes = []
+    for target, oldest in sorted(old.items()):
+        if target in created:
+            saved = topic_configs[target].get("retention.ms")
+            retention = int(saved) if saved is not None else default
+            if retention is None or retention < 0 or oldest >= now_ms - retention:
+                continue
+            if saved is not None:
+                notes.append(f"{target}: created with retention.ms={saved}; the broker deletes restored records "
+                             "older than that soon after the restore (use --no-configs to keep them)")
+            else:
+                notes.append(f"{target}: gets the target's default retention.ms={retention} after the restore; the "
+                             "broker then deletes restored records older than that: set retention.ms on it to keep them"
+                             + ("" if apply_configs else " (--no-configs)"))
+        else:
+            retention = existing_retention.get(target)
+            if retention is not None and retention >= 0 and oldest < now_ms - retention:
+                notes.append(f"{target}: the existing target keeps records for retention.ms={retention}; the broker "
+                             "deletes restored records older than that, possibly while the restore runs (a resume then "
+                             "stops): raise its retention.ms first, or restore into a new topic")
+    return notes
+
+
+def check_log_starts(restore_id: str, starts: Mapping[tuple[str, int], int],
+                     log_starts: Mapping[tuple[str, int], int]) -> None:
+    """Refuse to resume where a target's log start moved past where the restore began writing.
+
+    Records it wrote are gone then (retention or DeleteRecords), so counting what is there would
+    not say how far it got, and producing on would leave a hole or a second copy.
+    """
+    for (topic, partition), start in sorted(starts.items()):
+        low = log_starts.get((topic, partition))
+        if low is not None and low > start:
+            raise TopicvaultError(
+                f"{topic}[{partition}] now starts at offset {low}, past offset {start} where restore {restore_id} "
+                "began writing: records it wrote were deleted (retention or DeleteRecords), so it cannot resume "
+                "exactly once: restore into a new topic with a new --restore-id"
+            )
+
+
+def _log_starts(kafka: KafkaSettings, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    consumer = metadata_consumer(kafka, **{"isolation.level": "read_uncommitted"})
+    try:
+        return {(topic, partition): watermarks(consumer, topic, partition)[0] for topic, partition in partitions}
+    finally:
+        consumer.close()
 
 
 def _check_until(state: BackupState, topics: list[str], until_ms: int | None) -> None:
@@ -329,8 +423,25 @@ def _iso(millis: int) -> str:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _nonempty_target_error(store: ObjectStore, bootstrap: str, topic: str, partition: int) -> TopicvaultError:
+    """Why a target holding records is refused; names the restore that wrote it, if this location has one,
+    since re-running a restore without its id is the usual way to get here."""
+    earlier = restores_into(store, bootstrap, topic)
+    if earlier:
+        return TopicvaultError(
+            f"target topic {topic!r} already holds records (partition {partition}) and restore {earlier[-1]} from "
+            f"this location wrote into it: run again with --restore-id {earlier[-1]} to resume or finish it, or pass "
+            "--allow-nonempty to append a second copy"
+        )
+    return TopicvaultError(
+        f"target topic {topic!r} already holds records (partition {partition}): restore under "
+        "another name with --rename, or pass --allow-nonempty to append after them"
+    )
+
+
 def _target_starts(
-    kafka: KafkaSettings, partitions_needed: dict[str, int], existing: dict[str, int], allow_nonempty: bool
+    kafka: KafkaSettings, store: ObjectStore, partitions_needed: dict[str, int], existing: dict[str, int],
+    allow_nonempty: bool,
 ) -> dict[str, int]:
     starts: dict[str, int] = {}
     holding: list[tuple[str, int]] = []
@@ -343,10 +454,7 @@ def _target_starts(
                     continue
                 low, high = watermarks(consumer, topic, partition)
                 if high > low and not allow_nonempty:
-                    raise TopicvaultError(
-                        f"target topic {topic!r} already holds records (partition {partition}): restore under "
-                        "another name with --rename, or pass --allow-nonempty to append after them"
-                    )
+                    raise _nonempty_target_error(store, kafka.bootstrap_servers, topic, partition)
                 starts[f"{topic}:{partition}"] = high
                 if high > low:
                     holding.append((topic, partition))
@@ -358,21 +466,25 @@ def _target_starts(
 
 
 def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
-    """Create missing topics and save the restore's state (first start only)."""
-    # Configs are applied after the data is in (see run_restore): compaction or retention acting
-    # on a partition while it is restored would change what a resumed task counts.
-    create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication)
+    """Save the restore's state (first start only), then create missing topics with loading configs."""
     if not plan.resumed:
+        # Saved before the topics are created, so a run that dies in between still knows, when
+        # resumed, which topics are its own to create and to configure at the end.
         starts = {f"{t.target_topic}:{t.partition}": t.target_start for t in plan.tasks}
         save_restore_state(
             job.open_store(),
             RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, starts, plan.selection.to_json(),
                          plan.topic_configs),
         )
+    # Saved configs are applied after the data is in (see run_restore): retention, compaction or
+    # LogAppendTime acting on a partition while it is restored would lose or change records.
+    create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication,
+                  configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {})) for t in plan.topics_to_create})
 
 
 def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     """Create topics, save state, produce every partition; resumable with the same restore id."""
+    check_no_speculation(spark, "a restore")
     started = time.monotonic()
     start_restore(job, plan)
     job = replace(job, layout=plan.layout)

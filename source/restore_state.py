@@ -74,6 +74,21 @@ def load_restore_state(store: ObjectStore, restore_id: str) -> RestoreState | No
     )
 
 
+def restores_into(store: ObjectStore, target_bootstrap: str, topic: str) -> list[str]:
+    """Ids of the restores saved in this location that wrote into `topic` on that cluster, oldest first."""
+    found: list[tuple[int, str]] = []
+    for info in store.list(RESTORES_PREFIX):
+        if not info.key.endswith("/state.json"):
+            continue
+        try:
+            body = json.loads(store.get(info.key))
+        except (ObjectNotFound, ValueError):
+            continue  # gone or unreadable: it names nothing a user could resume
+        if body.get("target_bootstrap") == target_bootstrap and topic in body.get("topic_map", {}).values():
+            found.append((int(body.get("created_ms", 0)), body["restore_id"]))
+    return [restore_id for _, restore_id in sorted(found)]
+
+
 def save_restore_state(store: ObjectStore, state: RestoreState) -> None:
     """Save a new restore's state; fails if a restore with that id already started."""
     try:
