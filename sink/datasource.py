@@ -20,7 +20,7 @@ from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings, list_topic_partitions, select_topics
 from ..core.store import ObjectStore, open_store
 from ..formats import resolve_format
-from ..keys import default_codec, template_codec
+from ..keys import default_codec, new_run_id, template_codec
 from .backup import snapshot_offsets
 from .kafka_reader import OffsetRange, read_range
 from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_objects
@@ -116,6 +116,9 @@ class ObjectWriter(DataSourceArrowWriter):
         self.rotation = Rotation(
             int(self.options.get("maxrecords", DEFAULT_MAX_RECORDS)), int(self.options.get("maxbytes", DEFAULT_MAX_BYTES))
         )
+        # Made on the driver and shipped with the writer: every task (and retry) of this write
+        # names its objects for it, and no other write can overwrite them.
+        self.run_id = new_run_id()
 
     def _store(self):
         return open_store(self.options["path"], store_options_from(self.options))
@@ -124,7 +127,8 @@ class ObjectWriter(DataSourceArrowWriter):
         store = self._store()
         entries: list[ObjectEntry] = []
         for run in runs_by_partition(iterator):
-            entries.extend(write_objects(run, store, self.codec, self.object_format, self.rotation))
+            entries.extend(write_objects(run, store, self.codec, self.object_format, self.rotation,
+                                          run_id=self.run_id))
         return ObjectsWritten(entries)
 
     def commit(self, messages: list[ObjectsWritten]) -> None:
