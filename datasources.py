@@ -17,6 +17,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 
 from .core.envelope import SPARK_SCHEMA_DDL
+from .core.errors import TopicvaultError
 from .sink.datasource import KafkaRangeReader, ObjectWriter
 from .sink.stream import KafkaStreamReader, ObjectStreamWriter
 from .source.datasource import KafkaPartitionWriter, ObjectReader
@@ -36,6 +37,7 @@ class TopicvaultKafka(DataSource):
         return KafkaRangeReader(self.options)
 
     def writer(self, schema, overwrite: bool):
+        refuse_overwrite(overwrite, "topicvault-kafka", "records already in a topic cannot be replaced")
         return KafkaPartitionWriter(self.options)
 
     def streamReader(self, schema):
@@ -56,10 +58,21 @@ class Topicvault(DataSource):
         return ObjectReader(self.options)
 
     def writer(self, schema, overwrite: bool):
+        refuse_overwrite(overwrite, "topicvault", "committed objects of a backup are never replaced")
         return ObjectWriter(self.options)
 
     def streamWriter(self, schema, overwrite: bool):
+        refuse_overwrite(overwrite, "topicvault", "committed objects of a backup are never replaced")
         return ObjectStreamWriter(self.options)
+
+
+def refuse_overwrite(overwrite: bool, source: str, why: str) -> None:
+    """Both writers only append: Spark's overwrite (or complete output mode) would silently append."""
+    if overwrite:
+        raise TopicvaultError(
+            f'mode("overwrite") is not supported by the {source} writer ({why}): use mode("append"), '
+            "or write to a new location or topic"
+        )
 
 
 def register(spark) -> None:

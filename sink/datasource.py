@@ -119,6 +119,7 @@ class ObjectWriter(DataSourceArrowWriter):
         # Made on the driver and shipped with the writer: every task (and retry) of this write
         # names its objects for it, and no other write can overwrite them.
         self.run_id = new_run_id()
+        self.allow_offset_gaps = _flag(self.options, "allowoffsetgaps")
 
     def _store(self):
         return open_store(self.options["path"], store_options_from(self.options))
@@ -132,12 +133,41 @@ class ObjectWriter(DataSourceArrowWriter):
         return ObjectsWritten(entries)
 
     def commit(self, messages: list[ObjectsWritten]) -> None:
-        commit_written(self._store(), [e for m in messages if m is not None for e in m.entries])
+        entries = [e for m in messages if m is not None for e in m.entries]
+        commit_written(self._store(), entries, allow_offset_gaps=self.allow_offset_gaps)
 
 
-def commit_written(store: ObjectStore, entries: list[ObjectEntry], stream: dict | None = None) -> str | None:
+def _flag(options: Mapping[str, str], name: str) -> bool:
+    value = options.get(name, "false").strip().lower()
+    if value not in ("true", "false"):
+        raise TopicvaultError(f"option {name} must be true or false, not {value!r}")
+    return value == "true"
+
+
+def missing_offsets(start: int, entries: list[ObjectEntry]) -> str | None:
+    """The first offsets from `start` that a partition's objects (in offset order) leave out, as
+    text, or None when they hold every offset from `start` to their end."""
+    expected = start
+    for entry in entries:
+        if entry.first_offset > expected:
+            return f"offsets {expected}..{entry.first_offset - 1} are missing"
+        if entry.last_offset - entry.first_offset + 1 != entry.records:
+            return (f"offsets are missing between {entry.first_offset} and {entry.last_offset} "
+                    f"({entry.records} records written for {entry.last_offset - entry.first_offset + 1} offsets)")
+        expected = entry.last_offset + 1
+    return None
+
+
+def commit_written(
+    store: ObjectStore, entries: list[ObjectEntry], stream: dict | None = None, allow_offset_gaps: bool = False
+) -> str | None:
     """Commit objects the DataFrame writers stored: each partition's range runs from the committed
-    end to its last written offset. Returns the commit key, or None when nothing was written."""
+    end (or its first written offset, if never committed) to its last written offset.
+
+    The rows are all the writer knows of the topic, so unless `allow_offset_gaps` says the gaps
+    are the topic's own (transaction markers, compaction), every offset of the range must have
+    been written: a filtered DataFrame is refused, never committed as a complete backup.
+    Returns the commit key, or None when nothing was written."""
     entries = sorted(entries, key=lambda e: (e.topic, e.partition, e.first_offset))
     if not entries:
         return None
@@ -152,6 +182,13 @@ def commit_written(store: ObjectStore, entries: list[ObjectEntry], stream: dict 
         if committed is not None and mine[0].first_offset < committed:
             raise TopicvaultError(f"{topic}[{partition}] offset {mine[0].first_offset} is already backed up at {store.uri}")
         start = committed if committed is not None else mine[0].first_offset
+        missing = None if allow_offset_gaps else missing_offsets(start, mine)
+        if missing:
+            raise TopicvaultError(
+                f"{topic}[{partition}]: {missing} in the rows written to {store.uri}, so nothing was committed: "
+                "write every row of the offsets (a filtered DataFrame is not a backup), or set option "
+                "allowOffsetGaps=true if the topic itself has these gaps (transaction markers, compaction)"
+            )
         ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
     record = CommitRecord(
         state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream

@@ -1,0 +1,76 @@
+"""The DataFrame writers are as safe as the CLI (issue #16 item 10).
+
+- `topicvault` writer: commits only offsets it really wrote, contiguous from the committed end;
+  a filtered DataFrame is refused, not committed as a complete backup.
+- Both writers refuse mode("overwrite") instead of silently appending.
+- `topicvault-kafka` writer: a retried task never produces again (see the subprocess test).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from clitools import run_cli
+from kafkatools import consume_all, create_topic, produce_records
+from nasty import nasty_records
+
+
+def kafka_rows(spark, bootstrap, topic):
+    return (spark.read.format("topicvault-kafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).load())
+
+
+def commits(root: Path) -> list[dict]:
+    folder = root / "_topicvault" / "commits"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
+
+
+@pytest.mark.parametrize("condition", ["offset % 2 = 0", "offset < 100 or offset >= 150", "offset >= 100"])
+def test_a_filtered_dataframe_is_not_committed_as_a_complete_backup(bootstrap, spark, topic_factory, tmp_path,
+                                                                    condition):
+    topic = topic_factory(1, prefix="df.filtered")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 300, big_values=0))
+    root = tmp_path / "b"
+    if condition == "offset >= 100":  # the gap is between the committed end and the rows
+        kafka_rows(spark, bootstrap, topic).where("offset < 50").write.format("topicvault").mode("append").save(str(root))
+        assert [r["end"] for r in commits(root)[0]["ranges"]] == [50]
+    with pytest.raises(Exception, match=r"offsets .* missing"):
+        kafka_rows(spark, bootstrap, topic).where(condition).write.format("topicvault").mode("append").save(str(root))
+    assert len(commits(root)) == (1 if condition == "offset >= 100" else 0)
+
+
+def test_unfiltered_rows_commit_and_gaps_can_be_allowed_for_the_topics_own_gaps(bootstrap, spark, topic_factory,
+                                                                              tmp_path):
+    topic = topic_factory(2, prefix="df.whole")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 300, big_values=0))
+    root = tmp_path / "b"
+    rows = kafka_rows(spark, bootstrap, topic)
+    rows.where("offset < 120").write.format("topicvault").option("maxRecords", "50").mode("append").save(str(root))
+    rows.where("offset >= 120").write.format("topicvault").option("maxRecords", "50").mode("append").save(str(root))
+    assert [sorted((r["partition"], r["start"], r["end"]) for r in c["ranges"]) for c in commits(root)] == \
+        [[(0, 0, 120), (1, 0, 120)], [(0, 120, 300), (1, 120, 300)]]
+    assert "ok:" in run_cli("verify", str(root))
+
+    # Gaps the topic itself has (transaction markers, compaction) are allowed when the user says so.
+    gapped = tmp_path / "g"
+    (rows.where("offset % 3 != 1").write.format("topicvault").option("allowOffsetGaps", "true")
+     .mode("append").save(str(gapped)))
+    assert sorted((r["partition"], r["start"], r["end"]) for r in commits(gapped)[0]["ranges"]) == [(0, 0, 300), (1, 0, 300)]
+
+
+@pytest.mark.parametrize("source", ["topicvault", "topicvault-kafka"])
+def test_mode_overwrite_is_refused_before_anything_is_written(bootstrap, spark, topic_factory, tmp_path, source):
+    topic = topic_factory(1, prefix="df.o")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 40, big_values=0))
+    root = tmp_path / "fresh"
+    target = create_topic(bootstrap, f"{topic}-r", 1)
+    writer = kafka_rows(spark, bootstrap, topic).write.format(source).mode("overwrite")
+    with pytest.raises(Exception, match=r'mode\("overwrite"\) is not supported'):
+        if source == "topicvault":
+            writer.save(str(root))
+        else:
+            writer.option("kafka.bootstrap.servers", bootstrap).option("topic", target).save()
+    assert not root.exists() or not any(root.rglob("*"))
+    assert consume_all(bootstrap, target)[0] == []
