@@ -9,6 +9,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -74,3 +78,46 @@ def test_mode_overwrite_is_refused_before_anything_is_written(bootstrap, spark, 
             writer.option("kafka.bootstrap.servers", bootstrap).option("topic", target).save()
     assert not root.exists() or not any(root.rglob("*"))
     assert consume_all(bootstrap, target)[0] == []
+
+
+RETRYING_WRITE = textwrap.dedent("""
+    import sys
+    from topicvault.core.spark import get_spark
+    from topicvault.datasources import register
+
+    location, bootstrap, target = sys.argv[1:]
+    spark = get_spark("local[2,4]")  # Spark retries a failed task up to 4 times
+    register(spark)
+    rows = spark.read.format("topicvault").load(location)
+    try:
+        (rows.write.format("topicvault-kafka").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", target).mode("append").save())
+    except Exception as exc:
+        print("WRITE FAILED:", exc)
+        sys.exit(3)
+    finally:
+        spark.stop()
+""")
+
+
+def test_kafka_writer_task_retry_never_produces_again(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="df.retry")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 400, big_values=0))
+    root = tmp_path / "b"
+    kafka_rows(spark, bootstrap, topic).write.format("topicvault").mode("append").save(str(root))
+    target = create_topic(bootstrap, f"{topic}-r", 1)
+    script = tmp_path / "write.py"
+    script.write_text(RETRYING_WRITE)
+    # The first attempt fails after all its records were delivered (as when an executor is lost).
+    env = {**os.environ, "TOPICVAULT_FAIL_FIRST_ATTEMPT_AT": "kafka_writer.partition:1",
+           "TOPICVAULT_FAULT_LOG": str(tmp_path / "faults")}
+    done = subprocess.run([sys.executable, str(script), str(root), bootstrap, target], env=env, capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert (tmp_path / "faults").exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    assert (tmp_path / "faults").read_text().count("failed attempt 0") == 1
+    # The retry produced nothing: the target holds what the first attempt delivered, once.
+    source = [(r.key, r.value, r.headers, r.timestamp_ms) for r in consume_all(bootstrap, topic)[0]]
+    written = [(r.key, r.value, r.headers, r.timestamp_ms) for r in consume_all(bootstrap, target)[0]]
+    assert written == source
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "is a retry" in done.stdout and "topicvault restore" in done.stdout
