@@ -119,7 +119,7 @@ class ObjectWriter(DataSourceArrowWriter):
         # Made on the driver and shipped with the writer: every task (and retry) of this write
         # names its objects for it, and no other write can overwrite them.
         self.run_id = new_run_id()
-        self.allow_offset_gaps = _flag(self.options, "allowoffsetgaps")
+        self.allow_offset_gaps = _flag(self.options, "allowOffsetGaps")
 
     def _store(self):
         return open_store(self.options["path"], store_options_from(self.options))
@@ -138,7 +138,7 @@ class ObjectWriter(DataSourceArrowWriter):
 
 
 def _flag(options: Mapping[str, str], name: str) -> bool:
-    value = options.get(name, "false").strip().lower()
+    value = options.get(name.lower(), "false").strip().lower()
     if value not in ("true", "false"):
         raise TopicvaultError(f"option {name} must be true or false, not {value!r}")
     return value == "true"

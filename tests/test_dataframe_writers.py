@@ -121,3 +121,12 @@ def test_kafka_writer_task_retry_never_produces_again(bootstrap, spark, topic_fa
     assert written == source
     assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
     assert "is a retry" in done.stdout and "topicvault restore" in done.stdout
+
+
+def test_a_bad_allow_offset_gaps_value_is_a_one_line_error(tmp_path):
+    from topicvault.core.errors import TopicvaultError
+    from topicvault.sink.datasource import ObjectWriter
+
+    with pytest.raises(TopicvaultError, match="allowOffsetGaps must be true or false"):
+        ObjectWriter({"path": str(tmp_path), "allowOffsetGaps": "maybe"})
+    assert not any(tmp_path.iterdir())

@@ -60,18 +60,25 @@ def test_racing_backups_from_different_snapshots_never_overwrite_committed_objec
     assert_verify_and_restore_exact(bootstrap, topic, store_uri, f"{topic}-r")
 
 
-def test_leftover_executor_of_a_killed_run_writing_late_changes_nothing(bootstrap, spark, topic_factory, local_uri):
-    # A run planned [0, 300) per partition and was killed; its executors live on. A new run
-    # backs up [0, 500) and commits; then the leftover executors write their objects.
+@pytest.mark.parametrize("leftover_writes", ["after-the-new-commit", "before-the-new-run"])
+def test_objects_of_a_killed_run_never_block_or_damage_the_next_run(bootstrap, spark, topic_factory, local_uri,
+                                                                   leftover_writes):
+    # A run planned [0, 300) per partition and was killed: its objects are written before the
+    # next run starts (a crash after writing, before committing), or its executors live on and
+    # write them after the next run, which backs up [0, 500), committed.
     topic = topic_factory(2, prefix="leftover")
     produce_records(bootstrap, topic, nasty_records(topic, 2, 300, big_values=0))
     settings = KafkaSettings.of(bootstrap)
     killed = BackupJob(kafka=settings, store_uri=local_uri)
     killed_plan = plan(killed, [topic])
     produce_records(bootstrap, topic, nasty_records(topic, 2, 200, seed=2, big_values=0))
+    if leftover_writes == "before-the-new-run":
+        for task in killed_plan.tasks:
+            backup_task(killed, task)
     run_cli("backup", "-b", bootstrap, "--to", local_uri, "-t", topic)
-    for task in killed_plan.tasks:
-        backup_task(killed, task)
+    if leftover_writes == "after-the-new-commit":
+        for task in killed_plan.tasks:
+            backup_task(killed, task)
     assert_verify_and_restore_exact(bootstrap, topic, local_uri, f"{topic}-r")
 
 
