@@ -4,8 +4,13 @@
     register(spark)
     df = spark.read.format("topicvault-kafka").option("kafka.bootstrap.servers", B).option("subscribe", "orders").load()
     df.write.format("topicvault").mode("append").save("s3://bucket/backup")
+    # Only mode("append"). Every offset from the committed end must be in the rows: a filtered
+    # DataFrame is refused; for a topic's own gaps (transaction markers, compaction) add
+    # .option("allowOffsetGaps", "true").
     spark.read.format("topicvault").load("s3://bucket/backup")          # envelope rows, offset order per partition
     rows.write.format("topicvault-kafka").option("kafka.bootstrap.servers", B).mode("append").save()
+    # A retried task of this writer produces nothing and fails the job (the target holds a prefix);
+    # `topicvault restore` is the resumable path.
     # continuous: start at the location's committed ends, one commit record per micro-batch
     (spark.readStream.format("topicvault-kafka").option("kafka.bootstrap.servers", B).option("subscribe", "orders")
         .option("startFromLocation", "s3://bucket/backup").load()

@@ -130,3 +130,26 @@ def test_a_bad_allow_offset_gaps_value_is_a_one_line_error(tmp_path):
     with pytest.raises(TopicvaultError, match="allowOffsetGaps must be true or false"):
         ObjectWriter({"path": str(tmp_path), "allowOffsetGaps": "maybe"})
     assert not any(tmp_path.iterdir())
+
+
+def test_transaction_markers_need_allow_offset_gaps_and_then_restore_exactly(bootstrap, spark, topic_factory,
+                                                                           tmp_path):
+    from test_backup_edges import transactional_producer
+    from topicvault.core.envelope import Record
+
+    topic = topic_factory(1, prefix="df.tx")
+    producer = transactional_producer(bootstrap)
+    for batch in range(4):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, f"v{batch}-{i}".encode(), b"k", partition=0, timestamp=1_700_000_000_000 + i)
+        producer.commit_transaction(30)
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, b"last", b"last", 1_700_000_000_009, 0, ())])
+    root = tmp_path / "b"
+    rows = kafka_rows(spark, bootstrap, topic)
+    with pytest.raises(Exception, match="allowOffsetGaps=true"):
+        rows.write.format("topicvault").mode("append").save(str(root))
+    rows.write.format("topicvault").option("allowOffsetGaps", "true").mode("append").save(str(root))
+    run_cli("restore", "--from", str(root), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    strip = [(r.key, r.value, r.timestamp_ms) for r in consume_all(bootstrap, topic)[0]]
+    assert [(r.key, r.value, r.timestamp_ms) for r in consume_all(bootstrap, f"{topic}-r")[0]] == strip
