@@ -4,8 +4,13 @@
     register(spark)
     df = spark.read.format("topicvault-kafka").option("kafka.bootstrap.servers", B).option("subscribe", "orders").load()
     df.write.format("topicvault").mode("append").save("s3://bucket/backup")
+    # Only mode("append"). Every offset from the committed end must be in the rows: a filtered
+    # DataFrame is refused; for a topic's own gaps (transaction markers, compaction) add
+    # .option("allowOffsetGaps", "true").
     spark.read.format("topicvault").load("s3://bucket/backup")          # envelope rows, offset order per partition
     rows.write.format("topicvault-kafka").option("kafka.bootstrap.servers", B).mode("append").save()
+    # A retried task of this writer produces nothing and fails the job (the target holds a prefix);
+    # `topicvault restore` is the resumable path.
     # continuous: start at the location's committed ends, one commit record per micro-batch
     (spark.readStream.format("topicvault-kafka").option("kafka.bootstrap.servers", B).option("subscribe", "orders")
         .option("startFromLocation", "s3://bucket/backup").load()
@@ -17,6 +22,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 
 from .core.envelope import SPARK_SCHEMA_DDL
+from .core.errors import TopicvaultError
 from .sink.datasource import KafkaRangeReader, ObjectWriter
 from .sink.stream import KafkaStreamReader, ObjectStreamWriter
 from .source.datasource import KafkaPartitionWriter, ObjectReader
@@ -36,6 +42,7 @@ class TopicvaultKafka(DataSource):
         return KafkaRangeReader(self.options)
 
     def writer(self, schema, overwrite: bool):
+        refuse_overwrite(overwrite, "topicvault-kafka", "records already in a topic cannot be replaced")
         return KafkaPartitionWriter(self.options)
 
     def streamReader(self, schema):
@@ -56,10 +63,21 @@ class Topicvault(DataSource):
         return ObjectReader(self.options)
 
     def writer(self, schema, overwrite: bool):
+        refuse_overwrite(overwrite, "topicvault", "committed objects of a backup are never replaced")
         return ObjectWriter(self.options)
 
     def streamWriter(self, schema, overwrite: bool):
+        refuse_overwrite(overwrite, "topicvault", "committed objects of a backup are never replaced")
         return ObjectStreamWriter(self.options)
+
+
+def refuse_overwrite(overwrite: bool, source: str, why: str) -> None:
+    """Both writers only append: Spark's overwrite (or complete output mode) would silently append."""
+    if overwrite:
+        raise TopicvaultError(
+            f'mode("overwrite") is not supported by the {source} writer ({why}): use mode("append"), '
+            "or write to a new location or topic"
+        )
 
 
 def register(spark) -> None:

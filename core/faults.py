@@ -5,7 +5,8 @@
 `TOPICVAULT_CRASH_AT=<point>:<count>` makes the process group die by SIGKILL when `point` has
 been passed `count` times: the CLI, its JVM and every Python worker go at once, as in a
 machine failure. Points: backup.consume (records read), backup.object (objects stored),
-backup.commit (before the commit record), restore.produce (records handed to the producer).
+backup.commit (before the commit record), restore.produce (records handed to the producer),
+kafka_writer.partition:1 (a `topicvault-kafka` writer task, after its first partition was delivered).
 """
 
 from __future__ import annotations

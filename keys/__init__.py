@@ -5,8 +5,9 @@ from .codec import (
     KeyCodec,
     ObjectKey,
     default_codec,
+    new_run_id,
     parse_keys,
     template_codec,
 )
 
-__all__ = ["AIVEN_DEFAULT_TEMPLATE", "KeyCodec", "ObjectKey", "default_codec", "parse_keys", "template_codec"]
+__all__ = ["AIVEN_DEFAULT_TEMPLATE", "KeyCodec", "ObjectKey", "default_codec", "new_run_id", "parse_keys", "template_codec"]

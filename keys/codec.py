@@ -8,6 +8,7 @@ and compile the template into one anchored regex for parsing.
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Iterable, Protocol
@@ -16,6 +17,11 @@ from ..core.errors import KeyParseError
 
 TOPIC_PATTERN = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 OFFSET_DIGITS = 19
+# A backup run's id, written right after the start offset (`<start>-r<12 hex>`): two runs never
+# name an object alike, so no run can overwrite an object another run committed. It starts with
+# a letter, so it never reads as the digits of a field after it.
+RUN_ID_PATTERN = r"r[0-9a-f]{12}"
+_RUN = rf"(?:-(?P<run>{RUN_ID_PATTERN}))?"
 AIVEN_DEFAULT_TEMPLATE = "{{topic}}-{{partition}}-{{start_offset}}"
 # Extensions start with a letter, so they can never be mistaken for the digits of an offset.
 _EXTENSION = r"(?:\.(?P<extension>[A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z][A-Za-z0-9]*)?))?"
@@ -29,13 +35,31 @@ class ObjectKey:
     partition: int
     start_offset: int
     extension: str
+    run: str = ""  # the writing run's id; "" in keys written before run ids (and by peer sinks)
+
+
+def new_run_id() -> str:
+    """A fresh run id for object keys (see RUN_ID_PATTERN)."""
+    return "r" + secrets.token_hex(6)
+
+
+def _run_suffix(run: str) -> str:
+    if run and not re.fullmatch(RUN_ID_PATTERN, run):
+        raise KeyParseError(f"run id {run!r} is not of the form r<12 hex digits>")
+    return f"-{run}" if run else ""
 
 
 class KeyCodec(Protocol):
     """Renders and parses object keys."""
 
     def render(
-        self, topic: str, partition: int, start_offset: int, extension: str, timestamp_ms: int | None = None
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        extension: str,
+        timestamp_ms: int | None = None,
+        run: str = "",
     ) -> str: ...
 
     def parse(self, key: str) -> ObjectKey | None: ...
@@ -60,22 +84,33 @@ class HiveCodec:
     """`topic=<topic>/partition=<p>/<start offset, 19 digits>.<ext>`."""
 
     _pattern = re.compile(
-        r"topic=(?P<topic>[a-zA-Z0-9._-]{1,249})/partition=(?P<partition>\d+)/(?P<start_offset>\d{19})" + _EXTENSION
+        r"topic=(?P<topic>[a-zA-Z0-9._-]{1,249})/partition=(?P<partition>\d+)/(?P<start_offset>\d{19})" + _RUN + _EXTENSION
     )
 
     def render(
-        self, topic: str, partition: int, start_offset: int, extension: str, timestamp_ms: int | None = None
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        extension: str,
+        timestamp_ms: int | None = None,
+        run: str = "",
     ) -> str:
-        """Key of the object of `topic`[`partition`] whose first offset is `start_offset`."""
+        """Key of the object of `topic`[`partition`] whose first offset is `start_offset`, written by `run`.
+
+        The run id follows the fixed-width offset, so keys still sort by start offset."""
         _check(topic, partition, start_offset)
-        return _with_extension(f"topic={topic}/partition={partition}/{start_offset:0{OFFSET_DIGITS}d}", extension)
+        stem = f"topic={topic}/partition={partition}/{start_offset:0{OFFSET_DIGITS}d}{_run_suffix(run)}"
+        return _with_extension(stem, extension)
 
     def parse(self, key: str) -> ObjectKey | None:
         """The key's topic, partition, start offset and extension; None if it is not such a key."""
         match = self._pattern.fullmatch(key)
         if not match:
             return None
-        return ObjectKey(match["topic"], int(match["partition"]), int(match["start_offset"]), match["extension"] or "")
+        return ObjectKey(
+            match["topic"], int(match["partition"]), int(match["start_offset"]), match["extension"] or "", match["run"] or ""
+        )
 
     def time_format(self) -> str | None:
         """Hive-style keys hold no time: objects never need cutting at time boundaries."""
@@ -196,13 +231,22 @@ class TemplateCodec:
                 pieces.append(re.escape(part))
             else:
                 group = part.name if part.name in ("topic", "partition", "start_offset") else None
-                pieces.append(part.regex(group))
+                pieces.append(part.regex(group) + (_RUN if part.name == "start_offset" else ""))
         return "".join(pieces) + _EXTENSION
 
     def render(
-        self, topic: str, partition: int, start_offset: int, extension: str, timestamp_ms: int | None = None
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        extension: str,
+        timestamp_ms: int | None = None,
+        run: str = "",
     ) -> str:
-        """Key for the object; time placeholders use `timestamp_ms` (UTC; local_date in local time)."""
+        """Key for the object; time placeholders use `timestamp_ms` (UTC; local_date in local time).
+
+        A `run` id goes right after the start offset (`{{start_offset}}-r…`), the one place every
+        template has and where it cannot run into a neighbouring field."""
         _check(topic, partition, start_offset)
         if self.topic is not None and topic != self.topic:
             raise KeyParseError(f"this key template is bound to topic {self.topic!r}, not {topic!r}")
@@ -216,7 +260,7 @@ class TemplateCodec:
             elif part.name == "partition":
                 out.append(f"{partition:010d}" if part.padded else str(partition))
             elif part.name == "start_offset":
-                out.append(f"{start_offset:020d}" if part.padded else str(start_offset))
+                out.append((f"{start_offset:020d}" if part.padded else str(start_offset)) + _run_suffix(run))
             elif part.name == "timestamp":
                 out.append(time.strftime(_TIME_UNITS[part.unit][0], time.gmtime(seconds)))
             elif part.name == "utc_date":
@@ -246,7 +290,9 @@ class TemplateCodec:
         topic = groups.get("topic") or self.topic
         if self.topic is not None and topic != self.topic:
             return None
-        return ObjectKey(topic, int(groups["partition"]), int(groups["start_offset"]), groups["extension"] or "")
+        return ObjectKey(
+            topic, int(groups["partition"]), int(groups["start_offset"]), groups["extension"] or "", groups["run"] or ""
+        )
 
 
 def default_codec() -> KeyCodec:

@@ -19,7 +19,7 @@ from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
 from ..formats import resolve_format
-from ..keys import KeyCodec, default_codec, template_codec
+from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, read_range
 from .objects import Rotation, write_objects
 from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, plan_backup
@@ -38,6 +38,8 @@ class BackupJob:
     rotation: Rotation = field(default_factory=Rotation)
     idle_timeout_s: float = 60.0
     progress_dir: str | None = None  # see core.progress
+    # Names this run's objects, so no other run can overwrite them (see sink.objects).
+    run_id: str = field(default_factory=new_run_id)
 
     def codec(self) -> KeyCodec:
         """The object-key codec this backup names objects with."""
@@ -76,6 +78,7 @@ def backup_task(job: BackupJob, task: OffsetRange) -> list[ObjectEntry]:
         job.codec(),
         resolve_format(job.format_name, job.compression),
         job.rotation,
+        run_id=job.run_id,
     )
 
 

@@ -20,7 +20,7 @@ from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings, list_topic_partitions, select_topics
 from ..core.store import ObjectStore, open_store
 from ..formats import resolve_format
-from ..keys import default_codec, template_codec
+from ..keys import default_codec, new_run_id, template_codec
 from .backup import snapshot_offsets
 from .kafka_reader import OffsetRange, read_range
 from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_objects
@@ -116,6 +116,10 @@ class ObjectWriter(DataSourceArrowWriter):
         self.rotation = Rotation(
             int(self.options.get("maxrecords", DEFAULT_MAX_RECORDS)), int(self.options.get("maxbytes", DEFAULT_MAX_BYTES))
         )
+        # Made on the driver and shipped with the writer: every task (and retry) of this write
+        # names its objects for it, and no other write can overwrite them.
+        self.run_id = new_run_id()
+        self.allow_offset_gaps = _flag(self.options, "allowOffsetGaps")
 
     def _store(self):
         return open_store(self.options["path"], store_options_from(self.options))
@@ -124,16 +128,46 @@ class ObjectWriter(DataSourceArrowWriter):
         store = self._store()
         entries: list[ObjectEntry] = []
         for run in runs_by_partition(iterator):
-            entries.extend(write_objects(run, store, self.codec, self.object_format, self.rotation))
+            entries.extend(write_objects(run, store, self.codec, self.object_format, self.rotation,
+                                          run_id=self.run_id))
         return ObjectsWritten(entries)
 
     def commit(self, messages: list[ObjectsWritten]) -> None:
-        commit_written(self._store(), [e for m in messages if m is not None for e in m.entries])
+        entries = [e for m in messages if m is not None for e in m.entries]
+        commit_written(self._store(), entries, allow_offset_gaps=self.allow_offset_gaps)
 
 
-def commit_written(store: ObjectStore, entries: list[ObjectEntry], stream: dict | None = None) -> str | None:
+def _flag(options: Mapping[str, str], name: str) -> bool:
+    value = options.get(name.lower(), "false").strip().lower()
+    if value not in ("true", "false"):
+        raise TopicvaultError(f"option {name} must be true or false, not {value!r}")
+    return value == "true"
+
+
+def missing_offsets(start: int, entries: list[ObjectEntry]) -> str | None:
+    """The first offsets from `start` that a partition's objects (in offset order) leave out, as
+    text, or None when they hold every offset from `start` to their end."""
+    expected = start
+    for entry in entries:
+        if entry.first_offset > expected:
+            return f"offsets {expected}..{entry.first_offset - 1} are missing"
+        if entry.last_offset - entry.first_offset + 1 != entry.records:
+            return (f"offsets are missing between {entry.first_offset} and {entry.last_offset} "
+                    f"({entry.records} records written for {entry.last_offset - entry.first_offset + 1} offsets)")
+        expected = entry.last_offset + 1
+    return None
+
+
+def commit_written(
+    store: ObjectStore, entries: list[ObjectEntry], stream: dict | None = None, allow_offset_gaps: bool = False
+) -> str | None:
     """Commit objects the DataFrame writers stored: each partition's range runs from the committed
-    end to its last written offset. Returns the commit key, or None when nothing was written."""
+    end (or its first written offset, if never committed) to its last written offset.
+
+    The rows are all the writer knows of the topic, so unless `allow_offset_gaps` says the gaps
+    are the topic's own (transaction markers, compaction), every offset of the range must have
+    been written: a filtered DataFrame is refused, never committed as a complete backup.
+    Returns the commit key, or None when nothing was written."""
     entries = sorted(entries, key=lambda e: (e.topic, e.partition, e.first_offset))
     if not entries:
         return None
@@ -148,6 +182,13 @@ def commit_written(store: ObjectStore, entries: list[ObjectEntry], stream: dict 
         if committed is not None and mine[0].first_offset < committed:
             raise TopicvaultError(f"{topic}[{partition}] offset {mine[0].first_offset} is already backed up at {store.uri}")
         start = committed if committed is not None else mine[0].first_offset
+        missing = None if allow_offset_gaps else missing_offsets(start, mine)
+        if missing:
+            raise TopicvaultError(
+                f"{topic}[{partition}]: {missing} in the rows written to {store.uri}, so nothing was committed: "
+                "write every row of the offsets (a filtered DataFrame is not a backup), or set option "
+                "allowOffsetGaps=true if the topic itself has these gaps (transaction markers, compaction)"
+            )
         ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
     record = CommitRecord(
         state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream

@@ -3,6 +3,12 @@
 The fused backup task and the `topicvault` DataFrame writer both go through
 `write_objects`, so the same records always become byte-identical objects under identical
 keys, however the incoming batches happen to be cut: rotation is decided per record.
+
+A committed object is never overwritten. Every key carries the writing run's id (see
+keys.codec.RUN_ID_PATTERN), so two runs (racing backups, a leftover executor of a killed run,
+a re-run after a crash) never share a key; and every object is written only if absent, so
+even a late task attempt of the same run cannot replace an object: a retried attempt that
+finds its own key already holding the same bytes (its earlier attempt's) goes on.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
 from ..core.envelope import record_sizes, timestamps_ms
-from ..core.errors import TopicvaultError
+from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore
 from ..formats import ObjectFormat
@@ -68,8 +74,11 @@ def write_objects(
     codec: KeyCodec,
     object_format: ObjectFormat,
     rotation: Rotation,
+    *,
+    run_id: str,
 ) -> list[ObjectEntry]:
-    """Write the batches of one topic-partition as rotated objects; return their entries."""
+    """Write the batches of one topic-partition as rotated objects named for `run_id`; return
+    their entries. Re-running with the same run id and records writes the same keys and bytes."""
     entries: list[ObjectEntry] = []
     crash_at = crash_after("backup.object")
     time_format = codec.time_format()
@@ -86,14 +95,14 @@ def write_objects(
             if cut > start:
                 building = building or _OpenObject(object_format)
                 building.add(batch.slice(start, cut - start), sum(sizes[start:cut]))
-            entries.append(building.store(store, codec))
+            entries.append(building.store(store, codec, run_id))
             _maybe_crash(crash_at, len(entries))
             building, start = None, cut
         building = building or _OpenObject(object_format)
         building.add(batch.slice(start), sum(sizes[start:]))
         open_bucket = buckets[-1] if buckets else None
     if building:
-        entries.append(building.store(store, codec))
+        entries.append(building.store(store, codec, run_id))
         _maybe_crash(crash_at, len(entries))
     return entries
 
@@ -136,12 +145,12 @@ class _OpenObject:
         self.payload += payload
         self.writer.add(batch)
 
-    def store(self, store: ObjectStore, codec: KeyCodec) -> ObjectEntry:
-        """Finish the object, store it under its key and return its commit entry."""
+    def store(self, store: ObjectStore, codec: KeyCodec, run_id: str) -> ObjectEntry:
+        """Finish the object, store it under its key (only if absent) and return its commit entry."""
         data = self.writer.finish()
         key = codec.render(self.topic, self.partition, self.first_offset, self.object_format.extension,
-                           timestamp_ms=self.first_timestamp_ms)
-        store.put(key, data)
+                           timestamp_ms=self.first_timestamp_ms, run=run_id)
+        put_once(store, key, data)
         return ObjectEntry(
             key=key,
             topic=self.topic,
@@ -154,3 +163,27 @@ class _OpenObject:
             max_timestamp_ms=self.max_timestamp_ms,
             sha256=hashlib.sha256(data).hexdigest(),
         )
+
+
+def put_once(store: ObjectStore, key: str, data: bytes) -> None:
+    """Store `data` under `key` only if the key is free or already holds exactly these bytes.
+
+    The same bytes are an earlier attempt of this very task (a Spark retry, or a put retried
+    after a timeout that had landed). Other bytes under a key of this run mean this run read
+    its range differently twice; the object may already be named by a commit, so it is left
+    alone and the task fails (a new run writes under new keys).
+    """
+    try:
+        store.put(key, data, if_none_match=True)
+        return
+    except PreconditionFailed:
+        pass
+    try:
+        if store.get(key) == data:
+            return
+    except ObjectNotFound:
+        pass
+    raise TopicvaultError(
+        f"object {key} already exists in {store.uri} with other content: objects are never overwritten; "
+        "nothing of this run is committed, run the backup again"
+    )

@@ -130,7 +130,7 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         entries = [e for m in messages if m is not None for e in m.entries]
         stream = {"id": self.stream_id, "batch": batchId, "committed_ms": int(time.time() * 1000),
                   "lag": self._lag(entries)}
-        commit_written(store, entries, stream)
+        commit_written(store, entries, stream, allow_offset_gaps=self.objects.allow_offset_gaps)
 
     def _lag(self, entries) -> dict[str, int]:
         """Records behind the topic end, per partition this batch wrote, when the cluster is known."""

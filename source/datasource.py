@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
 from ..core.commits import ObjectEntry, load_state
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
+from ..core.faults import crash_after, crash_now
 from ..core.store import open_store
 from ..sink.datasource import kafka_settings_from_options, lowercase_keys, store_options_from
 from .kafka_writer import produce_partition
@@ -63,6 +65,12 @@ class KafkaPartitionWriter(DataSourceArrowWriter):
     """Produces rows to the partition number they carry, in the order received per partition.
 
     Option `topic` overrides the rows' topic (restore under another name).
+
+    A task runs once: a retried attempt (or a re-run stage) refuses to produce. Its first
+    attempt may have produced part of its rows, and this writer keeps no state to tell how
+    many (the CLI restore does, under its restore id), so producing again would duplicate
+    them out of order. The idempotent producer leaves each target partition holding a prefix
+    of its rows, and the job fails saying so.
     """
 
     def __init__(self, options: Mapping[str, str]) -> None:
@@ -70,10 +78,26 @@ class KafkaPartitionWriter(DataSourceArrowWriter):
         self.kafka = kafka_settings_from_options(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Produced:
+        refuse_retry()
         total = 0
         for run in runs_by_partition(iterator):
             batches = list(run)
             first = batches[0]
             topic = self.options.get("topic") or first.column("topic")[0].as_py()
             total += produce_partition(self.kafka, topic, first.column("partition")[0].as_py(), batches).records
+            if crash_after("kafka_writer.partition") == 1:  # test hook: fail after a partition was delivered
+                crash_now()
         return Produced(total)
+
+
+def refuse_retry() -> None:
+    """Fail a task attempt that is not the first run of its task (see KafkaPartitionWriter)."""
+    context = TaskContext.get()
+    if context is None or context.attemptNumber() == 0:
+        return
+    raise TopicvaultError(
+        f"task {context.partitionId()} of the topicvault-kafka writer is a retry (attempt {context.attemptNumber()}): "
+        "its first attempt may have produced records already, so it "
+        "produces nothing (the target partitions hold a prefix of their rows); use `topicvault restore` "
+        "(resumable with --restore-id), or write into a new, empty topic"
+    )

@@ -7,7 +7,7 @@ import string
 
 import pytest
 from topicvault.core.errors import KeyParseError
-from topicvault.keys import AIVEN_DEFAULT_TEMPLATE, ObjectKey, default_codec, parse_keys, template_codec
+from topicvault.keys import AIVEN_DEFAULT_TEMPLATE, ObjectKey, default_codec, new_run_id, parse_keys, template_codec
 
 TOPIC_CHARS = string.ascii_letters + string.digits + "._-"
 MAX_OFFSET = 2**63 - 1
@@ -109,3 +109,39 @@ def test_time_placeholders_render_utc():
 def test_render_rejects_illegal_values(topic, partition, offset):
     with pytest.raises(KeyParseError):
         default_codec().render(topic, partition, offset, "parquet")
+
+
+# Run ids in keys (issue #16 item 2): every run names its objects apart from every other run.
+TEMPLATES_WITH_RUNS = [
+    "{{topic}}/{{partition}}/{{start_offset}}",
+    "{{topic}}-{{partition}}-{{start_offset}}",
+    "{{start_offset:padding=true}}-{{partition}}/{{topic}}/x",
+    "{{topic}}/dt={{timestamp:unit=yyyy}}/{{partition:padding=true}}/{{start_offset:padding=true}}",
+]
+
+
+@pytest.mark.parametrize("codec", [default_codec(), *map(template_codec, TEMPLATES_WITH_RUNS)],
+                         ids=["hive", *TEMPLATES_WITH_RUNS])
+def test_keys_with_run_ids_parse_back_and_keys_without_still_parse(codec):
+    rng = random.Random(16)
+    for topic in random_topics(60):
+        partition, offset = random_position(rng)
+        run = new_run_id()
+        for extension, with_run in (("parquet", run), ("jsonl.gz", run), ("avro", "")):
+            key = codec.render(topic, partition, offset, extension, timestamp_ms=1_700_000_000_000, run=with_run)
+            assert codec.parse(key) == ObjectKey(topic, partition, offset, extension, with_run), key
+
+
+def test_run_ids_differ_and_keys_still_sort_by_start_offset():
+    codec = default_codec()
+    runs = [new_run_id() for _ in range(1000)]
+    assert len(set(runs)) == 1000
+    offsets = sorted(random.Random(5).sample(range(10**12), 300)) + [MAX_OFFSET]
+    keys = [codec.render("t", 0, o, "parquet", run=random.choice(runs + [""])) for o in offsets]
+    assert sorted(keys) == keys
+    assert codec.render("t", 0, 5, "parquet", run=runs[0]) != codec.render("t", 0, 5, "parquet", run=runs[1])
+
+
+def test_a_malformed_run_id_is_refused():
+    with pytest.raises(KeyParseError, match="run id"):
+        default_codec().render("t", 0, 5, "parquet", run="../x")
