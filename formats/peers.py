@@ -32,7 +32,6 @@ import io
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Callable
 
 import fastavro
@@ -41,6 +40,7 @@ import pyarrow.parquet as pq
 
 from ..core.envelope import Record, records_to_batch
 from ..core.errors import CorruptObject, TopicvaultError
+from ..core.instants import iso_to_epoch_ms
 
 AIVEN_FIELDS = ("key", "value", "offset", "timestamp", "headers")
 
@@ -100,8 +100,7 @@ def _iso_ms(text: Any) -> int:
         return 0
     if isinstance(text, int):
         return text
-    moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    return int(moment.timestamp() * 1000)
+    return iso_to_epoch_ms(str(text))
 
 
 def _table(records: list[Record]) -> pa.Table:
