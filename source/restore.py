@@ -21,11 +21,11 @@ from ..core.kafka import (
 from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
-from ..formats.peers import PeerOptions
+from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
-from .peer_layout import keeps, peer_state, read_peer_partition, resolve_layout
+from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
 from .restore_state import RestoreState, check_same_restore, load_restore_state, save_restore_state
 from .selection import Selection, skip_records
 
@@ -79,6 +79,7 @@ class TaskResult:
     bytes: int
     timestamps_replaced: int
     offset_map: OffsetMap
+    peer_report: PeerReadReport | None = None  # duplicates and gaps a peer archive's partition held
 
 
 @dataclass
@@ -132,10 +133,10 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]
     # and topics are created without their saved configs until the data is in (no compaction).
     present = count_records(job.kafka, {task.target: task.target_start for task in tasks})
     streams = [_stream(job, task, present[task.target]) for task in tasks]
-    produced = produce_streams(job.kafka, [(*task.target, batches) for task, (_, batches) in zip(tasks, streams)])
+    produced = produce_streams(job.kafka, [(*task.target, batches) for task, (_, batches, _) in zip(tasks, streams)])
     ends = partition_ends(job.kafka, [task.target for task in tasks])
-    return [_finish(job, task, present[task.target], offset_map, result, ends[task.target])
-            for task, (offset_map, _), result in zip(tasks, streams, produced)]
+    return [_finish(job, task, present[task.target], offset_map, result, ends[task.target], peer_report)
+            for task, (offset_map, _, peer_report), result in zip(tasks, streams, produced)]
 
 
 def _stream(job: RestoreJob, task: RestoreTask, present: int):
@@ -146,18 +147,21 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int):
             "restore into a new topic"
         )
     offset_map = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
+    peer_report = None
     if job.layout == "topicvault":
         source = read_partition(job.open_store(), list(task.objects))
     else:
-        source = read_peer_partition(job.open_store(), job.layout, job.peer_options, list(task.objects))
+        peer_report = PeerReadReport(f"{task.source_topic}[{task.partition}]")
+        source = read_peer_partition(job.open_store(), peer_layout(job.layout, job.key_template), job.peer_options,
+                                     list(task.objects), peer_report)
     selected = task.selection.records(task.source_topic, task.partition, source)
     batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
                       f"{task.target_topic}-{task.partition}")
-    return offset_map, batches
+    return offset_map, batches, peer_report
 
 
 def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: OffsetMap, produced: ProduceResult,
-            end: int) -> TaskResult:
+            end: int, peer_report: PeerReadReport | None = None) -> TaskResult:
     if present > offset_map.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start} but this "
@@ -174,7 +178,7 @@ def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: Offset
         offset_map = offset_map.landed_at(landed)
     return TaskResult(
         task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced,
-        offset_map,
+        offset_map, peer_report,
     )
 
 
@@ -224,12 +228,12 @@ def plan_restore(
     store = job.open_store()
     layout = resolve_layout(store, job.layout, job.key_template)
     if layout == "topicvault":
-        state, layout_notes = load_state(store), []
+        state, notes = load_state(store), []
     else:
         state, ignored = peer_state(store, layout, job.key_template)
-        layout_notes = [f"layout {layout}{' (detected)' if job.layout == 'auto' else ''}: {keeps(layout)}"]
+        notes = layout_notes(layout, job.peer_options, detected=job.layout == "auto")
         if ignored:
-            layout_notes.append(f"{len(ignored)} objects are not named like {layout} objects and were left out, "
+            notes.append(f"{len(ignored)} objects are not named like {layout} objects and were left out, "
                                 f"e.g. {ignored[0]}")
     selected = _select(state, topics, job.store_uri)
     unknown = set(renames) - set(selected)
@@ -270,7 +274,7 @@ def plan_restore(
             target = topic_map[source]
             tasks.append(RestoreTask(source, partition, target, starts[f"{target}:{partition}"], tuple(objects), selection))
     plan = RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, selection=selection,
-                       notes=layout_notes, layout=layout)
+                       notes=notes, layout=layout)
     if saved is not None:
         plan.topic_configs = dict(saved.topic_configs)  # the topics were created by the first run
     elif to_create:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from topicvault.core.envelope import timestamps_ms
 from topicvault.core.errors import TopicvaultError
-from topicvault.formats.peers import PeerOptions, decode_aiven
+from topicvault.formats.peers import PEERS, PeerKey, PeerOptions
 from topicvault.source.selection import parse_until
 
 # int(datetime.timestamp() * 1000) gives 1000 for this instant: 1.001 is not exact in binary.
@@ -32,5 +32,6 @@ def test_until_rejects_text_that_is_no_instant():
 
 def test_aiven_json_timestamps_are_exact():
     line = b'{"value": "dg==", "offset": 5, "timestamp": "%s"}\n' % FLOAT_WRONG.encode()
-    table = decode_aiven(line, "t-0-5", "t", 0, 5, PeerOptions(("value", "offset", "timestamp")))
-    assert timestamps_ms(table.to_batches()[0]).to_pylist() == [1001]
+    decoded = PEERS["aiven"].decode(line, PeerKey("t-0-5", "t", 0, 5), PeerOptions(("value", "offset", "timestamp")),
+                                    lambda key: None)
+    assert timestamps_ms(decoded.table.to_batches()[0]).to_pylist() == [1001]
