@@ -180,8 +180,7 @@ def read_peer_partition(
     pending = deque(sorted(entries, key=lambda e: (starts[e.key], e.key)))
     cursors: list[_Cursor] = []
     last = -1  # the last offset restored
-    out: list[pa.Table] = []
-    rows = 0
+    out = _Output()
     while pending or cursors:
         head = min((c.current for c in cursors), default=None)
         while pending and (head is None or starts[pending[0].key] <= head):
@@ -209,27 +208,59 @@ def read_peer_partition(
         if bounds:
             end = max(cursor.position + 1, bisect_left(cursor.offsets, min(bounds)))
         taken = cursor.offsets[cursor.position:end]
-        chunk = cursor.table.slice(cursor.position, end - cursor.position)
+        rows = list(range(cursor.position, end))
         # The same offset twice in one object (sorted: side by side) is a re-delivery too.
         keep = [True] + [after != before for before, after in zip(taken, taken[1:])]
         if not all(keep):
             report.duplicates += keep.count(False)
-            taken, chunk = [o for o, k in zip(taken, keep) if k], chunk.filter(pa.array(keep))
+            taken = [o for o, k in zip(taken, keep) if k]
+            rows = [r for r, k in zip(rows, keep) if k]
         for before, after in zip([last] + taken[:-1], taken):
             if before >= 0 and after - before > 1:
                 report.gaps += 1
                 report.missing += after - before - 1
         last = taken[-1]
-        out.append(chunk)
-        rows += chunk.num_rows
+        out.add(cursor.table, rows)
         cursor.position = end
-        if rows >= BATCH_ROWS:
-            yield from pa.concat_tables(out).to_batches(max_chunksize=BATCH_ROWS)
-            out, rows = [], 0
+        if out.rows >= BATCH_ROWS:
+            yield from out.flush()
         if cursor.done:
             cursors.remove(cursor)
-    if out:
-        yield from pa.concat_tables(out).to_batches(max_chunksize=BATCH_ROWS)
+    yield from out.flush()
+
+
+class _Output:
+    """Rows picked from open objects, in merge order, gathered into batches with one `take`.
+
+    An interleaved partition alternates between objects record by record; slicing a table per
+    record would cost more than decoding it.
+    """
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.indices: list[int] = []
+        self._base: dict[int, int] = {}  # id(table) -> its first row in the concatenation
+        self._next_base = 0
+
+    @property
+    def rows(self) -> int:
+        return len(self.indices)
+
+    def add(self, table: pa.Table, rows: list[int]) -> None:
+        """Rows (indices into `table`) that come next."""
+        base = self._base.get(id(table))
+        if base is None:
+            base = self._base[id(table)] = self._next_base
+            self._next_base += table.num_rows
+            self.tables.append(table)
+        self.indices.extend(base + r for r in rows)
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        """The gathered rows as batches; starts over empty."""
+        if self.indices:
+            picked = pa.concat_tables(self.tables).take(pa.array(self.indices, pa.int64()))
+            yield from picked.combine_chunks().to_batches(max_chunksize=BATCH_ROWS)
+        self.__init__()
 
 
 def _first_offsets(entries: list[ObjectEntry], peer: PeerLayout,
