@@ -220,3 +220,16 @@ def test_merge_matches_sorted_unique_offsets_for_random_interleavings(tmp_path, 
     assert [r["offset"] for r in rows] == offsets
     assert [r["value"] for r in rows] == [b"v%d" % o for o in offsets]
     assert report.missing == offsets[-1] - offsets[0] + 1 - len(offsets)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--peer-header-encoding", "utf8"], "error: bad --peer-header-encoding 'utf8': use text or base64"),
+    (["--layout", "quix", "--key-template", "{{topic}}-{{partition}}-{{start_offset}}"],
+     "error: --key-template: quix objects are not named by a template; drop --key-template"),
+])
+def test_bad_peer_options_are_one_line_errors(tmp_path, args, message):
+    from clitools import run_cli
+
+    (tmp_path / "t-0-5").write_bytes(b"")
+    out = run_cli("restore", "--from", str(tmp_path), "-b", "127.0.0.1:9", *args, expect_exit=1)
+    assert out.strip() == message
