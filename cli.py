@@ -13,6 +13,7 @@ import typer
 
 from . import __version__
 from .core.errors import TopicvaultError
+from .formats.peers import PEERS, PeerOptions
 from .report import SUMMARY_COLUMNS, iso, listing, table, to_json, topic_summary
 
 app = typer.Typer(
@@ -253,12 +254,17 @@ def restore(
                                 "to the restored offsets (groups must be inactive on the target)."),
     group: List[str] = typer.Option([], "--group", help="With --groups: only this group (repeatable)."),
     configs: bool = typer.Option(True, "--configs/--no-configs", help="Create topics with their saved configs."),
-    layout: str = typer.Option("auto", "--layout", help="auto, topicvault, lenses, aiven, confluent or quix: whose archive it is."),
+    layout: str = typer.Option("auto", "--layout", help="Whose archive it is: auto, topicvault, or the "
+                               f"sink that wrote it: {', '.join(sorted(PEERS))} (a restore notes what each keeps)."),
     key_template: Optional[str] = typer.Option(None, "--key-template", help="A peer's file.name.template, if not "
                                                "its default (Aiven syntax)."),
     peer_fields: str = typer.Option("value", "--peer-fields", help="Aiven csv: format.output.fields, in order."),
     peer_value_encoding: str = typer.Option("base64", "--peer-value-encoding", help="Aiven/Confluent: how bytes "
                                             "were written as text: base64 (ByteArrayConverter) or none (strings)."),
+    peer_header_encoding: Optional[str] = typer.Option(None, "--peer-header-encoding", help="Confluent, Lenses "
+                                                       "JSON, Aiven jsonl: how header values were stored as text: "
+                                                       "text (SimpleHeaderConverter, the default) or base64 "
+                                                       "(ByteArrayConverter)."),
     create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
     allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
     kafka_property: List[str] = KAFKA_PROPERTY,
@@ -276,12 +282,10 @@ def restore(
     from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option)
-    from .formats.peers import PeerOptions
-
     job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
                      key_template=key_template,
                      peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
-                                              peer_value_encoding))
+                                              peer_value_encoding, peer_header_encoding))
     selection = Selection(
         until_ms=parse_until(until) if until else None,
         until_mode=check_until_mode(until_mode),
@@ -331,6 +335,7 @@ def restore(
             "restore_id": restore_plan.restore_id, "produced": result.produced, "already_present": skipped,
             "bytes": result.bytes, "elapsed_s": round(result.elapsed_s, 3),
             "timestamps_replaced": result.timestamps_replaced, "notes": restore_plan.notes,
+            "peer_findings": [r.peer_report.to_json() for r in result.results if r.peer_report is not None],
             "partitions": [{"target_topic": r.target_topic, "partition": r.partition, "produced": r.produced,
                             "already_present": r.already_present} for r in result.results],
             "groups": [vars(g) for g in committed_groups],
@@ -342,6 +347,8 @@ def restore(
         f"{', '.join(sorted(set(restore_plan.topic_map.values())))} in {result.elapsed_s:.1f} s "
         f"({_rate(result.produced, result.elapsed_s)})" + (f"; {skipped:,} were already there" if skipped else "")
     )
+    for finding in [line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()]:
+        typer.echo(f"note: {finding}", err=True)
     if result.timestamps_replaced:
         typer.echo(
             f"warning: {result.timestamps_replaced} records had timestamp <= 0, which Kafka clients cannot "

@@ -17,41 +17,62 @@ from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import open_store
+from ..formats.peers import PeerOptions, peer_layout
 from ..sink.datasource import kafka_settings_from_options, lowercase_keys, store_options_from
 from .kafka_writer import produce_partition
 from .object_reader import read_partition
+from .peer_layout import peer_state, read_peer_partition, resolve_layout
 
 
 @dataclass(frozen=True)
 class ObjectsPartition(InputPartition):
-    """All committed objects of one topic-partition."""
+    """All objects of one topic-partition, and whose layout they are."""
 
     entries: tuple[ObjectEntry, ...]
+    layout: str = "topicvault"
 
 
 class ObjectReader(DataSourceReader):
-    """Batch reader: one Spark partition per backed-up topic-partition, rows in offset order."""
+    """Batch reader: one Spark partition per backed-up topic-partition, rows in offset order.
+
+    Options: `topics` (comma-separated), `layout` (auto, topicvault or a peer sink's, as
+    `restore --layout`), and for peer archives `key_template`, `peer_fields`,
+    `peer_value_encoding`, `peer_header_encoding` (as the restore options of the same names).
+    """
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = lowercase_keys(options)
         if "path" not in self.options:
             raise TopicvaultError("the topicvault reader needs a location: .load('s3://bucket/prefix' or a path)")
         self.topics = {t for t in self.options.get("topics", "").split(",") if t}
+        self.layout = self.options.get("layout", "topicvault")
+        self.key_template = self.options.get("key_template") or None
+        self.peer_options = PeerOptions(
+            tuple(f.strip() for f in self.options.get("peer_fields", "value").split(",") if f.strip()),
+            self.options.get("peer_value_encoding", "base64"),
+            self.options.get("peer_header_encoding") or None,
+        )
 
     def _store(self):
         return open_store(self.options["path"], store_options_from(self.options))
 
     def partitions(self) -> list[ObjectsPartition]:
-        state = load_state(self._store())
+        store = self._store()
+        layout = resolve_layout(store, self.layout, self.key_template)
+        state = load_state(store) if layout == "topicvault" else peer_state(store, layout, self.key_template)[0]
         parts = [
-            ObjectsPartition(tuple(ps.objects))
+            ObjectsPartition(tuple(ps.objects), layout)
             for (topic, _), ps in sorted(state.partitions.items())
             if ps.objects and (not self.topics or topic in self.topics)
         ]
-        return parts or [ObjectsPartition(())]
+        return parts or [ObjectsPartition((), layout)]
 
     def read(self, partition: ObjectsPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_partition(self._store(), list(partition.entries))
+        if partition.layout == "topicvault":
+            yield from read_partition(self._store(), list(partition.entries))
+        else:
+            peer = peer_layout(partition.layout, self.key_template)
+            yield from read_peer_partition(self._store(), peer, self.peer_options, list(partition.entries))
 
 
 @dataclass

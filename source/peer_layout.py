@@ -1,29 +1,31 @@
 """Restore archives other Kafka-to-S3 sinks wrote: list, detect the layout, merge by offset.
 
-A peer layout names its objects its own way (keys.peers) and stores records its own way
-(formats.peers). Here objects are listed, grouped per topic-partition, and read one at a
-time in the order of the offset their names carry; time- or field-partitioned folders spread
-a partition over many prefixes, and that order merges them. Offsets already restored are
-skipped (a peer's at-least-once re-delivery writes some twice), so the merged sequence is
-deterministic and a resumed restore can skip what the target holds.
+Each peer (formats.peers) says how its objects are named and decoded. Here objects are listed
+and grouped per topic-partition, and a partition's records are merged by offset across all its
+objects (a k-way merge): time- or field-partitioned names spread one partition's offsets over
+several objects, interleaved (12, 14, 16 in one, 13, 15, 17 in another). An object is opened
+only when the merge reaches its first offset, so memory holds the objects that overlap there,
+not the partition. The same offset met twice is a re-delivery by the sink and restored once;
+nothing else is dropped. Objects whose records carry no offsets (offset = the name's + row)
+cannot be merged: they must not overlap any other object, or the restore refuses.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from collections import deque
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..core.commits import BackupState, ObjectEntry, PartitionState
 from ..core.errors import ObjectNotFound, TopicvaultError
 from ..core.store import ObjectStore
-from ..formats.peers import KEEPS, PeerOptions, decode_aiven, decode_confluent, decode_lenses, decode_quix
-from ..keys.peers import PEER_KEYS
+from ..formats.peers import PEERS, PeerKey, PeerLayout, PeerOptions, peer_layout
 
-LAYOUTS = ("auto", "topicvault", *sorted(PEER_KEYS))
-# Layouts whose records carry no offset: it is the object name's start offset + the row number.
-NAMED_OFFSETS_ONLY = {"confluent", "quix"}
+LAYOUTS = ("auto", "topicvault", *sorted(PEERS))
+BATCH_ROWS = 50_000
 
 
 def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None = None) -> str:
@@ -31,14 +33,18 @@ def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None 
     if any(k.startswith("_topicvault/commits/") for k in keys):
         return "topicvault"
     scores = {}
-    for name, codec in PEER_KEYS.items():
-        codec = codec.with_template(key_template) if key_template else codec
-        scores[name] = sum(1 for k in keys if codec.parse(k) is not None)
+    for name in PEERS:
+        try:
+            layout = peer_layout(name, key_template)
+        except TopicvaultError:
+            continue  # takes no template: not the layout of a templated archive
+        scores[name] = sum(1 for k in keys if layout.parse(k) is not None)
     best = max(scores.values(), default=0)
     if best == 0:
         raise TopicvaultError(
-            f"no backup at {store.uri}: no topicvault commit records and no object named the way the Lenses, Aiven, "
-            "Confluent or Quix sinks name them; check the URI, or pass --layout (and --key-template for custom names)"
+            f"no backup at {store.uri}: no topicvault commit records and no object named the way the "
+            f"{', '.join(sorted(PEERS))} sinks name them; check the URI, or pass --layout (and --key-template for "
+            "custom names)"
         )
     winners = sorted(name for name, score in scores.items() if score == best)
     if len(winners) > 1:
@@ -50,18 +56,23 @@ def resolve_layout(store: ObjectStore, layout: str, key_template: str | None) ->
     """`--layout` checked, with auto resolved from a listing."""
     if layout not in LAYOUTS:
         raise TopicvaultError(f"bad --layout {layout!r}: use one of {', '.join(LAYOUTS)}")
-    if layout != "auto":
-        return layout
-    return detect_layout(store, [info.key for info in store.list("")], key_template)
+    if layout == "auto":
+        layout = detect_layout(store, [info.key for info in store.list("")], key_template)
+    if layout == "topicvault" and key_template:
+        raise TopicvaultError("--key-template is for peer archives; a topicvault backup's commit records name "
+                              "its objects: drop --key-template")
+    if layout != "topicvault":
+        peer_layout(layout, key_template)  # refuses a template the layout does not take
+    return layout
 
 
 def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tuple[BackupState, list[str]]:
-    """A peer archive as a backup state (objects per partition, ordered) and the keys left out."""
-    codec = PEER_KEYS[layout].with_template(key_template) if key_template else PEER_KEYS[layout]
+    """A peer archive as a backup state (objects per partition, in name order) and the keys left out."""
+    peer = peer_layout(layout, key_template)
     state = BackupState()
     ignored: list[str] = []
     for info in store.list(""):
-        parsed = codec.parse(info.key)
+        parsed = peer.parse(info.key)
         if parsed is None:
             if not info.key.startswith("_topicvault/"):
                 ignored.append(info.key)
@@ -70,7 +81,7 @@ def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tup
             continue
         partition = state.partitions.setdefault(
             (parsed.topic, parsed.partition), PartitionState(parsed.topic, parsed.partition, 0, 0))
-        hint = parsed.offset_hint or 0
+        hint = parsed.offset_hint
         # Counts, sizes and checksums are unknown until the object is read.
         partition.objects.append(ObjectEntry(parsed.key, parsed.topic, parsed.partition, hint, hint, 0, 0, 0, 0, ""))
     for partition in state.partitions.values():
@@ -78,81 +89,204 @@ def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tup
     return state, ignored
 
 
-def keeps(layout: str) -> str:
-    """What a layout keeps and loses, for the restore's notes."""
-    return KEEPS[layout]
+def layout_notes(layout: str, options: PeerOptions, detected: bool) -> list[str]:
+    """What a peer layout keeps and loses, and the header encoding it was read with."""
+    peer = PEERS[layout]
+    notes = [f"layout {layout}{' (detected)' if detected else ''}: {peer.keeps}"]
+    header = peer.header_note(options)
+    if header:
+        notes.append(f"{layout}: {header}")
+    return notes
+
+
+@dataclass
+class PeerReadReport:
+    """What merging a partition's objects found besides records."""
+
+    where: str
+    duplicates: int = 0  # records whose offset was already restored (a sink's re-delivery)
+    gaps: int = 0  # runs of absent offsets between restored records
+    missing: int = 0  # offsets absent in those gaps
+
+    def lines(self) -> list[str]:
+        """Human-readable findings (empty when there are none)."""
+        found = []
+        if self.duplicates:
+            found.append(f"{self.where}: {self.duplicates} records with offsets seen before (re-delivered by the sink) "
+                         "restored once")
+        if self.gaps:
+            found.append(f"{self.where}: {self.missing} offsets absent in {self.gaps} gaps (compaction, transaction "
+                         "markers, or objects missing from the archive)")
+        return found
+
+    def to_json(self) -> dict:
+        """For `--json`."""
+        return {"partition": self.where, "duplicates": self.duplicates, "gaps": self.gaps,
+                "missing_offsets": self.missing}
+
+
+class _Cursor:
+    """An open object: its rows sorted by offset and the next one to restore."""
+
+    def __init__(self, key: str, table: pa.Table, record_offsets: bool) -> None:
+        self.key = key
+        self.table = table
+        self.offsets: list[int] = table.column("offset").to_pylist()
+        self.record_offsets = record_offsets
+        self.position = 0
+
+    @property
+    def current(self) -> int:
+        return self.offsets[self.position]
+
+    @property
+    def done(self) -> bool:
+        return self.position >= len(self.offsets)
 
 
 def read_peer_partition(
     store: ObjectStore,
-    layout: str,
+    peer: PeerLayout,
     options: PeerOptions,
     entries: list[ObjectEntry],
-    report: Callable[[str], None] = lambda line: None,
+    report: PeerReadReport | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """A partition's records in offset order, each offset once, from objects of a peer layout.
+    """A partition's records in offset order, each offset once, merged from a peer's objects.
 
-    Every record at or below the last offset already yielded is a re-delivery and is dropped;
-    gaps between offsets (compaction, transaction markers, or objects missing from the archive)
-    are reported.
+    `report`, if given, is filled with the duplicates and gaps found (complete once the
+    iterator is exhausted).
     """
     if not entries:
         return
     where = f"{entries[0].topic}[{entries[0].partition}]"
-    last = -1
-    duplicates = missing = gaps = 0
-    for entry in entries:
-        decoded = _decode(store, layout, options, entry)
-        if layout in NAMED_OFFSETS_ONLY and last >= 0 and decoded.num_rows and decoded.column("offset")[0].as_py() <= last:
-            # Offsets here are the name's start offset + row: an overlap means the sink spread the
-            # partition's records over files (e.g. Confluent's FieldPartitioner) or wrote some twice,
-            # and the true order can no longer be known. Refuse rather than guess.
-            raise TopicvaultError(
-                f"{where}: object {entry.key} starts at offset {entry.first_offset}, inside the offsets of the objects "
-                f"before it (up to {last}); {layout} objects carry no per-record offsets, so the partition's record "
-                "order cannot be recovered (was it written with a field-based partitioner?)"
-            )
-        table = _unique_offsets(decoded.sort_by("offset"))
-        fresh = table.filter(pc.greater(table.column("offset"), last)) if last >= 0 else table
-        duplicates += table.num_rows - fresh.num_rows
-        if fresh.num_rows == 0:
+    report = report if report is not None else PeerReadReport(where)
+
+    def open_object(entry: ObjectEntry) -> _Cursor:
+        def companion(key: str) -> bytes | None:
+            try:
+                return store.get(key)
+            except ObjectNotFound:
+                return None
+
+        obj = PeerKey(entry.key, entry.topic, entry.partition, entry.first_offset)
+        decoded = peer.decode(store.get(entry.key), obj, options, companion)
+        cursor = _Cursor(entry.key, decoded.table, decoded.record_offsets)
+        if peer.name_offset_is_first and decoded.record_offsets and not cursor.done and cursor.current != obj.offset_hint:
+            raise TopicvaultError(f"{where}: object {entry.key} is named for offset {obj.offset_hint} but its first "
+                                  f"record has offset {cursor.current}; the archive's names cannot be trusted to order it")
+        return cursor
+
+    starts = _first_offsets(entries, peer, open_object)
+    pending = deque(sorted(entries, key=lambda e: (starts[e.key], e.key)))
+    cursors: list[_Cursor] = []
+    last = -1  # the last offset restored
+    out = _Output()
+    while pending or cursors:
+        head = min((c.current for c in cursors), default=None)
+        while pending and (head is None or starts[pending[0].key] <= head):
+            cursor = open_object(pending.popleft())
+            if cursor.done:
+                continue
+            _check_overlap(where, peer, options, cursor, cursors, last)
+            cursors.append(cursor)
+            head = cursor.current if head is None else min(head, cursor.current)
+        if not cursors:
             continue
-        offsets = fresh.column("offset").to_pylist()
-        holes = [b - a - 1 for a, b in zip([last] + offsets[:-1], offsets) if b - a > 1 and a >= 0]
-        gaps += len(holes)
-        missing += sum(holes)
-        last = offsets[-1]
-        yield from fresh.to_batches(max_chunksize=50_000)
-    if duplicates:
-        report(f"{where}: {duplicates} records with offsets seen before (re-delivered by the sink) restored once")
-    if gaps:
-        report(f"{where}: {missing} offsets absent in {gaps} gaps (compaction, transaction markers, or objects "
-               "missing from the archive)")
+        cursor = min(cursors, key=lambda c: c.current)
+        # The same offset again: a re-delivery, restored once.
+        skip_to = max(cursor.position, bisect_right(cursor.offsets, last))
+        if skip_to > cursor.position:
+            report.duplicates += skip_to - cursor.position
+            cursor.position = skip_to
+            if cursor.done:
+                cursors.remove(cursor)
+            continue  # its next offset may no longer be the smallest
+        bounds = [c.current for c in cursors if c is not cursor]
+        if pending:
+            bounds.append(starts[pending[0].key])
+        end = len(cursor.offsets)
+        if bounds:
+            end = max(cursor.position + 1, bisect_left(cursor.offsets, min(bounds)))
+        taken = cursor.offsets[cursor.position:end]
+        rows = list(range(cursor.position, end))
+        # The same offset twice in one object (sorted: side by side) is a re-delivery too.
+        keep = [True] + [after != before for before, after in zip(taken, taken[1:])]
+        if not all(keep):
+            report.duplicates += keep.count(False)
+            taken = [o for o, k in zip(taken, keep) if k]
+            rows = [r for r, k in zip(rows, keep) if k]
+        for before, after in zip([last] + taken[:-1], taken):
+            if before >= 0 and after - before > 1:
+                report.gaps += 1
+                report.missing += after - before - 1
+        last = taken[-1]
+        out.add(cursor.table, rows)
+        cursor.position = end
+        if out.rows >= BATCH_ROWS:
+            yield from out.flush()
+        if cursor.done:
+            cursors.remove(cursor)
+    yield from out.flush()
 
 
-def _decode(store: ObjectStore, layout: str, options: PeerOptions, entry: ObjectEntry) -> pa.Table:
-    data = store.get(entry.key)
-    if layout == "aiven":
-        return decode_aiven(data, entry.key, entry.topic, entry.partition, entry.first_offset, options)
-    if layout == "lenses":
-        return decode_lenses(data, entry.key, entry.topic, entry.partition, options)
-    if layout == "quix":
-        return decode_quix(data, entry.key, entry.topic, entry.partition, entry.first_offset)
+class _Output:
+    """Rows picked from open objects, in merge order, gathered into batches with one `take`.
 
-    def companion(role: str) -> bytes | None:
-        try:
-            return store.get(PEER_KEYS["confluent"].sibling(entry.key, role))
-        except ObjectNotFound:
-            return None
+    An interleaved partition alternates between objects record by record; slicing a table per
+    record would cost more than decoding it.
+    """
 
-    return decode_confluent(data, entry.key, entry.topic, entry.partition, entry.first_offset, companion, options)
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.indices: list[int] = []
+        self._base: dict[int, int] = {}  # id(table) -> its first row in the concatenation
+        self._next_base = 0
+
+    @property
+    def rows(self) -> int:
+        return len(self.indices)
+
+    def add(self, table: pa.Table, rows: list[int]) -> None:
+        """Rows (indices into `table`) that come next."""
+        base = self._base.get(id(table))
+        if base is None:
+            base = self._base[id(table)] = self._next_base
+            self._next_base += table.num_rows
+            self.tables.append(table)
+        self.indices.extend(base + r for r in rows)
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        """The gathered rows as batches; starts over empty."""
+        if self.indices:
+            picked = pa.concat_tables(self.tables).take(pa.array(self.indices, pa.int64()))
+            yield from picked.combine_chunks().to_batches(max_chunksize=BATCH_ROWS)
+        self.__init__()
 
 
-def _unique_offsets(table: pa.Table) -> pa.Table:
-    """Keep the first record of each offset (the table is sorted by offset)."""
-    if table.num_rows < 2:
-        return table
-    offsets = table.column("offset")
-    repeats = pc.equal(offsets.slice(1), offsets.slice(0, table.num_rows - 1))
-    keep = pa.concat_arrays([pa.array([True]), pc.invert(repeats).combine_chunks()])
-    return table.filter(keep)
+def _first_offsets(entries: list[ObjectEntry], peer: PeerLayout,
+                   open_object: Callable[[ObjectEntry], _Cursor]) -> dict[str, int]:
+    """Each object's first offset: its name's, or, where names do not give it, read (one object at a time)."""
+    if peer.name_offset_is_first:
+        return {e.key: e.first_offset for e in entries}
+    firsts = {}
+    for entry in entries:
+        cursor = open_object(entry)
+        firsts[entry.key] = entry.first_offset if cursor.done else cursor.current
+    return firsts
+
+
+def _check_overlap(where: str, peer: PeerLayout, options: PeerOptions, opened: _Cursor, cursors: list[_Cursor],
+                   last: int) -> None:
+    """Records without offsets are ordered by their object's place alone: refuse any overlap."""
+    unordered = [c for c in cursors if not c.record_offsets]
+    if opened.record_offsets and not unordered:
+        return
+    other = unordered[0] if unordered else (cursors[0] if cursors else None)
+    if other is None and (opened.record_offsets or opened.current > last):
+        return
+    other_text = f"the offsets of {other.key}" if other is not None else f"the offsets restored before it (up to {last})"
+    raise TopicvaultError(
+        f"{where}: object {opened.key} starts at offset {opened.current}, inside {other_text}; {peer.name} objects "
+        f"without per-record offsets cannot be merged, so the partition's record order cannot be recovered "
+        f"({peer.overlap_hint(options)})"
+    )

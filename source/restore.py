@@ -28,11 +28,11 @@ from ..core.kafka import (
 from ..core.progress import counted
 from ..core.spark import check_no_speculation, run_tasks
 from ..core.store import ObjectStore, open_store
-from ..formats.peers import PeerOptions
+from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
-from .peer_layout import keeps, peer_state, read_peer_partition, resolve_layout
+from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
 from .restore_state import (
     RestoreState,
     check_same_restore,
@@ -92,6 +92,7 @@ class TaskResult:
     bytes: int
     timestamps_replaced: int
     offset_map: OffsetMap
+    peer_report: PeerReadReport | None = None  # duplicates and gaps a peer archive's partition held
 
 
 @dataclass
@@ -146,10 +147,10 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]
     # and topics are created without their saved configs until the data is in (no compaction).
     present = count_records(job.kafka, {task.target: task.target_start for task in tasks})
     streams = [_stream(job, task, present[task.target]) for task in tasks]
-    produced = produce_streams(job.kafka, [(*task.target, batches) for task, (_, batches) in zip(tasks, streams)])
+    produced = produce_streams(job.kafka, [(*task.target, batches) for task, (_, batches, _) in zip(tasks, streams)])
     ends = partition_ends(job.kafka, [task.target for task in tasks])
-    return [_finish(job, task, present[task.target], offset_map, result, ends[task.target])
-            for task, (offset_map, _), result in zip(tasks, streams, produced)]
+    return [_finish(job, task, present[task.target], offset_map, result, ends[task.target], peer_report)
+            for task, (offset_map, _, peer_report), result in zip(tasks, streams, produced)]
 
 
 def _stream(job: RestoreJob, task: RestoreTask, present: int):
@@ -160,18 +161,21 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int):
             "restore into a new topic"
         )
     offset_map = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
+    peer_report = None
     if job.layout == "topicvault":
         source = read_partition(job.open_store(), list(task.objects))
     else:
-        source = read_peer_partition(job.open_store(), job.layout, job.peer_options, list(task.objects))
+        peer_report = PeerReadReport(f"{task.source_topic}[{task.partition}]")
+        source = read_peer_partition(job.open_store(), peer_layout(job.layout, job.key_template), job.peer_options,
+                                     list(task.objects), peer_report)
     selected = task.selection.records(task.source_topic, task.partition, source)
     batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
                       f"{task.target_topic}-{task.partition}")
-    return offset_map, batches
+    return offset_map, batches, peer_report
 
 
 def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: OffsetMap, produced: ProduceResult,
-            end: int) -> TaskResult:
+            end: int, peer_report: PeerReadReport | None = None) -> TaskResult:
     if present > offset_map.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start} but this "
@@ -188,7 +192,7 @@ def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: Offset
         offset_map = offset_map.landed_at(landed)
     return TaskResult(
         task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced,
-        offset_map,
+        offset_map, peer_report,
     )
 
 
@@ -255,12 +259,12 @@ def plan_restore(
     store = job.open_store()
     layout = resolve_layout(store, job.layout, job.key_template)
     if layout == "topicvault":
-        state, layout_notes = load_state(store), []
+        state, layout_found = load_state(store), []
     else:
         state, ignored = peer_state(store, layout, job.key_template)
-        layout_notes = [f"layout {layout}{' (detected)' if job.layout == 'auto' else ''}: {keeps(layout)}"]
+        layout_found = layout_notes(layout, job.peer_options, detected=job.layout == "auto")
         if ignored:
-            layout_notes.append(f"{len(ignored)} objects are not named like {layout} objects and were left out, "
+            layout_found.append(f"{len(ignored)} objects are not named like {layout} objects and were left out, "
                                 f"e.g. {ignored[0]}")
     selected = _select(state, topics, job.store_uri)
     unknown = set(renames) - set(selected)
@@ -315,7 +319,7 @@ def plan_restore(
     else:
         topic_configs, replication, setting_notes = _plan_topic_settings(
             job.kafka, to_create, {topic_map[t]: s for t, s in saved_settings.items()}, apply_configs)
-    notes = layout_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
+    notes = layout_found + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
                        topic_configs=topic_configs, replication=replication, selection=selection, layout=layout)
 

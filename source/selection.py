@@ -8,7 +8,6 @@ deterministic sequence, which a resumed restore relies on when it skips what the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
 import pyarrow as pa
@@ -17,6 +16,7 @@ import pyarrow.compute as pc
 from ..core.commits import ObjectEntry
 from ..core.envelope import timestamps_ms
 from ..core.errors import TopicvaultError
+from ..core.instants import iso_to_epoch_ms
 
 UNTIL_MODES = ("prefix", "filter")
 ALL_PARTITIONS = "*"
@@ -124,12 +124,9 @@ def parse_until(text: str) -> int:
     if text.strip().isdigit():
         return int(text)
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return iso_to_epoch_ms(text)
     except ValueError:
         raise TopicvaultError(f"bad --until {text!r}: give ISO-8601 (2026-11-22T07:00:00Z) or epoch milliseconds") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
 
 
 def check_until_mode(mode: str) -> str:

@@ -50,7 +50,7 @@ def aiven_csv(records: list[Record]) -> bytes:
     for r in records:
         headers = "".join(f"{b64(k.encode())}:{b64(v)};" for k, v in r.headers)
         lines.append(",".join([b64(r.key), b64(r.value), str(r.offset), str(r.timestamp_ms), headers]))
-    return ("\n".join(lines) + "\n").encode()
+    return "\n".join(lines).encode()  # Aiven: a separator before every record but the first
 
 
 def iso_instant(millis: int) -> str:
@@ -127,7 +127,7 @@ def test_aiven_jsonl_with_time_partitioned_template(bootstrap, spark, tmp_path):
 
     write_chunks(tmp_path, records, name, aiven_jsonl, size=3)
     run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "aiven", "--key-template", template,
-            "--rename", f"{topic}={topic}-r")
+            "--peer-header-encoding", "base64", "--rename", f"{topic}={topic}-r")
     assert_restored(bootstrap, f"{topic}-r", records)
 
 
@@ -204,8 +204,10 @@ def test_confluent_avro_with_keys_and_headers(bootstrap, spark, tmp_path):
     topic = "confluent-avro"
     records = archive_records(topic)
     write_confluent(tmp_path, records, "avro", keys=True, headers=True)
-    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--peer-header-encoding", "base64",
+                  "--rename", f"{topic}={topic}-r")
     assert "layout confluent (detected)" in out and "timestamps" in out
+    assert "header values stored as text read as base64 (--peer-header-encoding)" in out
     assert_restored(bootstrap, f"{topic}-r", records, timestamps=False)
 
 
@@ -215,7 +217,7 @@ def test_confluent_json_time_partitioned_with_keys_and_headers(bootstrap, spark,
     write_confluent(tmp_path, records, "json", keys=True, headers=True,
                     folder=lambda p, first: f"year=2023/month=11/day={14 + first.offset % 2}/hour=07")
     run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "confluent",
-            "--rename", f"{topic}={topic}-r")
+            "--peer-header-encoding", "base64", "--rename", f"{topic}={topic}-r")
     assert_restored(bootstrap, f"{topic}-r", records, timestamps=False)
 
 
@@ -304,7 +306,8 @@ def test_lenses_envelope_json(bootstrap, spark, tmp_path):
     topic = "lenses-json"
     records = lenses_records(topic)
     write_chunks(tmp_path, records, lambda p, r: f"{topic}/{p}/{r.offset:012d}.json", lenses_json)
-    run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "lenses", "--rename", f"{topic}={topic}-r")
+    run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "lenses", "--peer-header-encoding",
+            "base64", "--rename", f"{topic}={topic}-r")
     assert_restored(bootstrap, f"{topic}-r", records)
 
 
@@ -377,3 +380,120 @@ def test_aiven_csv_value_only_without_encoding(bootstrap, spark, tmp_path):
                   "--rename", f"{topic}={topic}-r")
     assert "default: value only" in out
     assert_restored(bootstrap, f"{topic}-r", records, timestamps=False)
+
+
+# ---- #17: archives written with the sinks' default settings ----
+
+def test_aiven_default_csv_restores_tombstones_and_reports_gaps(bootstrap, spark, tmp_path):
+    # Aiven defaults: format.output.fields=value, base64; no offsets, so each record's offset is
+    # the object's start offset + its line. Offsets cross 100; tombstones are empty lines, one at
+    # an object's end and one alone in an (empty) object; objects 104.. leave a gap of 2.
+    topic = "aiven-default"
+    values = [b"a", None, b"\x00\xff", None, None, b"b", b"c", None, b"d", b"e", None]
+    spans = {0: [(95, 0, 4), (99, 4, 5), (100, 5, 8), (103, 8, 9), (106, 9, 11)], 1: [(7, 0, 11)]}
+    expected = {}
+    for p, objects in spans.items():
+        expected[p] = []
+        for start, first, end in objects:
+            chunk = values[first:end]
+            (tmp_path / f"{topic}-{p}-{start}").write_bytes("\n".join(b64(v) for v in chunk).encode())
+            expected[p] += [Record(topic, p, start + i, None, v, 0, 0, ()) for i, v in enumerate(chunk)]
+    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--json")
+    summary = json.loads(out[out.index("{"):])
+    assert summary["produced"] == 22
+    assert_restored(bootstrap, f"{topic}-r", expected, timestamps=False)
+    assert {"partition": f"{topic}[0]", "duplicates": 0, "gaps": 1, "missing_offsets": 2} in summary["peer_findings"]
+
+
+def test_aiven_time_bucketed_interleaved_offsets_merge_by_offset(bootstrap, spark, tmp_path):
+    # {{timestamp}} from record time: offsets 12, 14, 16 in one folder and 13, 15, 17 in another,
+    # plus an at-least-once re-delivery; every record carries its offset.
+    topic = "aiven-hourly"
+    records = {p: [Record(topic, p, r.offset, r.key, r.value, r.timestamp_ms, 0,
+                          tuple((k, v if v is not None else b"") for k, v in r.headers)) for r in rows]
+               for p, rows in archive_records(topic, count=10).items()}
+    template = "hour={{timestamp:unit=HH}}/{{topic}}-{{partition}}-{{start_offset}}"
+    for p, rows in records.items():
+        for hour in (7, 8):
+            mine = rows[hour - 7::2]
+            for chunk in (mine[:3], mine[3:], mine[1:3]):  # the last one re-delivered under its own name
+                path = tmp_path / f"hour={hour:02d}" / f"{topic}-{p}-{chunk[0].offset}"
+                path.parent.mkdir(exist_ok=True)
+                path.write_bytes(path.read_bytes() + b"\n" + aiven_csv(chunk) if path.exists() else aiven_csv(chunk))
+    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--key-template", template, "--peer-fields",
+                  FIELDS, "--rename", f"{topic}={topic}-r")
+    assert "layout aiven (detected)" in out and "restored once" in out
+    assert_restored(bootstrap, f"{topic}-r", records)
+
+
+def test_confluent_default_header_converter_stores_text(bootstrap, spark, tmp_path):
+    # store.kafka.keys=true, store.kafka.headers=true, Connect's default SimpleHeaderConverter:
+    # header values are text in the .headers file ("web", not base64).
+    topic = "confluent-text-headers"
+    records = {p: [Record(topic, p, r.offset, r.key, r.value, 0, 0,
+                          (("source", b"web"), ("source", b"app"), ("empty", None)) if i % 2 else ())
+                   for i, r in enumerate(rows)] for p, rows in archive_records(topic, headers=False).items()}
+    for p, rows in records.items():
+        for i in range(0, len(rows), 4):
+            chunk = rows[i:i + 4]
+            for role, schema, items in (("", ["null", "bytes"], [r.value for r in chunk]),
+                                        (".keys", ["null", "bytes"], [r.key for r in chunk]),
+                                        (".headers", CONFLUENT_HEADERS, [[{"key": k, "value": None if v is None
+                                                                           else v.decode()} for k, v in r.headers]
+                                                                         for r in chunk])):
+                path = tmp_path / confluent_name(topic, p, chunk[0], role)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(avro_bytes(schema, items))
+    # Offsets as the file's start + row: the archive_records gap is not seen, so expect contiguous rows.
+    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    assert "header values stored as text read as text (default" in out
+    assert_restored(bootstrap, f"{topic}-r", records, timestamps=False)
+
+
+def test_lenses_json_partitionby_default_headers_interleaved(bootstrap, spark, tmp_path):
+    # PARTITIONBY a field: one partition's offsets alternate between folders; file names carry an
+    # offset of the file (here the last); header values are text (SimpleHeaderConverter).
+    topic = "lenses-field"
+    records = {p: [Record(topic, p, r.offset, r.key, r.value, r.timestamp_ms, 0, (("source", b"web"),) if i % 2 else ())
+                   for i, r in enumerate(rows)] for p, rows in archive_records(topic, count=10).items()}
+
+    def encode(rows):
+        return b"".join(json.dumps({
+            "key": None if r.key is None else b64(r.key), "keyIsArray": True,
+            "value": None if r.value is None else b64(r.value), "valueIsArray": True,
+            "headers": {k: v.decode() for k, v in r.headers},
+            "metadata": {"timestamp": r.timestamp_ms, "topic": r.topic, "partition": r.partition, "offset": r.offset},
+        }).encode() + b"\n" for r in rows)
+
+    for p, rows in records.items():
+        for color, mine in (("red", rows[0::2]), ("blue", rows[1::2])):
+            for chunk in (mine[:3], mine[3:]):
+                path = tmp_path / f"color={color}" / f"{topic}({p:012d}_{chunk[-1].offset:012d}).json"
+                path.parent.mkdir(exist_ok=True)
+                path.write_bytes(encode(chunk))
+    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    assert "layout lenses (detected)" in out
+    assert_restored(bootstrap, f"{topic}-r", records)
+
+
+def test_aiven_raw_values_holding_newlines_are_refused(bootstrap, spark, tmp_path):
+    # value.encoding=none: the value at offset 11 held a newline, so the object has one line more
+    # than the offsets before the next object; splitting it would invent a record.
+    topic = "aiven-raw-newline"
+    (tmp_path / f"{topic}-0-10").write_bytes(b"one\ntwo\nlines")
+    (tmp_path / f"{topic}-0-12").write_bytes(b"three")
+    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--peer-value-encoding", "none",
+                  "--rename", f"{topic}={topic}-r", expect_exit=1)
+    assert "a value holding a newline cannot be told from two records" in out
+
+
+def test_dataframe_reader_reads_peer_archives(spark, tmp_path):
+    topic = "aiven-df"
+    records = archive_records(topic, partitions=2, count=7)
+    write_chunks(tmp_path, records, lambda p, r: f"{topic}-{p}-{r.offset}", aiven_jsonl, size=3)
+    for layout in ("aiven", "auto"):
+        rows = (spark.read.format("topicvault").option("layout", layout).option("peer_header_encoding", "base64")
+                .load(str(tmp_path)).collect())
+        got = {(r.partition, r.offset): (r.key, r.value, [(h.key, h.value) for h in r.headers]) for r in rows}
+        want = {(p, r.offset): (r.key, r.value, list(r.headers)) for p, rs in records.items() for r in rs}
+        assert got == want and len(rows) == len(want), layout

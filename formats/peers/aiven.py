@@ -1,0 +1,193 @@
+"""Aiven's S3 sink (Aiven-Open/cloud-storage-connectors-for-apache-kafka).
+
+Names (commons/.../config/FileNameFragment.java): `file.name.template`, default
+`{{topic}}-{{partition}}-{{start_offset}}`, plus `.avro` for avro and the compression suffix
+(`.gz`, `.snappy`, `.zst`, CompressionType.java); `{{partition:padding=true}}` pads to 10 digits,
+`{{start_offset:padding=true}}` to 20. The whole key below the archive root is the rendered
+template, so it is matched whole (objects in other folders are not this archive's). The name's
+offset is the object's first record's.
+
+Contents (commons/src/main/java/io/aiven/kafka/connect/common/output/):
+* csv (plainwriter/): fields in `format.output.fields` order (default: value only) joined by
+  ",", records separated by "\\n" (OutputWriter.writeRecord writes the separator before every
+  record but the first; nothing after the last), no header row. A null key or value is written
+  as nothing (AbstractValuePlainWriter), so every line is a record, an empty last one included.
+  key: base64; value: base64 or raw (`format.output.fields.value.encoding=none`); offset and
+  timestamp (epoch ms) as decimal text; headers `base64(key):base64(value);` per header, in
+  order, through ByteArrayConverter (HeadersPlainWriter), so always base64.
+* jsonl (jsonwriter/): one object per line with the chosen fields; key/value through Connect's
+  JsonConverter without schemas, so bytes are base64 strings and null is null; `timestamp` is
+  ISO-8601 (ISO_INSTANT); headers `[{"key": k, "value": v}, ...]`, v as the header converter
+  left it (text with Connect's default SimpleHeaderConverter).
+* parquet (SinkSchemaBuilder.java): record `connector_records` with the chosen fields; offset
+  and timestamp are long (epoch ms); headers a map<string, value> (null when a record has
+  none), so header order and repeated header keys are lost; the value type says bytes or text.
+* file names carry no format suffix, so the format is recognised from the content.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ...core.envelope import Record
+from ...core.errors import CorruptObject
+from ...core.instants import iso_to_epoch_ms
+from ...keys.codec import AIVEN_DEFAULT_TEMPLATE, TemplateCodec
+from .base import (
+    Decoded,
+    PeerKey,
+    PeerLayout,
+    PeerOptions,
+    as_bytes,
+    b64,
+    decompress,
+    header_value,
+    json_bytes,
+    strip_compression,
+    table_of,
+)
+
+
+class AivenLayout(PeerLayout):
+    """Aiven names (a file-name template) and its csv, jsonl, json and parquet objects."""
+
+    name = "aiven"
+    keeps = ("keeps what format.output.fields chose (default: value only); csv cannot tell a null key or value "
+             "from an empty one (restored as null); parquet keeps headers as a map (order and repeated names lost); "
+             "without offset the record's offset is the file's start offset + its row; without timestamp the "
+             "restore time is used")
+
+    def __init__(self, template: str = AIVEN_DEFAULT_TEMPLATE) -> None:
+        self.template = template
+        self._codec = TemplateCodec(template)
+
+    def with_template(self, template: str) -> "AivenLayout":
+        """The same layout with a user's `file.name.template`."""
+        return AivenLayout(template)
+
+    def parse(self, key: str) -> PeerKey | None:
+        """Topic, partition and start offset of an Aiven object, or None."""
+        parsed = self._codec.parse(strip_compression(key))
+        if parsed is None or (parsed.extension and parsed.extension != "avro"):
+            return None
+        return PeerKey(key, parsed.topic, parsed.partition, parsed.start_offset)
+
+    def header_note(self, options: PeerOptions) -> str | None:
+        """csv headers are always base64 and parquet says; jsonl header text takes the option."""
+        note = super().header_note(options)
+        return f"jsonl {note}; csv header values are base64, parquet's say their type"
+
+    def overlap_hint(self, options: PeerOptions) -> str:
+        """Objects without offsets overlap under a time-based template, or when raw values held newlines."""
+        if options.value_encoding == "none" and "offset" not in options.fields:
+            return ("with --peer-value-encoding none a value holding a newline cannot be told from two records, "
+                    "and this archive holds more lines than offsets; it cannot be restored exactly")
+        return "was it written with a time-based template? add offset to format.output.fields"
+
+    def decode(self, data: bytes, obj: PeerKey, options: PeerOptions,
+               companion: Callable[[str], bytes | None]) -> Decoded:
+        """An Aiven object (csv, jsonl, json or parquet; compressed or not) as envelope rows."""
+        data = decompress(data, obj.key)
+        try:
+            if data[:4] == b"PAR1":
+                rows = _parquet(data)
+            elif data.lstrip()[:1] == b"[":
+                rows = [_json(row, obj.key, options) for row in json.loads(data)]
+            elif data.lstrip()[:1] == b"{":
+                rows = [_json(json.loads(line), obj.key, options) for line in data.splitlines() if line.strip()]
+            else:
+                rows = _csv(data, obj.key, options)
+        except (ValueError, KeyError, csv.Error, pa.ArrowInvalid) as exc:
+            raise CorruptObject(f"Aiven object {obj.key} cannot be read ({exc})") from None
+        record_offsets = bool(rows) and all("offset" in row for row in rows)
+        return Decoded(table_of([
+            Record(obj.topic, obj.partition, row["offset"] if record_offsets else obj.offset_hint + i,
+                   row.get("key"), row.get("value"), row.get("timestamp", 0), 0, tuple(row.get("headers", ())))
+            for i, row in enumerate(rows)
+        ]), record_offsets)
+
+
+def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
+    rows = []
+    # Every line is a record: a null value (tombstone) written alone is an empty line, the last one too.
+    for number, line in enumerate(data.decode().split("\n"), 1):
+        cells = line.split(",")
+        if len(cells) > len(options.fields) and options.value_encoding == "none" and "value" in options.fields:
+            at = options.fields.index("value")  # a raw value may hold commas
+            extra = len(cells) - len(options.fields)
+            cells = cells[:at] + [",".join(cells[at:at + extra + 1])] + cells[at + extra + 1:]
+        if len(cells) != len(options.fields):
+            raise CorruptObject(f"Aiven csv object {key}: line {number} has {len(cells)} fields, --peer-fields names "
+                                f"{len(options.fields)} ({','.join(options.fields)})" + _newline_hint(options))
+        row: dict[str, Any] = {}
+        for name, cell in zip(options.fields, cells):
+            if name == "key":
+                row["key"] = b64(cell, key) if cell else None
+            elif name == "value":
+                if not cell:
+                    row["value"] = None
+                else:
+                    row["value"] = b64(cell, key) if options.value_encoding == "base64" else cell.encode()
+            elif name == "offset":
+                if not cell.isdigit():
+                    raise CorruptObject(f"Aiven csv object {key}: line {number} has offset {cell[:40]!r}, not a "
+                                        "number" + _newline_hint(options))
+                row["offset"] = int(cell)
+            elif name == "timestamp":
+                row["timestamp"] = int(cell) if cell else 0
+            else:
+                row["headers"] = [
+                    (b64(k, key).decode(), b64(v, key)) for k, _, v in (h.partition(":") for h in cell.split(";") if h)
+                ]
+        rows.append(row)
+    return rows
+
+
+def _newline_hint(options: PeerOptions) -> str:
+    if options.value_encoding == "none":
+        return ("; with --peer-value-encoding none a value holding a newline splits its record over two lines, "
+                "so this archive cannot be restored exactly")
+    return ""
+
+
+def _json(node: dict, key: str, options: PeerOptions) -> dict:
+    encoded = options.value_encoding == "base64"
+    header_encoding = options.header_encoding or AivenLayout.default_header_encoding
+    row: dict[str, Any] = {}
+    if "key" in node:
+        row["key"] = json_bytes(node["key"], key, encoded)
+    if "value" in node:
+        row["value"] = json_bytes(node["value"], key, encoded)
+    if "offset" in node:
+        row["offset"] = int(node["offset"])
+    if "timestamp" in node:
+        row["timestamp"] = 0 if node["timestamp"] is None else (
+            node["timestamp"] if isinstance(node["timestamp"], int) else iso_to_epoch_ms(str(node["timestamp"])))
+    if node.get("headers"):
+        row["headers"] = [(h["key"], header_value(h.get("value"), header_encoding, key)) for h in node["headers"]]
+    return row
+
+
+def _parquet(data: bytes) -> list[dict]:
+    rows = []
+    for item in pq.read_table(io.BytesIO(data)).to_pylist():
+        row: dict[str, Any] = {}
+        for name in ("key", "value"):
+            if name in item:
+                row[name] = as_bytes(item[name])
+        for name in ("offset", "timestamp"):
+            if name in item and item[name] is not None:
+                row[name] = int(item[name])
+        if item.get("headers"):
+            row["headers"] = [(k, as_bytes(v)) for k, v in item["headers"]]
+        rows.append(row)
+    return rows
+
+
+LAYOUT = AivenLayout()

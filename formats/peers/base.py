@@ -1,0 +1,170 @@
+"""The one interface every peer layout implements, and the decoding helpers they share.
+
+A peer layout is an archive another Kafka-to-S3 sink wrote. It knows how its objects are named
+(`parse`, `with_template`), how an object decodes into envelope rows (`decode`), whether those
+rows carry their Kafka offsets, and what it keeps and loses (`keeps`). Nothing here knows Spark
+or Kafka clients: source/peer_layout.py lists, orders and merges objects.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from ...core.envelope import Record, records_to_batch
+from ...core.errors import CorruptObject, TopicvaultError
+
+AIVEN_FIELDS = ("key", "value", "offset", "timestamp", "headers")
+VALUE_ENCODINGS = ("base64", "none")
+HEADER_ENCODINGS = ("text", "base64")
+COMPRESSION_SUFFIXES = (".gz", ".snappy", ".zst")
+
+
+@dataclass(frozen=True)
+class PeerOptions:
+    """What a peer's objects do not say about themselves (its connector settings)."""
+
+    fields: tuple[str, ...] = ("value",)  # Aiven: format.output.fields, in order
+    # base64: bytes were written base64-encoded (Aiven csv default; JSON from ByteArrayConverter);
+    # none: written as text (Aiven value.encoding=none; JSON from StringConverter)
+    value_encoding: str = "base64"
+    # How header values stored as text were written where the files do not say: text (Connect's
+    # default SimpleHeaderConverter) or base64 (ByteArrayConverter). None: the layout's default.
+    header_encoding: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.fields if f not in AIVEN_FIELDS]
+        if unknown or not self.fields:
+            raise TopicvaultError(f"bad --peer-fields {','.join(self.fields)}: use some of {','.join(AIVEN_FIELDS)}")
+        if self.value_encoding not in VALUE_ENCODINGS:
+            raise TopicvaultError(f"bad --peer-value-encoding {self.value_encoding!r}: use base64 or none")
+        if self.header_encoding is not None and self.header_encoding not in HEADER_ENCODINGS:
+            raise TopicvaultError(f"bad --peer-header-encoding {self.header_encoding!r}: use text or base64")
+
+
+@dataclass(frozen=True)
+class PeerKey:
+    """What a peer object's name says."""
+
+    key: str
+    topic: str
+    partition: int
+    offset_hint: int  # the offset the name carries (see PeerLayout.name_offset_is_first)
+    role: str = "data"  # data, or a companion file's role (Confluent: keys, headers)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """An object's records as an envelope table, sorted by offset."""
+
+    table: pa.Table
+    # True: offsets come from the records; False: they are the name's offset + the row number,
+    # so the object's place among the partition's others is all that orders it.
+    record_offsets: bool
+
+
+class PeerLayout(ABC):
+    """One sink's archive layout. A new peer is one module with one subclass, listed in PEERS."""
+
+    name: str
+    keeps: str  # what the layout keeps and loses, for the restore's notes and the CLI help
+    default_header_encoding: str = "text"
+    # Whether a name's offset is its object's first record's (objects may then be opened lazily in
+    # name order); if not, the reader finds each object's first offset before merging.
+    name_offset_is_first: bool = True
+
+    @abstractmethod
+    def parse(self, key: str) -> PeerKey | None:
+        """Topic, partition and offset of an object key (relative to the archive root), or None."""
+
+    def with_template(self, template: str) -> "PeerLayout":
+        """The layout for a user's file-name template; layouts without templates refuse one."""
+        raise TopicvaultError(f"--key-template: {self.name} objects are not named by a template; drop --key-template")
+
+    @abstractmethod
+    def decode(self, data: bytes, obj: PeerKey, options: PeerOptions,
+               companion: Callable[[str], bytes | None]) -> Decoded:
+        """The object's records; `companion(key)` reads another object of the archive (None if absent)."""
+
+    def header_note(self, options: PeerOptions) -> str | None:
+        """Which header encoding a restore used where files do not say it (None: not applicable)."""
+        used = options.header_encoding or self.default_header_encoding
+        how = "--peer-header-encoding" if options.header_encoding else "default; set --peer-header-encoding"
+        return f"header values stored as text read as {used} ({how})"
+
+    def overlap_hint(self, options: PeerOptions) -> str:
+        """Why objects without record offsets may overlap, for the refusal message."""
+        return "was it written with a field- or time-based partitioner?"
+
+
+def header_value(text: Any, encoding: str, where: str) -> bytes | None:
+    """A header value a Connect sink stored as text: base64 of the bytes, or the text itself."""
+    if text is None or isinstance(text, bytes):
+        return text
+    if not isinstance(text, str):
+        return json.dumps(text, separators=(",", ":")).encode()
+    return b64(text, where) if encoding == "base64" else text.encode()
+
+
+def decompress(data: bytes, key: str) -> bytes:
+    """Bytes of an object compressed as its name (or gzip's magic bytes) says."""
+    if key.endswith(".gz") or data[:2] == b"\x1f\x8b":
+        return gzip.decompress(data)
+    if key.endswith(".zst"):
+        from backports import zstd  # noqa: PLC0415 - optional codec, loaded only for zstd objects
+
+        return zstd.decompress(data)
+    if key.endswith(".snappy"):
+        import cramjam  # noqa: PLC0415
+
+        return bytes(cramjam.snappy.decompress(data))
+    return data
+
+
+def b64(text: str | None, where: str) -> bytes | None:
+    """Strict base64 (None stays None)."""
+    if text is None:
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise CorruptObject(f"{where}: {text[:40]!r} is not base64 (if the sink stored text, set "
+                            "--peer-value-encoding none or --peer-header-encoding text)") from None
+
+
+def json_bytes(node: Any, where: str, base64_strings: bool) -> bytes | None:
+    """A JsonConverter-written key/value: a JSON string is base64 of bytes (ByteArrayConverter,
+    `base64_strings`) or text (StringConverter); other JSON is kept as compact JSON text."""
+    if node is None:
+        return None
+    if isinstance(node, str):
+        return b64(node, where) if base64_strings else node.encode()
+    return json.dumps(node, separators=(",", ":")).encode()
+
+
+def as_bytes(value: Any) -> bytes | None:
+    """Bytes as they are, text as UTF-8, anything else as compact JSON text."""
+    if value is None or isinstance(value, bytes):
+        return value
+    return value.encode() if isinstance(value, str) else json.dumps(value, separators=(",", ":")).encode()
+
+
+def table_of(records: list[Record]) -> pa.Table:
+    """Envelope rows sorted by offset (a sink writes in offset order; re-deliveries may not be)."""
+    table = pa.Table.from_batches([records_to_batch(records)])
+    return table.sort_by("offset") if table.num_rows > 1 else table
+
+
+def strip_compression(name: str) -> str:
+    """The name without its compression suffix."""
+    for suffix in COMPRESSION_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
