@@ -20,7 +20,7 @@ from ..core.spark import run_tasks
 from ..core.store import open_store
 from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, template_codec
-from .kafka_reader import OffsetRange, read_range
+from .kafka_reader import OffsetRange, check_backup_properties, read_range
 from .objects import Rotation, write_objects
 from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, plan_backup
 
@@ -38,6 +38,9 @@ class BackupJob:
     rotation: Rotation = field(default_factory=Rotation)
     idle_timeout_s: float = 60.0
     progress_dir: str | None = None  # see core.progress
+
+    def __post_init__(self) -> None:
+        check_backup_properties(self.kafka)  # before a Spark session starts or anything is written
 
     def codec(self) -> KeyCodec:
         """The object-key codec this backup names objects with."""

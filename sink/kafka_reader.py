@@ -27,6 +27,22 @@ class OffsetRange:
     end: int
 
 
+# Settings a backup read depends on for correctness; a user's -X value never replaces them.
+CORRECTNESS_SETTINGS = frozenset(
+    {"enable.partition.eof", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "isolation.level"}
+)
+
+
+def check_backup_properties(settings: KafkaSettings) -> None:
+    """Refuse -X settings that would make a backup hold records Kafka never committed."""
+    for name, value in settings.properties:
+        if name.strip().lower() == "isolation.level" and value.strip().lower() != "read_committed":
+            raise TopicvaultError(
+                f"-X isolation.level={value} would back up records of aborted and open transactions: "
+                "backups always read with isolation.level=read_committed; drop this -X setting"
+            )
+
+
 def range_consumer(settings: KafkaSettings) -> Consumer:
     """A consumer tuned for bulk reads of assigned ranges; it never commits offsets."""
     config = settings.client_config(
@@ -48,7 +64,7 @@ def range_consumer(settings: KafkaSettings) -> Consumer:
     )
     # The user's own -X settings win over our tuning (but not over correctness settings above).
     for name, value in settings.properties:
-        if name not in ("enable.partition.eof", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset"):
+        if name not in CORRECTNESS_SETTINGS:
             config[name] = value
     return Consumer(config)
 
