@@ -81,4 +81,5 @@ def listing(state: BackupState) -> dict:
         "topics": state.topics,
         "groups": sorted(state.groups),
         "stream": state.last_stream,
+        "topic_ids": state.topic_ids,
     }

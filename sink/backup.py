@@ -11,10 +11,18 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.cluster import group_offsets, topic_settings
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, load_state, write_commit
+from ..core.commits import (
+    BackupState,
+    CommitRecord,
+    ObjectEntry,
+    PartitionRange,
+    check_topic_ids,
+    load_state,
+    write_commit,
+)
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, watermarks
+from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
 from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
@@ -110,7 +118,9 @@ def plan(
     # Group offsets are read before the offset snapshot, so every saved offset lies within the
     # backed-up range (a group cannot have committed past an end that did not exist yet).
     groups, warnings = _read_groups(job.kafka, selected)
-    backup_plan = plan_backup(selected, snapshot_offsets(job.kafka, selected), state, records_per_task)
+    # Topic IDs are read before the offsets, and again before the commit (see commit_backup).
+    ids = topic_ids(job.kafka, selected)
+    backup_plan = plan_backup(selected, snapshot_offsets(job.kafka, selected), state, records_per_task, ids, job.store_uri)
     backup_plan.warnings.extend(warnings)
     backup_plan.topic_settings = {t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()}
     backup_plan.groups = groups
@@ -153,6 +163,8 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, objects: list[ObjectE
     """Write the commit record of a run: its ranges, objects, topic settings and group offsets."""
     store = job.open_store()
     state = load_state(store)
+    # A topic deleted and re-created while this run read it must not be committed as the old one.
+    check_topic_ids(backup_plan.topic_ids, topic_ids(job.kafka, backup_plan.topic_ids), job.store_uri)
     ranges = tuple(
         PartitionRange(p.topic, p.partition, p.start, p.end) for p in backup_plan.partitions if p.end > p.start
     )
@@ -163,6 +175,7 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, objects: list[ObjectE
         objects=tuple(sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset))),
         topics=backup_plan.topic_settings or {t: {"partitions": n} for t, n in backup_plan.topics.items()},
         groups=backup_plan.groups,
+        topic_ids=dict(backup_plan.topic_ids),
     )
     # Re-check continuity against the state as it is now: a concurrent run may have moved it.
     for r in ranges:

@@ -14,7 +14,7 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, load_state, write_commit
+from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, load_state, write_commit
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings, list_topic_partitions, select_topics
@@ -131,13 +131,17 @@ class ObjectWriter(DataSourceArrowWriter):
         commit_written(self._store(), [e for m in messages if m is not None for e in m.entries])
 
 
-def commit_written(store: ObjectStore, entries: list[ObjectEntry], stream: dict | None = None) -> str | None:
+def commit_written(
+    store: ObjectStore, entries: list[ObjectEntry], stream: dict | None = None, topic_ids: dict[str, str] | None = None
+) -> str | None:
     """Commit objects the DataFrame writers stored: each partition's range runs from the committed
-    end to its last written offset. Returns the commit key, or None when nothing was written."""
+    end to its last written offset. `topic_ids` (read when committing) must match the recorded
+    ones and are recorded. Returns the commit key, or None when nothing was written."""
     entries = sorted(entries, key=lambda e: (e.topic, e.partition, e.first_offset))
     if not entries:
         return None
     state = load_state(store)
+    check_topic_ids(state.topic_ids, topic_ids or {}, store.uri)
     ranges = []
     for topic, partition in sorted({(e.topic, e.partition) for e in entries}):
         mine = [e for e in entries if (e.topic, e.partition) == (topic, partition)]
@@ -150,6 +154,7 @@ def commit_written(store: ObjectStore, entries: list[ObjectEntry], stream: dict 
         start = committed if committed is not None else mine[0].first_offset
         ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
     record = CommitRecord(
-        state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream
+        state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream,
+        topic_ids=topic_ids,
     )
     return write_commit(store, record)

@@ -97,7 +97,7 @@ def run_follow(
     try:
         seen = first_sequence
         while query.isActive and not should_stop():
-            query.awaitTermination(1)
+            _await(query, 1)
             state = load_state(store)
             if state.last_sequence != seen:
                 seen = state.last_sequence
@@ -106,7 +106,7 @@ def run_follow(
                        f"lag {sum(lag.values()):,} records" + (f" ({_worst(lag)})" if lag else ""))
         _stop_after_batch(query)
         if query.exception() is not None:
-            raise TopicvaultError(f"followed backup failed: {str(query.exception()).splitlines()[0]}")
+            raise TopicvaultError(f"followed backup failed: {_reason(str(query.exception()))}")
     finally:
         if query.isActive:
             query.stop()
@@ -115,6 +115,24 @@ def run_follow(
     return FollowResult(
         state.last_sequence - first_sequence, _records(state) - first_records, (state.last_stream or {}).get("lag", {})
     )
+
+
+def _await(query, seconds: float) -> None:
+    """Wait for the query; a query that failed is a one-line TopicvaultError, not Spark's traceback."""
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        query.awaitTermination(seconds)
+    except StreamingQueryException as exc:
+        raise TopicvaultError(f"followed backup failed: {_reason(str(exc))}") from None
+
+
+def _reason(text: str) -> str:
+    """The one-line reason of a failed query: a TopicvaultError's own message where Spark wrapped one."""
+    mark = "TopicvaultError: "
+    at = text.rfind(mark)
+    line = text[at + len(mark):].splitlines()[0] if at >= 0 else text.splitlines()[0]
+    return line.split(" SQLSTATE:")[0]
 
 
 def _records(state) -> int:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
-from ..core.commits import BackupState
+from ..core.commits import BackupState, check_topic_ids
 from ..core.errors import TopicvaultError
 from .kafka_reader import OffsetRange
 
@@ -37,6 +38,7 @@ class BackupPlan:
     topic_settings: dict[str, dict] = field(default_factory=dict)  # topic -> TopicSettings.to_json()
     groups: dict[str, dict] | None = None  # see CommitRecord.groups
     state_changed: bool = False  # topic settings or group offsets differ from the last commit
+    topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> Kafka topic ID when planned
 
     @property
     def has_work(self) -> bool:
@@ -53,14 +55,18 @@ def plan_backup(
     offsets: dict[tuple[str, int], tuple[int, int]],
     state: BackupState,
     records_per_task: int = DEFAULT_RECORDS_PER_TASK,
+    topic_ids: Mapping[str, str] | None = None,
+    location: str = "this location",
 ) -> BackupPlan:
     """Plan the ranges after each partition's committed end up to the snapshot high watermark.
 
     `offsets` maps (topic, partition) to its (low, high) watermarks, taken once at the start;
-    records produced after the snapshot are left for the next run.
+    records produced after the snapshot are left for the next run. `topic_ids` (topic -> Kafka
+    topic ID) must match the IDs the location's commits recorded.
     """
     if records_per_task < 1:
         raise TopicvaultError("--records-per-task must be positive")
+    check_topic_ids(state.topic_ids, topic_ids or {}, location)
     partitions: list[PartitionPlan] = []
     tasks: list[OffsetRange] = []
     warnings: list[str] = []
@@ -81,4 +87,5 @@ def plan_backup(
         partitions.append(PartitionPlan(topic, partition, start, high, low))
         for chunk_start in range(read_from, high, records_per_task):
             tasks.append(OffsetRange(topic, partition, chunk_start, min(chunk_start + records_per_task, high)))
-    return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings)
+    return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings,
+                      topic_ids=dict(topic_ids or {}))
