@@ -63,6 +63,8 @@ class CommitRecord:
     stream: dict | None = None
     # Kafka topic ID of each topic this run read (None: written before topic IDs were recorded).
     topic_ids: dict[str, str] | None = None
+    # Offsets inside `ranges` that retention deleted before any backup could read them.
+    lost: tuple[PartitionRange, ...] = ()
 
     def to_json(self) -> bytes:
         """Serialise (stable key order, so identical records give identical bytes)."""
@@ -80,6 +82,8 @@ class CommitRecord:
             body["stream"] = self.stream
         if self.topic_ids is not None:
             body["topic_ids"] = self.topic_ids
+        if self.lost:
+            body["lost"] = [asdict(r) for r in self.lost]
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
@@ -98,6 +102,7 @@ class CommitRecord:
                 groups=body.get("groups"),
                 stream=body.get("stream"),
                 topic_ids=body.get("topic_ids"),
+                lost=tuple(PartitionRange(**r) for r in body.get("lost", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -112,10 +117,24 @@ class PartitionState:
     start: int
     end: int
     objects: list[ObjectEntry] = field(default_factory=list)
+    lost: list[PartitionRange] = field(default_factory=list)  # offsets deleted before they were backed up
 
     @property
     def records(self) -> int:
         return sum(o.records for o in self.objects)
+
+    @property
+    def lost_offsets(self) -> int:
+        """How many offsets of the range were lost to retention (an upper bound on lost records)."""
+        return sum(r.end - r.start for r in self.lost)
+
+    def lost_notes(self) -> list[str]:
+        """One line per lost range, as ls, verify and restore report it."""
+        return [
+            f"{self.topic}[{self.partition}]: offsets {r.start}..{r.end - 1} were deleted by retention on the "
+            "cluster before any backup read them; the backup does not hold them"
+            for r in self.lost
+        ]
 
 
 @dataclass
@@ -150,6 +169,8 @@ class BackupState:
                 state.end = r.end
         for entry in record.objects:
             self.partitions[(entry.topic, entry.partition)].objects.append(entry)
+        for lost in record.lost:
+            self.partitions[(lost.topic, lost.partition)].lost.append(lost)
         self.topic_ids.update(record.topic_ids or {})
         for topic, info in record.topics.items():
             self.topics[topic] = info

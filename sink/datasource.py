@@ -22,7 +22,7 @@ from ..core.store import ObjectStore, open_store
 from ..formats import resolve_format
 from ..keys import default_codec, template_codec
 from .backup import snapshot_offsets
-from .kafka_reader import OffsetRange, read_range
+from .kafka_reader import OffsetRange, read_whole_range
 from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_objects
 from .plan import DEFAULT_RECORDS_PER_TASK
 
@@ -93,7 +93,7 @@ class KafkaRangeReader(DataSourceReader):
         return ranges or [RangePartition(OffsetRange("", 0, 0, 0))]
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        yield from read_range(self.kafka, partition.task)
+        yield from read_whole_range(self.kafka, partition.task)
 
 
 @dataclass

@@ -59,9 +59,11 @@ def run_follow(
     start_plan = plan(job, topics, topics_regex)
     for warning in start_plan.warnings:
         report(f"warning: {warning}")
-    if start_plan.state_changed:  # topic settings and group offsets, saved once per run (no data ranges)
-        key = commit_backup(job, replace(start_plan, partitions=[], tasks=[]), [])
-        report(f"saved topic settings and consumer-group offsets: committed {key}")
+    if start_plan.needs_commit:
+        # Topic settings, IDs, group offsets and offsets lost to retention, saved once per run;
+        # no task runs, so the only ranges committed are the lost ones (the stream starts after them).
+        key = commit_backup(job, replace(start_plan, tasks=[]))
+        report(f"saved topic settings, consumer-group offsets and lost offsets: committed {key}")
     register(spark)
     common = _options(job)
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)

@@ -28,7 +28,7 @@ from .datasource import (
     lowercase_keys,
     store_options_from,
 )
-from .kafka_reader import OffsetRange, read_range
+from .kafka_reader import OffsetRange, read_whole_range
 from .plan import DEFAULT_RECORDS_PER_TASK
 
 
@@ -118,7 +118,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ranges
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
-        yield from read_range(self.kafka, partition.task)
+        yield from read_whole_range(self.kafka, partition.task)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the sink's commit records hold the backed-up position."""

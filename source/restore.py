@@ -269,8 +269,10 @@ def plan_restore(
         if objects:
             target = topic_map[source]
             tasks.append(RestoreTask(source, partition, target, starts[f"{target}:{partition}"], tuple(objects), selection))
+    lost_notes = [note for (source, _), ps in sorted(state.partitions.items()) if source in topic_map
+                  for note in ps.lost_notes()]
     plan = RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, selection=selection,
-                       notes=layout_notes, layout=layout)
+                       notes=layout_notes + lost_notes, layout=layout)
     if saved is not None:
         plan.topic_configs = dict(saved.topic_configs)  # the topics were created by the first run
     elif to_create:
