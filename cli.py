@@ -163,7 +163,7 @@ def backup(
         if not dry_run and backup_plan.needs_commit:
             from .sink.backup import commit_backup
 
-            committed = commit_backup(job, backup_plan, [])
+            committed = commit_backup(job, backup_plan)
         if as_json:
             typer.echo(to_json({
                 "dry_run": dry_run, "tasks": len(backup_plan.tasks), "commit": committed,
@@ -191,8 +191,11 @@ def backup(
     if as_json:
         typer.echo(to_json({"records": result.records, "bytes": result.bytes, "objects": len(result.objects),
                             "elapsed_s": round(result.elapsed_s, 3), "spark_start_s": round(spark_s, 3),
-                            "commit": result.commit_key, "topics": summary, "warnings": backup_plan.warnings}))
+                            "commit": result.commit_key, "topics": summary,
+                            "warnings": backup_plan.warnings + result.warnings}))
         return
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(table(summary, SUMMARY_COLUMNS))
     typer.echo(
         f"backed up {result.records:,} records in {len(result.objects)} objects ({result.bytes:,} bytes) "
@@ -400,6 +403,8 @@ def list_backup(
     typer.echo(table(rows, ["topic", "partition", "offsets", "records", "objects", "bytes", "first_time", "last_time"]))
     typer.echo(f"{len(rows)} partitions, {data['records']:,} records, {data['commits']} commits"
                + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else ""))
+    for note in data["lost"]:
+        typer.echo(f"lost: {note}")
     if state.last_stream:
         lag = state.last_stream.get("lag", {})
         typer.echo(f"followed backup: last commit at {iso(state.last_stream['committed_ms'])}, lag "
@@ -430,10 +435,12 @@ def verify(
     if as_json:
         typer.echo(to_json({"ok": report.ok, "objects": report.objects, "records": report.records,
                             "partitions": report.partitions, "partitions_compared": report.partitions_compared,
-                            "problems": report.problems, "notes": report.notes}))
+                            "problems": report.problems, "notes": report.notes, "lost": report.lost}))
     else:
         for note in report.notes:
             typer.echo(f"note: {note}")
+        for note in report.lost:
+            typer.echo(f"lost: {note}")
         for problem in report.problems:
             typer.echo(f"DIFFERS: {problem}")
         compared = f"; {report.partitions_compared} partitions match the live topics" if kafka else ""

@@ -73,6 +73,7 @@ def listing(state: BackupState) -> dict:
             "bytes": sum(o.bytes for o in ps.objects),
             "first_time": iso(min((o.min_timestamp_ms for o in ps.objects), default=None)),
             "last_time": iso(max((o.max_timestamp_ms for o in ps.objects), default=None)),
+            "lost": [[r.start, r.end] for r in ps.lost],  # [start, end) offsets deleted before a backup read them
         })
     return {
         "partitions": partitions,
@@ -81,4 +82,7 @@ def listing(state: BackupState) -> dict:
         "topics": state.topics,
         "groups": sorted(state.groups),
         "stream": state.last_stream,
+        "topic_ids": state.topic_ids,
+        "lost": [note for ps in sorted(state.partitions.values(), key=lambda ps: (ps.topic, ps.partition))
+                 for note in ps.lost_notes()],
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from .errors import PreconditionFailed, TopicvaultError
 from .store import ObjectStore
@@ -61,6 +61,10 @@ class CommitRecord:
     groups: dict[str, dict] | None = None
     # Written by `backup --follow`: {"id": run id, "batch": micro-batch id, "lag": {"topic:partition": records}}
     stream: dict | None = None
+    # Kafka topic ID of each topic this run read (None: written before topic IDs were recorded).
+    topic_ids: dict[str, str] | None = None
+    # Offsets inside `ranges` that retention deleted before any backup could read them.
+    lost: tuple[PartitionRange, ...] = ()
 
     def to_json(self) -> bytes:
         """Serialise (stable key order, so identical records give identical bytes)."""
@@ -76,6 +80,10 @@ class CommitRecord:
             body["groups"] = self.groups
         if self.stream is not None:
             body["stream"] = self.stream
+        if self.topic_ids is not None:
+            body["topic_ids"] = self.topic_ids
+        if self.lost:
+            body["lost"] = [asdict(r) for r in self.lost]
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
@@ -93,6 +101,8 @@ class CommitRecord:
                 objects=tuple(ObjectEntry(**o) for o in body["objects"]),
                 groups=body.get("groups"),
                 stream=body.get("stream"),
+                topic_ids=body.get("topic_ids"),
+                lost=tuple(PartitionRange(**r) for r in body.get("lost", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -107,10 +117,24 @@ class PartitionState:
     start: int
     end: int
     objects: list[ObjectEntry] = field(default_factory=list)
+    lost: list[PartitionRange] = field(default_factory=list)  # offsets deleted before they were backed up
 
     @property
     def records(self) -> int:
         return sum(o.records for o in self.objects)
+
+    @property
+    def lost_offsets(self) -> int:
+        """How many offsets of the range were lost to retention (an upper bound on lost records)."""
+        return sum(r.end - r.start for r in self.lost)
+
+    def lost_notes(self) -> list[str]:
+        """One line per lost range, as ls, verify and restore report it."""
+        return [
+            f"{self.topic}[{self.partition}]: offsets {r.start}..{r.end - 1} were deleted by retention on the "
+            "cluster before any backup read them; the backup does not hold them"
+            for r in self.lost
+        ]
 
 
 @dataclass
@@ -123,6 +147,7 @@ class BackupState:
     # Per group and topic, the offsets of the latest run that backed up that topic.
     groups: dict[str, dict] = field(default_factory=dict)  # {group: {"read_ms": ms, "offsets": {topic: {...}}}}
     last_stream: dict | None = None  # `stream` of the latest commit, if a followed backup wrote it
+    topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> Kafka topic ID the latest commit saw
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -144,6 +169,9 @@ class BackupState:
                 state.end = r.end
         for entry in record.objects:
             self.partitions[(entry.topic, entry.partition)].objects.append(entry)
+        for lost in record.lost:
+            self.partitions[(lost.topic, lost.partition)].lost.append(lost)
+        self.topic_ids.update(record.topic_ids or {})
         for topic, info in record.topics.items():
             self.topics[topic] = info
         if record.groups is not None:
@@ -164,6 +192,22 @@ class BackupState:
             saved = self.groups.setdefault(group, {"read_ms": snapshot["read_ms"], "offsets": {}})
             saved["read_ms"] = max(saved["read_ms"], snapshot["read_ms"])
             saved["offsets"].update({t: dict(o) for t, o in snapshot["offsets"].items()})
+
+
+def check_topic_ids(saved: Mapping[str, str], live: Mapping[str, str], location: str) -> None:
+    """Refuse a topic whose Kafka topic ID differs from the one the location's commits recorded.
+
+    A changed ID means the topic was deleted and re-created: its offsets start again, so
+    appending it to the old history would splice two topics. A topic without a saved ID
+    (commits older than topic IDs) or without a live ID (a broker that reports none) is accepted.
+    """
+    for topic, now in sorted(live.items()):
+        before = saved.get(topic)
+        if before and now and before != now:
+            raise TopicvaultError(
+                f"topic {topic} was deleted and re-created since the last backup at {location} "
+                f"(topic id {before}, now {now}): back up the new topic to a new location"
+            )
 
 
 def commit_key(sequence: int) -> str:

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .errors import OffsetDeleted, TopicvaultError
@@ -108,6 +108,34 @@ def select_topics(
     if not chosen:
         raise TopicvaultError("no topics selected: pass --topic NAME or a --topics-regex that matches")
     return dict(sorted(chosen.items()))
+
+
+# librdkafka renders a missing topic ID (brokers before Kafka 2.8) as the all-zero UUID.
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def topic_ids(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, str]:
+    """The Kafka topic ID of each topic (DescribeTopics); topics the broker gives no ID are left out.
+
+    The ID tells a topic from one deleted and re-created under the same name.
+    """
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    admin = admin_client(settings)
+    result = {}
+    for name, future in admin.describe_topics(TopicCollection(names), request_timeout=METADATA_TIMEOUT_S).items():
+        try:
+            description = future.result()
+        except KafkaException as exc:
+            raise TopicvaultError(
+                f"cannot describe topic {name!r} on {settings.bootstrap_servers} "
+                f"({exc.args[0].str() if exc.args else exc}): was it deleted? check the name and the Describe ACL"
+            ) from None
+        topic_id = str(description.topic_id) if description.topic_id is not None else ""
+        if topic_id and topic_id != _NO_TOPIC_ID:
+            result[name] = topic_id
+    return result
 
 
 def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int]:

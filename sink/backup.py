@@ -11,18 +11,18 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.cluster import group_offsets, topic_settings
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, load_state, write_commit
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, load_state, write_commit
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, watermarks
+from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
 from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
 from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
-from .kafka_reader import OffsetRange, read_range
+from .kafka_reader import OffsetRange, check_backup_properties, read_range
 from .objects import Rotation, write_objects
-from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, plan_backup
+from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, ReadExtent, TaskResult, plan_backup, read_extent
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,9 @@ class BackupJob:
     # Names this run's objects, so no other run can overwrite them (see sink.objects).
     run_id: str = field(default_factory=new_run_id)
 
+    def __post_init__(self) -> None:
+        check_backup_properties(self.kafka)  # before a Spark session starts or anything is written
+
     def codec(self) -> KeyCodec:
         """The object-key codec this backup names objects with."""
         return template_codec(self.key_template) if self.key_template else default_codec()
@@ -55,10 +58,11 @@ class BackupResult:
     """What a backup run did."""
 
     plan: BackupPlan
-    objects: list[ObjectEntry]
+    objects: list[ObjectEntry]  # the committed ones
     commit_key: str | None
     elapsed_s: float
     spark_start_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # partitions that ended below the plan, see read_extent
 
     @property
     def records(self) -> int:
@@ -69,17 +73,22 @@ class BackupResult:
         return sum(o.bytes for o in self.objects)
 
 
-def backup_task(job: BackupJob, task: OffsetRange) -> list[ObjectEntry]:
+def backup_task(job: BackupJob, task: OffsetRange) -> TaskResult:
     """Consume one offset range and write it as objects (runs in a Spark worker)."""
-    return write_objects(
-        counted(read_range(job.kafka, task, idle_timeout_s=job.idle_timeout_s), job.progress_dir,
-                f"{task.topic}-{task.partition}-{task.start}"),
+    stopped_at: list[int] = []
+
+    def batches():
+        stopped_at.append((yield from read_range(job.kafka, task, idle_timeout_s=job.idle_timeout_s)))
+
+    objects = write_objects(
+        counted(batches(), job.progress_dir, f"{task.topic}-{task.partition}-{task.start}"),
         job.open_store(),
         job.codec(),
         resolve_format(job.format_name, job.compression),
         job.rotation,
         run_id=job.run_id,
     )
+    return TaskResult(task, stopped_at[0], objects)
 
 
 def snapshot_offsets(kafka: KafkaSettings, topics: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
@@ -110,7 +119,9 @@ def plan(
     # Group offsets are read before the offset snapshot, so every saved offset lies within the
     # backed-up range (a group cannot have committed past an end that did not exist yet).
     groups, warnings = _read_groups(job.kafka, selected)
-    backup_plan = plan_backup(selected, snapshot_offsets(job.kafka, selected), state, records_per_task)
+    # Topic IDs are read before the offsets, and again before the commit (see commit_backup).
+    ids = topic_ids(job.kafka, selected)
+    backup_plan = plan_backup(selected, snapshot_offsets(job.kafka, selected), state, records_per_task, ids, job.store_uri)
     backup_plan.warnings.extend(warnings)
     backup_plan.topic_settings = {t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()}
     backup_plan.groups = groups
@@ -144,25 +155,29 @@ def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
     """Run the planned tasks and commit what they wrote; nothing is committed if any task fails."""
     started = time.monotonic()
     results = run_tasks(spark, lambda task: backup_task(job, task), backup_plan.tasks) if backup_plan.tasks else []
-    objects = [entry for entries in results for entry in entries]
-    commit_key = commit_backup(job, backup_plan, objects) if backup_plan.needs_commit else None
-    return BackupResult(backup_plan, objects, commit_key, time.monotonic() - started)
+    extent = read_extent(backup_plan.partitions, results)
+    commit_key = commit_backup(job, backup_plan, extent) if backup_plan.needs_commit else None
+    return BackupResult(backup_plan, extent.objects, commit_key, time.monotonic() - started, warnings=extent.warnings)
 
 
-def commit_backup(job: BackupJob, backup_plan: BackupPlan, objects: list[ObjectEntry]) -> str:
-    """Write the commit record of a run: its ranges, objects, topic settings and group offsets."""
+def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | None = None) -> str:
+    """Write the commit record of a run: the ranges its tasks read (`extent`; None when no task
+    ran), the offsets lost to retention, topic settings and IDs, and group offsets."""
+    extent = extent or read_extent(backup_plan.partitions, [])
     store = job.open_store()
     state = load_state(store)
-    ranges = tuple(
-        PartitionRange(p.topic, p.partition, p.start, p.end) for p in backup_plan.partitions if p.end > p.start
-    )
+    # A topic deleted and re-created while this run read it must not be committed as the old one.
+    check_topic_ids(backup_plan.topic_ids, topic_ids(job.kafka, backup_plan.topic_ids), job.store_uri)
+    ranges = tuple(extent.ranges)
     record = CommitRecord(
         sequence=state.last_sequence + 1,
         created_ms=int(time.time() * 1000),
         ranges=ranges,
-        objects=tuple(sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset))),
+        objects=tuple(extent.objects),
         topics=backup_plan.topic_settings or {t: {"partitions": n} for t, n in backup_plan.topics.items()},
         groups=backup_plan.groups,
+        topic_ids=dict(backup_plan.topic_ids),
+        lost=tuple(backup_plan.lost),
     )
     # Re-check continuity against the state as it is now: a concurrent run may have moved it.
     for r in ranges:

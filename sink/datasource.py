@@ -14,7 +14,7 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, load_state, write_commit
+from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, load_state, write_commit
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings, list_topic_partitions, select_topics
@@ -22,7 +22,7 @@ from ..core.store import ObjectStore, open_store
 from ..formats import resolve_format
 from ..keys import default_codec, new_run_id, template_codec
 from .backup import snapshot_offsets
-from .kafka_reader import OffsetRange, read_range
+from .kafka_reader import OffsetRange, read_whole_range
 from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_objects
 from .plan import DEFAULT_RECORDS_PER_TASK
 
@@ -93,7 +93,7 @@ class KafkaRangeReader(DataSourceReader):
         return ranges or [RangePartition(OffsetRange("", 0, 0, 0))]
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        yield from read_range(self.kafka, partition.task)
+        yield from read_whole_range(self.kafka, partition.task)
 
 
 @dataclass
@@ -159,10 +159,15 @@ def missing_offsets(start: int, entries: list[ObjectEntry]) -> str | None:
 
 
 def commit_written(
-    store: ObjectStore, entries: list[ObjectEntry], stream: dict | None = None, allow_offset_gaps: bool = False
+    store: ObjectStore,
+    entries: list[ObjectEntry],
+    stream: dict | None = None,
+    topic_ids: dict[str, str] | None = None,
+    allow_offset_gaps: bool = False,
 ) -> str | None:
     """Commit objects the DataFrame writers stored: each partition's range runs from the committed
     end (or its first written offset, if never committed) to its last written offset.
+    `topic_ids` (read when committing) must match the recorded ones and are recorded.
 
     The rows are all the writer knows of the topic, so unless `allow_offset_gaps` says the gaps
     are the topic's own (transaction markers, compaction), every offset of the range must have
@@ -172,6 +177,7 @@ def commit_written(
     if not entries:
         return None
     state = load_state(store)
+    check_topic_ids(state.topic_ids, topic_ids or {}, store.uri)
     ranges = []
     for topic, partition in sorted({(e.topic, e.partition) for e in entries}):
         mine = [e for e in entries if (e.topic, e.partition) == (topic, partition)]
@@ -191,6 +197,7 @@ def commit_written(
             )
         ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
     record = CommitRecord(
-        state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream
+        state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream,
+        topic_ids=topic_ids,
     )
     return write_commit(store, record)

@@ -59,9 +59,11 @@ def run_follow(
     start_plan = plan(job, topics, topics_regex)
     for warning in start_plan.warnings:
         report(f"warning: {warning}")
-    if start_plan.state_changed:  # topic settings and group offsets, saved once per run (no data ranges)
-        key = commit_backup(job, replace(start_plan, partitions=[], tasks=[]), [])
-        report(f"saved topic settings and consumer-group offsets: committed {key}")
+    if start_plan.needs_commit:
+        # Topic settings, IDs, group offsets and offsets lost to retention, saved once per run;
+        # no task runs, so the only ranges committed are the lost ones (the stream starts after them).
+        key = commit_backup(job, replace(start_plan, tasks=[]))
+        report(f"saved topic settings, consumer-group offsets and lost offsets: committed {key}")
     register(spark)
     common = _options(job)
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)
@@ -99,7 +101,7 @@ def run_follow(
     try:
         seen = first_sequence
         while query.isActive and not should_stop():
-            query.awaitTermination(1)
+            _await(query, 1)
             state = load_state(store)
             if state.last_sequence != seen:
                 seen = state.last_sequence
@@ -108,7 +110,7 @@ def run_follow(
                        f"lag {sum(lag.values()):,} records" + (f" ({_worst(lag)})" if lag else ""))
         _stop_after_batch(query)
         if query.exception() is not None:
-            raise TopicvaultError(f"followed backup failed: {str(query.exception()).splitlines()[0]}")
+            raise TopicvaultError(f"followed backup failed: {_reason(str(query.exception()))}")
     finally:
         if query.isActive:
             query.stop()
@@ -117,6 +119,24 @@ def run_follow(
     return FollowResult(
         state.last_sequence - first_sequence, _records(state) - first_records, (state.last_stream or {}).get("lag", {})
     )
+
+
+def _await(query, seconds: float) -> None:
+    """Wait for the query; a query that failed is a one-line TopicvaultError, not Spark's traceback."""
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        query.awaitTermination(seconds)
+    except StreamingQueryException as exc:
+        raise TopicvaultError(f"followed backup failed: {_reason(str(exc))}") from None
+
+
+def _reason(text: str) -> str:
+    """The one-line reason of a failed query: a TopicvaultError's own message where Spark wrapped one."""
+    mark = "TopicvaultError: "
+    at = text.rfind(mark)
+    line = text[at + len(mark):].splitlines()[0] if at >= 0 else text.splitlines()[0]
+    return line.split(" SQLSTATE:")[0]
 
 
 def _records(state) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Generator, Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -25,6 +25,22 @@ class OffsetRange:
     partition: int
     start: int
     end: int
+
+
+# Settings a backup read depends on for correctness; a user's -X value never replaces them.
+CORRECTNESS_SETTINGS = frozenset(
+    {"enable.partition.eof", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "isolation.level"}
+)
+
+
+def check_backup_properties(settings: KafkaSettings) -> None:
+    """Refuse -X settings that would make a backup hold records Kafka never committed."""
+    for name, value in settings.properties:
+        if name.strip().lower() == "isolation.level" and value.strip().lower() != "read_committed":
+            raise TopicvaultError(
+                f"-X isolation.level={value} would back up records of aborted and open transactions: "
+                "backups always read with isolation.level=read_committed; drop this -X setting"
+            )
 
 
 def range_consumer(settings: KafkaSettings) -> Consumer:
@@ -48,22 +64,26 @@ def range_consumer(settings: KafkaSettings) -> Consumer:
     )
     # The user's own -X settings win over our tuning (but not over correctness settings above).
     for name, value in settings.properties:
-        if name not in ("enable.partition.eof", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset"):
+        if name not in CORRECTNESS_SETTINGS:
             config[name] = value
     return Consumer(config)
 
 
 def read_range(
     settings: KafkaSettings, task: OffsetRange, idle_timeout_s: float = 60.0, batch_records: int = BATCH_RECORDS
-) -> Iterator[pa.RecordBatch]:
-    """Yield the records of `task` in offset order as envelope batches.
+) -> Generator[pa.RecordBatch, None, int]:
+    """Yield the records of `task` in offset order as envelope batches; return where the read stopped.
 
     Stops at the first offset >= end, or at partition EOF (transaction markers and compaction
-    leave offset gaps, so the range's last offset may hold no record). Fails with a clear
-    error when the broker sends nothing for `idle_timeout_s`.
+    leave offset gaps, so the range's last offset may hold no record). The return value is
+    task.end when the range was read through (its last offsets may be gaps), or the EOF
+    position when the broker ended the partition before task.end (a high watermark reported
+    low, e.g. after a leader change): the offsets after it were never read. Fails with a
+    clear error when the broker sends nothing for `idle_timeout_s`.
     """
     if task.start >= task.end:
-        return
+        return task.end
+    stopped_at = task.end
     consumer = range_consumer(settings)
     try:
         consumer.assign([TopicPartition(task.topic, task.partition, task.start)])
@@ -85,6 +105,9 @@ def read_range(
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
+                        # The EOF event carries the fetch position: past every record, marker and
+                        # compaction gap the broker had. Below task.end, the rest was never read.
+                        stopped_at = min(task.end, max(message.offset(), columns.next_offset or task.start))
                         done = True
                         break
                     if error.code() == KafkaError._AUTO_OFFSET_RESET:
@@ -104,6 +127,21 @@ def read_range(
                 yield columns.flush()
     finally:
         consumer.close()
+    return stopped_at
+
+
+def read_whole_range(
+    settings: KafkaSettings, task: OffsetRange, idle_timeout_s: float = 60.0
+) -> Iterator[pa.RecordBatch]:
+    """`read_range` for readers whose caller commits the planned end (Spark's own offsets in the
+    DataFrame and streaming readers): a read that stops short fails instead of leaving a gap."""
+    stopped_at = yield from read_range(settings, task, idle_timeout_s)
+    if stopped_at < task.end:
+        raise TopicvaultError(
+            f"{task.topic}[{task.partition}] ended at offset {stopped_at}, below the {task.end} the broker "
+            "reported when the batch was planned (a leader change?): nothing of this batch is committed; "
+            "run again to continue from the last commit"
+        )
 
 
 class _Columns:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
-from ..core.commits import BackupState
+from ..core.commits import BackupState, ObjectEntry, PartitionRange, check_topic_ids
 from ..core.errors import TopicvaultError
 from .kafka_reader import OffsetRange
 
@@ -37,6 +38,8 @@ class BackupPlan:
     topic_settings: dict[str, dict] = field(default_factory=dict)  # topic -> TopicSettings.to_json()
     groups: dict[str, dict] | None = None  # see CommitRecord.groups
     state_changed: bool = False  # topic settings or group offsets differ from the last commit
+    topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> Kafka topic ID when planned
+    lost: list[PartitionRange] = field(default_factory=list)  # offsets retention deleted before they were read
 
     @property
     def has_work(self) -> bool:
@@ -44,8 +47,8 @@ class BackupPlan:
 
     @property
     def needs_commit(self) -> bool:
-        """Records to back up, or cluster state worth saving even when no record is new."""
-        return self.has_work or self.state_changed
+        """Records to back up, offsets lost to record, or cluster state worth saving when no record is new."""
+        return self.has_work or self.state_changed or bool(self.lost)
 
 
 def plan_backup(
@@ -53,17 +56,24 @@ def plan_backup(
     offsets: dict[tuple[str, int], tuple[int, int]],
     state: BackupState,
     records_per_task: int = DEFAULT_RECORDS_PER_TASK,
+    topic_ids: Mapping[str, str] | None = None,
+    location: str = "this location",
 ) -> BackupPlan:
     """Plan the ranges after each partition's committed end up to the snapshot high watermark.
 
     `offsets` maps (topic, partition) to its (low, high) watermarks, taken once at the start;
-    records produced after the snapshot are left for the next run.
+    records produced after the snapshot are left for the next run. `topic_ids` (topic -> Kafka
+    topic ID) must match the IDs the location's commits recorded. Offsets between the committed
+    end and a low watermark above it were deleted by retention unread: the plan records them
+    as lost, inside the partition's range, so the commit keeps that fact for ever.
     """
     if records_per_task < 1:
         raise TopicvaultError("--records-per-task must be positive")
+    check_topic_ids(state.topic_ids, topic_ids or {}, location)
     partitions: list[PartitionPlan] = []
     tasks: list[OffsetRange] = []
     warnings: list[str] = []
+    lost: list[PartitionRange] = []
     for (topic, partition), (low, high) in sorted(offsets.items()):
         committed = state.end_offset(topic, partition)
         if committed is not None and committed > high:
@@ -73,12 +83,71 @@ def plan_backup(
             )
         start = low if committed is None else committed
         if committed is not None and committed < low:
+            lost.append(PartitionRange(topic, partition, committed, low))
             warnings.append(
                 f"{topic}[{partition}]: offsets {committed}..{low - 1} were deleted by retention before "
-                "this backup could read them"
+                "this backup could read them; recorded as lost"
             )
         read_from = max(start, low)
         partitions.append(PartitionPlan(topic, partition, start, high, low))
         for chunk_start in range(read_from, high, records_per_task):
             tasks.append(OffsetRange(topic, partition, chunk_start, min(chunk_start + records_per_task, high)))
-    return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings)
+    return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings,
+                      topic_ids=dict(topic_ids or {}), lost=lost)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one backup task did: the objects it wrote and where its read really stopped."""
+
+    task: OffsetRange
+    end: int  # the offset after the last one read; task.end when the whole range was read
+    objects: list[ObjectEntry]
+
+    @property
+    def short(self) -> bool:
+        return self.end < self.task.end
+
+
+@dataclass(frozen=True)
+class ReadExtent:
+    """What a run may commit: per partition the range really read, its objects, and what stopped short."""
+
+    ranges: list[PartitionRange]
+    objects: list[ObjectEntry]
+    warnings: list[str]
+
+
+def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> ReadExtent:
+    """The ranges a run read, from its tasks' real ends (not the planned ones).
+
+    A partition's range ends at the end of its contiguous read tasks: a task that stopped
+    short (partition EOF below the planned end, e.g. a high watermark reported low after a
+    leader change) ends it there, and later tasks of that partition are left uncommitted, so
+    no unread offset is ever committed. The next run continues from that end. Offsets before
+    the low watermark (lost to retention) belong to the range; the plan records them as lost.
+    """
+    by_partition: dict[tuple[str, int], list[TaskResult]] = {}
+    for result in results:
+        by_partition.setdefault((result.task.topic, result.task.partition), []).append(result)
+    ranges: list[PartitionRange] = []
+    objects: list[ObjectEntry] = []
+    warnings: list[str] = []
+    for p in partitions:
+        end = max(p.start, p.low_watermark)  # where the first task started reading
+        for result in sorted(by_partition.get((p.topic, p.partition), []), key=lambda r: r.task.start):
+            if result.task.start != end:
+                break  # after a short task: these offsets follow a gap nobody read
+            end = result.end
+            if result.short:
+                break
+        if end < p.end and by_partition.get((p.topic, p.partition)):
+            warnings.append(
+                f"{p.topic}[{p.partition}]: the broker ended the partition at offset {end}, below the "
+                f"{p.end} it reported when this run started (a leader change?): committed up to {end}; "
+                "the next backup continues from there"
+            )
+        objects.extend(o for r in by_partition.get((p.topic, p.partition), []) for o in r.objects if o.last_offset < end)
+        if end > p.start:
+            ranges.append(PartitionRange(p.topic, p.partition, p.start, end))
+    return ReadExtent(ranges, sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset)), warnings)

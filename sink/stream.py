@@ -17,8 +17,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from ..core.commits import load_state
-from ..core.kafka import list_topic_partitions, metadata_consumer, select_topics, watermarks
+from ..core.commits import check_topic_ids, load_state
+from ..core.kafka import list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
 from ..core.store import open_store
 from .datasource import (
     ObjectsWritten,
@@ -28,7 +28,7 @@ from .datasource import (
     lowercase_keys,
     store_options_from,
 )
-from .kafka_reader import OffsetRange, read_range
+from .kafka_reader import OffsetRange, read_whole_range
 from .plan import DEFAULT_RECORDS_PER_TASK
 
 
@@ -56,9 +56,11 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.kafka = kafka_settings_from_options(options)
         self.per_task = int(self.options.get("recordsperpartition", DEFAULT_RECORDS_PER_TASK))
 
-    def _watermarks(self) -> dict[str, tuple[int, int]]:
+    def _selected(self) -> dict[str, int]:
         topics = [t for t in self.options.get("subscribe", "").split(",") if t]
-        selected = select_topics(list_topic_partitions(self.kafka), topics, self.options.get("subscribepattern"))
+        return select_topics(list_topic_partitions(self.kafka), topics, self.options.get("subscribepattern"))
+
+    def _watermarks(self, selected: dict[str, int]) -> dict[str, tuple[int, int]]:
         consumer = metadata_consumer(self.kafka)
         try:
             return {_key(t, p): watermarks(consumer, t, p) for t, n in selected.items() for p in range(n)}
@@ -66,14 +68,19 @@ class KafkaStreamReader(DataSourceStreamReader):
             consumer.close()
 
     def initialOffset(self) -> dict:
-        """Each partition's committed end at `startFromLocation`, else its earliest offset."""
+        """Each partition's committed end at `startFromLocation`, else its earliest offset; and
+        each topic's Kafka topic ID, which must match the one the location recorded."""
         committed: dict[str, int] = {}
+        selected = self._selected()
+        ids = topic_ids(self.kafka, selected)
         location = self.options.get("startfromlocation")
         if location:
             state = load_state(open_store(location, store_options_from(self.options)))
+            check_topic_ids(state.topic_ids, ids, location)
             committed = {_key(t, p): ps.end for (t, p), ps in state.partitions.items()}
         # Offsets deleted by retention before they were backed up cannot be read: start after them.
-        return {"offsets": {k: max(committed.get(k, low), low) for k, (low, _) in self._watermarks().items()}}
+        offsets = {k: max(committed.get(k, low), low) for k, (low, _) in self._watermarks(selected).items()}
+        return {"offsets": offsets, "ids": ids}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.get("maxrecordspertrigger")
@@ -84,7 +91,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         begin = dict(start["offsets"])
         ends: dict[str, int] = {}
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        for key, (low, high) in sorted(self._watermarks().items()):
+        selected = self._selected()
+        # A topic deleted and re-created under the same name restarts its offsets: never read
+        # the new topic's records as if they continued the old one (offsets from before IDs: none).
+        ids = {**start.get("ids", {}), **topic_ids(self.kafka, selected)}
+        check_topic_ids(start.get("ids", {}), ids, self.options.get("startfromlocation") or "the stream's start")
+        for key, (low, high) in sorted(self._watermarks(selected).items()):
             first = begin.get(key, low)
             begin.setdefault(key, low)
             # Never behind the start: a watermark read low must not make the next batch re-read.
@@ -93,7 +105,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 budget -= max(ends[key] - first, 0)
         new_partitions = {k: v for k, v in begin.items() if k not in start["offsets"]}
         # Equal to `start` when nothing is new, so Spark runs no empty micro-batch.
-        return {"offsets": ends, "starts": new_partitions} if new_partitions else {"offsets": ends}
+        latest = {"offsets": ends, "ids": ids}
+        return {**latest, "starts": new_partitions} if new_partitions else latest
 
     def partitions(self, start: dict, end: dict) -> list[StreamRange]:
         ranges = []
@@ -105,7 +118,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ranges
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
-        yield from read_range(self.kafka, partition.task)
+        yield from read_whole_range(self.kafka, partition.task)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the sink's commit records hold the backed-up position."""
@@ -130,7 +143,13 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         entries = [e for m in messages if m is not None for e in m.entries]
         stream = {"id": self.stream_id, "batch": batchId, "committed_ms": int(time.time() * 1000),
                   "lag": self._lag(entries)}
-        commit_written(store, entries, stream, allow_offset_gaps=self.objects.allow_offset_gaps)
+        commit_written(store, entries, stream, self._topic_ids(entries), allow_offset_gaps=self.objects.allow_offset_gaps)
+
+    def _topic_ids(self, entries) -> dict[str, str] | None:
+        """Kafka topic IDs of the topics this batch wrote, when the cluster is known (see commit_written)."""
+        if "kafka.bootstrap.servers" not in self.options or not entries:
+            return None
+        return topic_ids(kafka_settings_from_options(self.options), {e.topic for e in entries})
 
     def _lag(self, entries) -> dict[str, int]:
         """Records behind the topic end, per partition this batch wrote, when the cluster is known."""

@@ -311,6 +311,8 @@ def plan_restore(
                           default=None)
         for t in selected
     } if layout == "topicvault" else {}
+    lost_notes = [note for (source, _), ps in sorted(state.partitions.items()) if source in topic_map
+                  for note in ps.lost_notes()]
     if saved is not None:
         check_log_starts(restore_id, {t.target: t.target_start for t in tasks},
                          _log_starts(job.kafka, [t.target for t in tasks if t.target_topic in existing]))
@@ -319,7 +321,7 @@ def plan_restore(
     else:
         topic_configs, replication, setting_notes = _plan_topic_settings(
             job.kafka, to_create, {topic_map[t]: s for t, s in saved_settings.items()}, apply_configs)
-    notes = layout_found + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
+    notes = layout_found + lost_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
                        topic_configs=topic_configs, replication=replication, selection=selection, layout=layout)
 

@@ -1,0 +1,273 @@
+"""Issue #16 (backup side): topic identity, commit what was read, lost ranges, isolation level."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from clitools import run_cli
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafkatools import consume_all, create_topic, produce_records
+from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, load_state
+from topicvault.core.envelope import Record
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.kafka import KafkaSettings
+from topicvault.core.store import open_store
+from topicvault.sink.kafka_reader import OffsetRange
+from topicvault.sink.plan import PartitionPlan, plan_backup
+
+CLI = str(Path(sys.executable).with_name("topicvault"))
+BASE = 1_700_000_000_000
+
+
+def records(topic: str, start: int, count: int, tag: str) -> list[Record]:
+    return [Record(topic, 0, 0, b"k%d" % i, f"{tag}-{i}".encode(), BASE + i, 0, (("n", b"%d" % i),))
+            for i in range(start, start + count)]
+
+
+def commits(location: Path) -> list[dict]:
+    folder = location / "_topicvault" / "commits"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
+
+
+def assert_one_line_error(output: str, *needles: str) -> None:
+    lines = [line for line in output.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, output
+    assert "Traceback" not in output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def recreate(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:  # Kafka deletes asynchronously: create fails until the old topic is gone
+        try:
+            create_topic(bootstrap, topic, partitions)
+            return
+        except Exception:
+            assert time.monotonic() < deadline, f"could not re-create {topic}"
+            time.sleep(0.2)
+
+
+# --- item 1: a deleted and re-created topic is refused, never spliced ------------------------------
+
+def test_recreated_topic_is_refused_by_the_next_backup(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="ident")
+    produce_records(bootstrap, topic, records(topic, 0, 100, "old"))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    first = commits(location)
+    assert first[0]["topic_ids"][topic]  # the identity is recorded
+    recreate(bootstrap, topic)
+    produce_records(bootstrap, topic, records(topic, 0, 150, "new"))  # more than before: offsets alone can't tell
+    out = run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, expect_exit=1)
+    assert_one_line_error(out, f"topic {topic} was deleted and re-created", first[0]["topic_ids"][topic],
+                          "new location")
+    assert commits(location) == first  # nothing appended
+    # The new topic backs up whole to a new location.
+    run_cli("backup", "-b", bootstrap, "--to", str(tmp_path / "new"), "-t", topic)
+    assert load_state(open_store(str(tmp_path / "new"))).partitions[(topic, 0)].records == 150
+
+
+def test_recreated_topic_stops_a_followed_backup(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="identf")
+    produce_records(bootstrap, topic, records(topic, 0, 100, "old"))
+    location = tmp_path / "b"
+    log = tmp_path / "follow.log"
+    with open(log, "ab") as out:
+        follower = subprocess.Popen(
+            [CLI, "backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, "--flush-interval", "1",
+             "--master", "local[1]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not any(r["end"] == 100 for c in commits(location) for r in c["ranges"]):
+            assert time.monotonic() < deadline and follower.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.5)
+        recreate(bootstrap, topic)
+        produce_records(bootstrap, topic, records(topic, 0, 150, "new"))
+        assert follower.wait(180) == 1, log.read_text()[-3000:]
+    finally:
+        if follower.poll() is None:
+            os.killpg(follower.pid, signal.SIGKILL)
+            follower.wait(30)
+    output = log.read_text()
+    assert f"topic {topic} was deleted and re-created" in output, output[-3000:]
+    assert "Traceback" not in output
+    state = load_state(open_store(str(location)))
+    assert state.partitions[(topic, 0)].end == 100 and state.partitions[(topic, 0)].records == 100
+    # Starting it again is refused before anything runs.
+    out = run_cli("backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, expect_exit=1)
+    assert_one_line_error(out, "was deleted and re-created")
+
+
+def test_commits_without_topic_ids_still_load_and_are_accepted():
+    old = {"format_version": 1, "sequence": 1, "created_ms": 0, "topics": {},
+           "ranges": [{"topic": "t", "partition": 0, "start": 0, "end": 5}], "objects": []}
+    record = CommitRecord.from_json(json.dumps(old).encode(), "k")
+    assert record.topic_ids is None and record.lost == ()
+    state = BackupState()
+    state.apply(record, "k")
+    plan = plan_backup({"t": 1}, {("t", 0): (0, 9)}, state, topic_ids={"t": "ID1"})
+    assert [(t.start, t.end) for t in plan.tasks] == [(5, 9)] and plan.topic_ids == {"t": "ID1"}
+    with pytest.raises(TopicvaultError, match="deleted and re-created"):
+        state.apply(CommitRecord(2, 0, (), (), topic_ids={"t": "ID1"}), "k2")
+        plan_backup({"t": 1}, {("t", 0): (0, 9)}, state, topic_ids={"t": "ID2"})
+
+
+# --- item 8: a commit ends where its tasks really stopped --------------------------------------------
+
+def entry(first: int, last: int) -> ObjectEntry:
+    return ObjectEntry(f"o{first}", "t", 0, first, last, last - first + 1, 1, 0, 0, "x")
+
+
+def test_read_extent_commits_only_the_contiguous_prefix_of_a_partition():
+    from topicvault.sink.plan import TaskResult, read_extent
+
+    partitions = [PartitionPlan("t", 0, 0, 30, 0)]
+    results = [
+        TaskResult(OffsetRange("t", 0, 0, 10), 10, [entry(0, 9)]),
+        TaskResult(OffsetRange("t", 0, 10, 20), 14, [entry(10, 13)]),  # EOF at 14
+        TaskResult(OffsetRange("t", 0, 20, 30), 30, [entry(20, 29)]),  # after the gap: not committed
+    ]
+    extent = read_extent(partitions, list(reversed(results)))
+    assert extent.ranges == [PartitionRange("t", 0, 0, 14)]
+    assert [o.first_offset for o in extent.objects] == [0, 10]
+    assert "committed up to 14" in extent.warnings[0]
+    whole = read_extent(partitions, [results[0], TaskResult(OffsetRange("t", 0, 10, 30), 30, [entry(10, 25)])])
+    assert whole.ranges == [PartitionRange("t", 0, 0, 30)] and not whole.warnings
+
+
+def test_task_that_meets_partition_eof_early_commits_what_it_read(bootstrap, spark, topic_factory, tmp_path):
+    # A high watermark reported low (leader change) is simulated by a plan whose end lies past
+    # the partition's real end: the second task meets EOF at offset 10, not 15.
+    from topicvault.sink.backup import BackupJob, plan, run_backup
+
+    topic = topic_factory(1, prefix="short")
+    produce_records(bootstrap, topic, records(topic, 0, 10, "a"))
+    job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
+    planned = plan(job, [topic])
+    assert planned.partitions[0].end == 10
+    planned.partitions[0] = PartitionPlan(topic, 0, 0, 15, 0)
+    planned.tasks[:] = [OffsetRange(topic, 0, 0, 5), OffsetRange(topic, 0, 5, 15)]
+    result = run_backup(spark, job, planned)
+    assert result.records == 10 and "committed up to 10" in result.warnings[0]
+    assert load_state(job.open_store()).partitions[(topic, 0)].end == 10
+    # Records that arrive at 10..14 are backed up by the next run, not skipped.
+    produce_records(bootstrap, topic, records(topic, 10, 5, "b"))
+    run_cli("backup", "-b", bootstrap, "--to", str(tmp_path / "b"), "-t", topic)
+    run_cli("restore", "--from", str(tmp_path / "b"), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    restored = consume_all(bootstrap, f"{topic}-r")[0]
+    assert [r.value for r in restored] == [r.value for r in records(topic, 0, 10, "a") + records(topic, 10, 5, "b")]
+
+
+def test_dataframe_and_stream_reads_fail_when_the_partition_ends_early(bootstrap, topic_factory):
+    # Their commits follow Spark's offsets, not the tasks' ends: a short read must fail the batch.
+    from topicvault.sink.kafka_reader import read_whole_range
+
+    topic = topic_factory(1, prefix="shortdf")
+    produce_records(bootstrap, topic, records(topic, 0, 10, "a"))
+    with pytest.raises(TopicvaultError, match="ended at offset 10, below the 15"):
+        list(read_whole_range(KafkaSettings.of(bootstrap), OffsetRange(topic, 0, 5, 15)))
+    assert sum(b.num_rows for b in read_whole_range(KafkaSettings.of(bootstrap), OffsetRange(topic, 0, 0, 10))) == 10
+
+
+def test_range_ending_in_a_transaction_marker_is_complete(bootstrap, spark, topic_factory, tmp_path):
+    # The last offset is a commit marker, which no consumer sees: reaching EOF past it is a whole range.
+    from confluent_kafka import Producer
+
+    topic = topic_factory(1, prefix="marker")
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, b"v%d" % i, b"k", partition=0, timestamp=BASE + i)
+    producer.commit_transaction(30)
+    out = run_cli("backup", "-b", bootstrap, "--to", str(tmp_path / "b"), "-t", topic)
+    assert "warning" not in out
+    state = load_state(open_store(str(tmp_path / "b")))
+    assert state.partitions[(topic, 0)].records == 3
+    assert state.partitions[(topic, 0)].end == 4  # offsets 0..2 and the marker at 3
+
+
+# --- item 9: offsets lost to retention are recorded and reported for ever ----------------------------
+
+def test_plan_records_offsets_deleted_before_they_were_read():
+    from topicvault.sink.plan import TaskResult, read_extent
+
+    state = BackupState()
+    state.apply(CommitRecord(1, 0, (PartitionRange("t", 0, 0, 10),), ()), "k")
+    plan = plan_backup({"t": 1}, {("t", 0): (25, 30)}, state)
+    assert plan.lost == [PartitionRange("t", 0, 10, 25)]
+    assert [(t.start, t.end) for t in plan.tasks] == [(25, 30)]
+    extent = read_extent(plan.partitions, [TaskResult(plan.tasks[0], 30, [])])
+    assert extent.ranges == [PartitionRange("t", 0, 10, 30)]  # continues the history; the hole is `lost`
+    only_lost = plan_backup({"t": 1}, {("t", 0): (25, 25)}, state)
+    assert only_lost.needs_commit and read_extent(only_lost.partitions, []).ranges == [PartitionRange("t", 0, 10, 25)]
+
+
+def test_lost_range_is_reported_by_ls_verify_and_restore(bootstrap, spark, topic_factory, tmp_path):
+    # tansu cannot delete records: the snapshot is planned as if retention had moved the log start to 25.
+    from topicvault.core.kafka import topic_ids
+    from topicvault.sink.backup import BackupJob, run_backup
+
+    topic = topic_factory(1, prefix="lost")
+    produce_records(bootstrap, topic, records(topic, 0, 10, "a"))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    produce_records(bootstrap, topic, records(topic, 10, 20, "b"))
+    job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(location))
+    ids = topic_ids(job.kafka, [topic])
+    planned = plan_backup({topic: 1}, {(topic, 0): (25, 30)}, load_state(job.open_store()), topic_ids=ids)
+    run_backup(spark, job, planned)
+    assert commits(location)[-1]["lost"] == [{"topic": topic, "partition": 0, "start": 10, "end": 25}]
+
+    listing = run_cli("ls", str(location))
+    assert f"lost: {topic}[0]: offsets 10..24 were deleted by retention" in listing
+    assert json.loads(run_cli("ls", str(location), "--json"))["partitions"][0]["lost"] == [[10, 25]]
+    checked = run_cli("verify", str(location))  # the archive itself is whole: exit 0, loss reported
+    assert f"lost: {topic}[0]: offsets 10..24" in checked and checked.strip().splitlines()[-1].startswith("ok:")
+    report = json.loads(run_cli("verify", str(location), "--json"))
+    assert report["ok"] and "offsets 10..24" in report["lost"][0]
+    dry = json.loads(run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename",
+                             f"{topic}={topic}-r", "--dry-run", "--json"))
+    assert any("offsets 10..24 were deleted by retention" in n for n in dry["notes"])
+    restored = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    assert f"note: {topic}[0]: offsets 10..24 were deleted by retention" in restored
+    assert [r.offset for r in consume_all(bootstrap, f"{topic}-r")[0]] == list(range(15))  # 0..9 and 25..29
+
+
+def test_real_retention_loss_is_recorded(bootstrap, broker_kind, spark, topic_factory, tmp_path, request):
+    if broker_kind != "external":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu does not implement DeleteRecords"))
+    topic = topic_factory(1, prefix="retention")
+    produce_records(bootstrap, topic, records(topic, 0, 10, "a"))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    produce_records(bootstrap, topic, records(topic, 10, 10, "b"))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 15)]).values():
+        future.result(30)
+    out = run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    assert "offsets 10..14 were deleted by retention" in out
+    assert f"lost: {topic}[0]: offsets 10..14" in run_cli("ls", str(location))
+
+
+# --- item 12: read_uncommitted is refused for backups -------------------------------------------------
+
+@pytest.mark.parametrize("follow", [[], ["--follow"]])
+def test_read_uncommitted_is_refused_before_anything_is_written(bootstrap, topic_factory, tmp_path, follow):
+    topic = topic_factory(1, prefix="iso")
+    produce_records(bootstrap, topic, records(topic, 0, 3, "a"))
+    out = run_cli("backup", *follow, "-b", bootstrap, "--to", str(tmp_path / "b"), "-t", topic,
+                  "-X", "isolation.level=Read_Uncommitted", expect_exit=1)
+    assert_one_line_error(out, "isolation.level=Read_Uncommitted", "aborted")
+    assert not (tmp_path / "b").exists()
