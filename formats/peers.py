@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
-import gzip
 import io
 import json
 import re
@@ -41,6 +40,7 @@ import pyarrow.parquet as pq
 
 from ..core.envelope import Record, records_to_batch
 from ..core.errors import CorruptObject, TopicvaultError
+from .base import gunzip_bytes
 
 AIVEN_FIELDS = ("key", "value", "offset", "timestamp", "headers")
 
@@ -64,7 +64,7 @@ class PeerOptions:
 
 def _decompress(data: bytes, key: str) -> bytes:
     if key.endswith(".gz") or data[:2] == b"\x1f\x8b":
-        return gzip.decompress(data)
+        return gunzip_bytes(data, key, "gzip")
     if key.endswith(".zst"):
         from backports import zstd  # noqa: PLC0415 - optional codec, loaded only for zstd objects
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import gzip
 import io
 import json
+import zlib
 
 import fastavro
 import pyarrow as pa
@@ -18,10 +21,12 @@ from topicvault.core.envelope import (
     batch_to_records,
     records_to_batch,
 )
+from topicvault.core.errors import CorruptObject, TopicvaultError
 from topicvault.formats import FORMAT_NAMES, resolve_format
 from topicvault.formats.avro import SCHEMA as AVRO_SCHEMA
-from topicvault.formats.base import METADATA_TYPE
+from topicvault.formats.base import MAX_INFLATED_BYTES, METADATA_TYPE, gunzip_bytes
 from topicvault.formats.csv import COLUMNS as CSV_COLUMNS
+from topicvault.inspection import text_line
 
 CODECS = {"parquet": ["zstd"], "avro": ["deflate"], "jsonl": ["none", "gzip"], "csv": ["none", "gzip"]}
 ALL = [(name, codec) for name in FORMAT_NAMES for codec in CODECS[name]]
@@ -91,3 +96,44 @@ def test_reading_an_object_with_a_timestamp_beyond_the_envelope_is_refused(name)
     with pytest.raises(TimestampOutOfRange):
         offsets, batches = fmt.read_stream(data, "k", 100)
         list(batches)
+
+
+@functools.cache
+def gzip_bomb(inflated_bytes: int) -> bytes:
+    """A valid gzip member of `inflated_bytes` zeros, built in 1 MiB steps (about 1 KiB per MiB)."""
+    deflater = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk, parts, left = bytes(1 << 20), [], inflated_bytes
+    while left:
+        parts.append(deflater.compress(chunk[: min(left, len(chunk))]))
+        left -= min(left, len(chunk))
+    return b"".join(parts) + deflater.flush()
+
+
+@pytest.mark.parametrize("name", ["jsonl", "csv"])
+def test_a_gzip_bomb_is_refused_not_inflated(name):
+    bomb = gzip_bomb(MAX_INFLATED_BYTES + 1)
+    assert len(bomb) < 2 * 1024 * 1024
+    with pytest.raises(TopicvaultError, match=r"object b/x inflates to more than 1,073,741,824 bytes"):
+        resolve_format(name, "gzip").read(bomb, "b/x")
+
+
+def test_gunzip_keeps_every_member_and_checks_them():
+    one, two = gzip.compress(b"first\n"), gzip.compress(b"second\n")
+    assert gunzip_bytes(one + two + b"\0\0", "k", "jsonl") == b"first\nsecond\n"
+    assert gunzip_bytes(gzip_bomb(1000), "k", "jsonl", limit=1000) == bytes(1000)
+    with pytest.raises(TopicvaultError, match="inflates to more than 999 bytes"):
+        gunzip_bytes(gzip_bomb(1000), "k", "jsonl", limit=999)
+    damaged = bytearray(one + two)
+    damaged[-5] ^= 1  # the second member's CRC
+    for bad in (bytes(damaged), (one + two)[:-3], one + b"garbage"):
+        with pytest.raises(CorruptObject, match="object k is not a complete jsonl file"):
+            gunzip_bytes(bad, "k", "jsonl")
+
+
+def test_inspect_escapes_control_characters_in_header_names_too():
+    names = ["\x1b[2J", "a\nb", "tab\there", "\u2028", "\x00", "\x85", "\u202e"]
+    record = Record("t", 0, 1, b"k\x1b", b"v\n", 0, 0, tuple((name, name.encode()) for name in names))
+    line = text_line(record)
+    assert line.isprintable(), repr(line)
+    for name in names:
+        assert repr(name)[1:-1] + "=" in line, (name, line)
