@@ -101,8 +101,9 @@ def setting_error(settings: KafkaSettings, exc: KafkaException) -> str:
     if not culprits:
         # "Unsupported SASL mechanism: FOO" names the value only; secrets are never matched or shown.
         culprits = [name for name, value in settings.properties if value and not is_secret(name) and mentioned(value)]
-    named = ", ".join(f"-X {name}" for name in culprits) or "a -X property"
-    return f"Kafka client setting rejected ({named}): {reason}; fix or remove that setting"
+    named = ", ".join(culprits) or "(see below)"
+    return (f"Kafka client setting {named} rejected: {reason}; fix or remove it "
+            "(-X, the cluster profile or TOPICVAULT_KAFKA_*)")
 
 
 def check_client_settings(settings: KafkaSettings) -> None:
