@@ -109,10 +109,13 @@ def setting_error(settings: KafkaSettings, exc: KafkaException) -> str:
 def check_client_settings(settings: KafkaSettings) -> None:
     """Build (and drop) a consumer and a producer with the settings, so a setting librdkafka
     rejects fails here, as one line, before anything is read or written."""
-    consumer = new_client(Consumer, settings, consumer_config(settings, **{"group.id": "topicvault-check"}))
+    # Silent: these clients only parse the settings (a consumer-only property would make the
+    # producer warn, and their connection attempts are not the command's).
+    quiet = {"log_level": 0}
+    consumer = new_client(Consumer, settings, consumer_config(settings, **{"group.id": "topicvault-check"}, **quiet))
     consumer.close()
-    new_client(Producer, settings, settings.client_config())
-    new_client(AdminClient, settings, settings.client_config())
+    new_client(Producer, settings, settings.client_config(**quiet))
+    new_client(AdminClient, settings, settings.client_config(**quiet))
 
 
 def admin_client(settings: KafkaSettings) -> AdminClient:
