@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from typing import Callable, List, Optional
 
+import click
 import typer
 
 from . import __version__
@@ -19,6 +20,8 @@ from .report import SUMMARY_COLUMNS, iso, listing, table, to_json, topic_summary
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    # Tracebacks with local variables would print settings, passwords included.
+    pretty_exceptions_show_locals=False,
     help="Back up Kafka topics to object storage (S3 or a directory) and restore them exactly.",
 )
 _debug = False
@@ -40,23 +43,42 @@ def main_options(
     _debug = debug
 
 
+def _print_traceback() -> None:
+    """The current exception's traceback on stderr (for --debug), secrets scrubbed."""
+    import traceback
+
+    from .core.profiles import scrub
+
+    typer.echo(scrub(traceback.format_exc()).rstrip(), err=True)
+
+
 def reports_errors(command: Callable) -> Callable:
-    """Turn library errors into one line on stderr and exit code 1 (traceback only with --debug)."""
+    """Turn every error into one line on stderr and exit code 1 (the traceback too with --debug);
+    whatever is printed has the secret settings scrubbed."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        from .core.profiles import scrub
+
         try:
             return command(*args, **kwargs)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
         except TopicvaultError as exc:
             if _debug:
-                raise
-            from .core.profiles import scrub
-
+                _print_traceback()
             typer.echo(f"error: {scrub(str(exc))}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing uncommitted is presented as backed up; run again to continue", err=True)
             raise typer.Exit(130) from None
+        except Exception as exc:  # a bug or an unforeseen library error: still one line, still no secret
+            if _debug:
+                _print_traceback()
+            message = " ".join(scrub(str(exc)).split())
+            hint = "" if _debug else "; run with --debug for the traceback"
+            typer.echo(f"error: unexpected {type(exc).__name__}: {message}{hint}", err=True)
+            raise typer.Exit(1) from None
 
     return wrapper
 
@@ -83,11 +105,13 @@ def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str
 
 
 def _kafka_of(settings):
-    from .core.kafka import KafkaSettings
+    from .core.kafka import KafkaSettings, check_client_settings
 
     if not settings.bootstrap_servers:
         raise TopicvaultError("no Kafka cluster given: pass -b SERVERS, --cluster NAME or set TOPICVAULT_BOOTSTRAP_SERVERS")
-    return KafkaSettings.of(settings.bootstrap_servers, settings.kafka_properties)
+    kafka = KafkaSettings.of(settings.bootstrap_servers, settings.kafka_properties)
+    check_client_settings(kafka)  # a rejected -X setting fails here, before anything is read or written
+    return kafka
 
 
 def _uri_of(settings, flag: str) -> str:

@@ -46,13 +46,18 @@ def show_bytes(data: bytes | None, limit: int = 200) -> str:
     except UnicodeDecodeError:
         shown = repr(data[:limit])
     else:
-        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+        shown = show_text(text[:limit])
     return shown + (f"…(+{len(data) - limit} bytes)" if len(data) > limit else "")
+
+
+def show_text(text: str) -> str:
+    """`text` with control and other non-printable characters escaped, so a terminal shows it as is."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def text_line(record: Record) -> str:
     """One line per record, like a console consumer."""
-    headers = ",".join(f"{name}={show_bytes(value)}" for name, value in record.headers)
+    headers = ",".join(f"{show_text(name)}={show_bytes(value)}" for name, value in record.headers)
     return (f"{record.topic}[{record.partition}]@{record.offset} {iso(record.timestamp_ms)} "
             f"key={show_bytes(record.key)} headers=[{headers}] value={show_bytes(record.value)}")
 

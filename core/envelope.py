@@ -2,7 +2,10 @@
 
 Everything in topicvault moves records as Arrow record batches of ARROW_SCHEMA.
 `timestamp` is Kafka milliseconds carried in Spark's microsecond timestamp type,
-so the conversion is an exact multiplication and nothing is rounded.
+so the conversion is an exact multiplication and nothing is rounded. That type holds
+milliseconds up to ±9,223,372,036,854,775 (year 294247); a Kafka timestamp beyond it (a
+producer that sent microseconds as milliseconds) is refused with TimestampOutOfRange, never
+wrapped or replaced.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .errors import TopicvaultError
 
 # Kafka's TimestampType ids, as Spark's Kafka source reports them.
 CREATE_TIME = 0
@@ -42,6 +47,29 @@ ARROW_SCHEMA = pa.schema(
 )
 
 Header = tuple[str, "bytes | None"]
+
+# The Kafka milliseconds the envelope's microsecond timestamps can hold.
+MAX_TIMESTAMP_MS = (2**63 - 1) // 1000
+MIN_TIMESTAMP_MS = -MAX_TIMESTAMP_MS
+
+
+class TimestampOutOfRange(TopicvaultError):
+    """A record's Kafka timestamp does not fit the envelope's microsecond timestamp."""
+
+
+def timestamp_column(millis: pa.Array, topics: pa.Array, partitions: pa.Array, offsets: pa.Array) -> pa.Array:
+    """Kafka milliseconds -> the envelope's `timestamp` column, exactly; TimestampOutOfRange names
+    the first record (topic, partition, offset: parallel arrays) whose timestamp would not fit."""
+    outside = pc.or_(pc.greater(millis, MAX_TIMESTAMP_MS), pc.less(millis, MIN_TIMESTAMP_MS))
+    if pc.any(outside).as_py():
+        row = pc.index(outside, True).as_py()
+        raise TimestampOutOfRange(
+            f"record {topics[row].as_py()}[{partitions[row].as_py()}]@{offsets[row].as_py()} has timestamp "
+            f"{millis[row].as_py()} ms, beyond the ±{MAX_TIMESTAMP_MS} ms (year 294247) topicvault can carry "
+            "exactly (a producer probably sent microseconds as milliseconds); it is refused rather than altered: "
+            "fix that record's timestamp at the source, or leave its offsets out of the backup or restore"
+        )
+    return pc.multiply(millis, 1000).cast(TIMESTAMP_TYPE)
 
 
 @dataclass(frozen=True)
@@ -82,16 +110,16 @@ def batch_from_columns(
     headers: Sequence[Sequence[Header] | None],
 ) -> pa.RecordBatch:
     """Build an envelope batch from parallel Python lists, in bulk."""
-    timestamps = pa.array(timestamps_ms, pa.int64())
-    timestamps = pc.multiply(timestamps, 1000).cast(TIMESTAMP_TYPE)
+    topic_array, partition_array = pa.array(topics, pa.string()), pa.array(partitions, pa.int32())
+    offset_array = pa.array(offsets, pa.int64())
     return pa.RecordBatch.from_arrays(
         [
             pa.array(keys, pa.binary()),
             pa.array(values, pa.binary()),
-            pa.array(topics, pa.string()),
-            pa.array(partitions, pa.int32()),
-            pa.array(offsets, pa.int64()),
-            timestamps,
+            topic_array,
+            partition_array,
+            offset_array,
+            timestamp_column(pa.array(timestamps_ms, pa.int64()), topic_array, partition_array, offset_array),
             pa.array(timestamp_types, pa.int32()),
             pa.array([list(h) if h else [] for h in headers], HEADERS_TYPE),
         ],

@@ -9,15 +9,35 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .errors import OffsetDeleted, TopicvaultError
+from .profiles import is_secret
+
+T = TypeVar("T")
 
 # Bounded failure when the cluster is unreachable (see issue: fail within 30 s).
 METADATA_TIMEOUT_S = 20.0
+
+# A request whose connection went silent (a broker outage can leave it half-open) is abandoned
+# and re-sent only after socket.timeout.ms; librdkafka's default is 60 s, as long as a reader's
+# idle limit, so a 4 s outage could fail a backup. Our consumers use a shorter one (a fetch
+# answers within fetch.wait.max.ms when the broker is healthy), and every idle limit is derived
+# from the client's timeouts (`idle_limit_s`), so it always outlasts a reconnect.
+CONSUMER_SOCKET_TIMEOUT_MS = 20_000
+READ_TO_EOF_IDLE_FLOOR_S = 30.0
+_LIBRDKAFKA_DEFAULTS_MS = {"socket.timeout.ms": 60_000, "reconnect.backoff.max.ms": 10_000, "fetch.wait.max.ms": 500}
 
 
 @dataclass(frozen=True)
@@ -40,6 +60,24 @@ class KafkaSettings:
         return cls(bootstrap_servers, tuple(sorted((properties or {}).items())))
 
 
+def idle_limit_s(config: Mapping[str, object], floor_s: float) -> float:
+    """How long a consumer with `config` may receive nothing before a reader gives up: at least
+    `floor_s`, and longer than the client needs to abandon a stuck request twice and reconnect."""
+
+    def millis(name: str) -> int:
+        return int(config.get(name, _LIBRDKAFKA_DEFAULTS_MS[name]))
+
+    needed_ms = 2 * millis("socket.timeout.ms") + millis("reconnect.backoff.max.ms") + millis("fetch.wait.max.ms")
+    return max(floor_s, needed_ms / 1000 + 5)
+
+
+def consumer_config(settings: KafkaSettings, **overrides: object) -> dict[str, object]:
+    """A consumer config: our socket timeout (unless the user set one), the user's properties, overrides."""
+    config: dict[str, object] = {"socket.timeout.ms": CONSUMER_SOCKET_TIMEOUT_MS}
+    config.update(settings.client_config(**overrides))
+    return config
+
+
 def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
     """Parse `key=value` strings (CLI `-X`) into a mapping; a bad pair is a one-line error."""
     result: dict[str, str] = {}
@@ -51,14 +89,60 @@ def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
     return result
 
 
+def new_client(factory: Callable[..., T], settings: KafkaSettings, config: dict[str, object], *args: object) -> T:
+    """`factory(config, *args)`, with a setting librdkafka rejects reported as one line naming it."""
+    try:
+        return factory(config, *args)
+    except KafkaException as exc:
+        raise TopicvaultError(setting_error(settings, exc)) from None
+
+
+def setting_error(settings: KafkaSettings, exc: KafkaException) -> str:
+    """One line for a client setting librdkafka rejected: the setting (named by its value when
+    librdkafka's message names only the value), what librdkafka said, and what to do."""
+    reason = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+
+    def mentioned(text: str) -> bool:
+        return re.search(rf"(?<![\w.-]){re.escape(text)}(?![\w.-])", reason) is not None
+
+    culprits = [name for name, _ in settings.properties if mentioned(name)]
+    if not culprits:
+        # "Unsupported SASL mechanism: FOO" names the value only; secrets are never matched or shown.
+        culprits = [name for name, value in settings.properties if value and not is_secret(name) and mentioned(value)]
+    named = ", ".join(culprits) or "(see below)"
+    return (f"Kafka client setting {named} rejected: {reason}; fix or remove it "
+            "(-X, the cluster profile or TOPICVAULT_KAFKA_*)")
+
+
+def check_client_settings(settings: KafkaSettings) -> None:
+    """Build (and drop) a consumer and a producer with the settings, so a setting librdkafka
+    rejects fails here, as one line, before anything is read or written."""
+    # Silent: these clients only parse the settings (a consumer-only property would make the
+    # producer warn, and their connection attempts are not the command's).
+    quiet = {"log_level": 0}
+    consumer = new_client(Consumer, settings, consumer_config(settings, **{"group.id": "topicvault-check"}, **quiet))
+    consumer.close()
+    new_client(Producer, settings, settings.client_config(**quiet))
+    new_client(AdminClient, settings, settings.client_config(**quiet))
+
+
 def admin_client(settings: KafkaSettings) -> AdminClient:
     """An AdminClient for the cluster."""
-    return AdminClient(settings.client_config())
+    return new_client(AdminClient, settings, settings.client_config())
 
 
-def metadata_consumer(settings: KafkaSettings, **overrides: object) -> Consumer:
+class ReadingConsumer(Consumer):
+    """A Consumer that knows how long its reads may stay idle (see `idle_limit_s`)."""
+
+    def __init__(self, config: dict[str, object], idle_floor_s: float) -> None:
+        super().__init__(config)
+        self.idle_limit_s = idle_limit_s(config, idle_floor_s)
+
+
+def metadata_consumer(settings: KafkaSettings, **overrides: object) -> ReadingConsumer:
     """A consumer used only for metadata, offset queries and reads to partition EOF (never commits)."""
-    config = settings.client_config(
+    config = consumer_config(
+        settings,
         **{
             "group.id": "topicvault-metadata",
             "enable.auto.commit": False,
@@ -70,7 +154,7 @@ def metadata_consumer(settings: KafkaSettings, **overrides: object) -> Consumer:
         }
     )
     config.update(overrides)
-    return Consumer(config)
+    return new_client(ReadingConsumer, settings, config, READ_TO_EOF_IDLE_FLOOR_S)
 
 
 def list_topic_partitions(settings: KafkaSettings) -> dict[str, int]:
@@ -159,15 +243,17 @@ def true_end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]]) 
     return ends
 
 
-def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_timeout_s: float = 30.0):
+def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_timeout_s: float | None = None):
     """Yield the messages of each (topic, partition) from its start offset until its EOF.
 
     All partitions are read at once: one EOF wait for all of them, not one each. The consumer
     must have been created with enable.partition.eof=True. Fails when the broker sends nothing
-    for `idle_timeout_s`.
+    for `idle_timeout_s` (default: the consumer's own idle limit, which outlasts its timeouts).
     """
     if not starts:
         return
+    if idle_timeout_s is None:
+        idle_timeout_s = getattr(consumer, "idle_limit_s", None) or idle_limit_s({}, READ_TO_EOF_IDLE_FLOOR_S)
     assignment = [TopicPartition(t, p, start if start >= 0 else OFFSET_BEGINNING) for (t, p), start in starts.items()]
     open_partitions = set(starts)
     consumer.assign(assignment)

@@ -41,6 +41,23 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _make_dirs(directory: Path) -> None:
+    """`mkdir -p` that fsyncs the parent of each directory it creates: a new directory entry
+    is durable only then, and with it every object put under it."""
+    missing: list[Path] = []
+    while not directory.is_dir():
+        missing.append(directory)
+        directory = directory.parent
+    for created in reversed(missing):
+        try:
+            created.mkdir()
+        except FileExistsError:
+            if not created.is_dir():
+                raise
+        # Also when a concurrent writer created it: its fsync may not have happened yet.
+        _fsync_dir(created.parent)
+
+
 class LocalStore(ObjectStore):
     """Objects are files under a root directory; keys use '/'. ETags are hex MD5s, as in S3."""
 
@@ -104,7 +121,7 @@ class LocalStore(ObjectStore):
         """A fsynced temp file with `data` next to `path`; its directory is created if needed."""
         for attempt in range(_MKDIR_ATTEMPTS):
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                _make_dirs(path.parent)
                 fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
                 break
             except FileNotFoundError:

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from ..core.errors import CorruptObject
+from ..core.errors import CorruptObject, TopicvaultError
 
 METADATA_TYPE = pa.struct(
     [
@@ -86,10 +86,21 @@ class ObjectFormat(ABC):
 
     def corrupt(self, object_key: str, reason: object) -> CorruptObject:
         """The error for bytes that cannot be read back completely."""
-        return CorruptObject(
-            f"object {object_key} is not a complete {self.name} file ({reason}): it is truncated or damaged; "
-            "restore it from another copy or exclude it"
-        )
+        return corrupt_object(object_key, self.name, reason)
+
+
+def corrupt_object(object_key: str, kind: str, reason: object) -> CorruptObject:
+    """The error for an object that is not a complete `kind` file."""
+    return CorruptObject(
+        f"object {object_key} is not a complete {kind} file ({reason}): it is truncated or damaged; "
+        "restore it from another copy or exclude it"
+    )
+
+
+# The most a .gz object may inflate to: far above what topicvault writes (objects rotate at
+# --max-bytes, 64 MiB of payload by default), low enough that a gzip bomb (1000:1 and more)
+# cannot exhaust a worker's memory.
+MAX_INFLATED_BYTES = 1 << 30
 
 
 def gzip_bytes(data: bytes) -> bytes:
@@ -97,12 +108,27 @@ def gzip_bytes(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=6, mtime=0)
 
 
-def gunzip_bytes(fmt: ObjectFormat, data: bytes, object_key: str) -> bytes:
-    """Decompress gzip, failing on truncation or CRC errors."""
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise fmt.corrupt(object_key, exc) from None
+def gunzip_bytes(data: bytes, object_key: str, kind: str, limit: int = MAX_INFLATED_BYTES) -> bytes:
+    """Decompress every gzip member of `data`, at most `limit` bytes in all; CorruptObject on
+    truncation or CRC errors, TopicvaultError for an object that would inflate beyond `limit`."""
+    out = bytearray()
+    while data:
+        inflater = zlib.decompressobj(wbits=31)  # gzip framing; checks each member's CRC and length
+        try:
+            out += inflater.decompress(data, limit - len(out) + 1)
+        except zlib.error as exc:
+            raise corrupt_object(object_key, kind, exc) from None
+        if len(out) > limit:
+            raise TopicvaultError(
+                f"object {object_key} inflates to more than {limit:,} bytes (a gzip bomb, or far larger than "
+                "topicvault writes): it is not read; check where it came from, or exclude it"
+            )
+        if not inflater.eof:
+            raise corrupt_object(object_key, kind, "the gzip stream is cut off")
+        data = inflater.unused_data
+        if not data.strip(b"\0"):
+            break  # zero padding after the last member, as gzip.decompress accepts
+    return bytes(out)
 
 
 def to_rows(table: pa.Table) -> list[dict]:

@@ -58,7 +58,7 @@ class CsvFormat(ObjectFormat):
 
     def read(self, data: bytes, object_key: str) -> pa.Table:
         if self.gzip:
-            data = gunzip_bytes(self, data, object_key)
+            data = gunzip_bytes(data, object_key, self.name)
         if not data.endswith(b"\n"):
             raise self.corrupt(object_key, "the last line is cut off")
         rows = []

@@ -38,12 +38,14 @@ class JsonlFormat(ObjectFormat):
 
     def read(self, data: bytes, object_key: str) -> pa.Table:
         if self.gzip:
-            data = gunzip_bytes(self, data, object_key)
+            data = gunzip_bytes(data, object_key, self.name)
         if data and not data.endswith(b"\n"):
             raise self.corrupt(object_key, "the last line is cut off")
         rows = []
         try:
-            for line in data.decode().splitlines():
+            # Lines end at "\n" only: JSON escapes it inside strings, but not U+2028, U+0085 or
+            # the other breaks str.splitlines() knows, which header names may hold.
+            for line in data.decode().split("\n")[:-1]:
                 row = json.loads(line)
                 row["key"], row["value"] = _unb64(row["key"]), _unb64(row["value"])
                 row["headers"] = [{"key": h["key"], "value": _unb64(h["value"])} for h in row["headers"]]

@@ -6,10 +6,9 @@ import io
 from typing import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, TIMESTAMP_TYPE, timestamps_ms
+from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, timestamp_column, timestamps_ms
 from .base import METADATA_TYPE, ObjectFormat, ObjectWriter
 
 CODECS = ("zstd", "snappy", "gzip", "none")
@@ -125,7 +124,8 @@ class ParquetFormat(ObjectFormat):
 def _envelope(physical: pa.Table) -> pa.Table:
     """Envelope table (ARROW_SCHEMA) from the file's columns."""
     metadata = physical.column("metadata").combine_chunks()
-    micros = pc.multiply(metadata.field("timestamp"), 1000).cast(TIMESTAMP_TYPE)
+    micros = timestamp_column(metadata.field("timestamp"), metadata.field("topic"), metadata.field("partition"),
+                              metadata.field("offset"))
     return pa.Table.from_arrays(
         [
             physical.column("key"),

@@ -210,6 +210,14 @@ class TemplateCodec:
                     f"key template {self.template!r} puts {{{{{previous.name}}}}} and {{{{{part.name}}}}} side by side: "
                     "a key could split between them in more than one way; put a separator such as '/' between them"
                 )
+            if isinstance(previous, _Field) and previous.free_text and isinstance(part, str) and part[0].isdigit():
+                # {{partition}}1{{start_offset}}: partition 1 at offset 123 and partition 11 at offset 23
+                # would both be ...11123, two objects under one key.
+                raise KeyParseError(
+                    f"key template {self.template!r} puts the digit {part[0]!r} right after {{{{{previous.name}}}}}, "
+                    "which has no fixed length, so different objects could get the same key; start the text after "
+                    "it with a non-digit such as '/' or '-'" + ("" if previous.name == "topic" else ", or pad it (:padding=true)")
+                )
             previous = part
         # Numeric fields cannot contain literal text, so a literal after them is a clean boundary; a topic
         # followed by a literal it may contain is resolved by the numeric fields after it, as long as the

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from ..core.envelope import batch_from_columns
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, confluent_timestamp_type
+from ..core.kafka import KafkaSettings, confluent_timestamp_type, consumer_config, idle_limit_s, new_client
 
 BATCH_RECORDS = 20_000
 
@@ -43,9 +43,10 @@ def check_backup_properties(settings: KafkaSettings) -> None:
             )
 
 
-def range_consumer(settings: KafkaSettings) -> Consumer:
-    """A consumer tuned for bulk reads of assigned ranges; it never commits offsets."""
-    config = settings.client_config(
+def range_consumer_config(settings: KafkaSettings) -> dict[str, object]:
+    """The config of a consumer tuned for bulk reads of assigned ranges; it never commits offsets."""
+    config = consumer_config(
+        settings,
         **{
             "group.id": "topicvault-backup",
             "enable.auto.commit": False,
@@ -66,7 +67,12 @@ def range_consumer(settings: KafkaSettings) -> Consumer:
     for name, value in settings.properties:
         if name not in CORRECTNESS_SETTINGS:
             config[name] = value
-    return Consumer(config)
+    return config
+
+
+def range_consumer(settings: KafkaSettings) -> Consumer:
+    """A consumer tuned for bulk reads of assigned ranges; it never commits offsets."""
+    return new_client(Consumer, settings, range_consumer_config(settings))
 
 
 def read_range(
@@ -79,12 +85,16 @@ def read_range(
     task.end when the range was read through (its last offsets may be gaps), or the EOF
     position when the broker ended the partition before task.end (a high watermark reported
     low, e.g. after a leader change): the offsets after it were never read. Fails with a
-    clear error when the broker sends nothing for `idle_timeout_s`.
+    clear error when the broker sends nothing for `idle_timeout_s`, raised to outlast the
+    consumer's own request timeouts and reconnect (see `idle_limit_s`), so a short outage is
+    survived.
     """
     if task.start >= task.end:
         return task.end
     stopped_at = task.end
-    consumer = range_consumer(settings)
+    config = range_consumer_config(settings)
+    idle_timeout_s = idle_limit_s(config, idle_timeout_s)
+    consumer = new_client(Consumer, settings, config)
     try:
         consumer.assign([TopicPartition(task.topic, task.partition, task.start)])
         columns = _Columns(task.topic, task.partition)

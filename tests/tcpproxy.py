@@ -2,7 +2,9 @@
 
 The broker advertises the proxy's port, so every client connection goes through it. `outage()`
 closes every open connection and refuses new ones until `restore()`: to clients this is a
-broker that went away and came back.
+broker that went away and came back. `stall()` is the nastier outage: open connections stay
+open but never carry another byte (a host gone without a reset, a half-open connection), new
+ones are refused until `restore()`; clients find out only from their own request timeouts.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ class TcpProxy:
         self.listener = socket.create_server(("127.0.0.1", port))
         self.port = port
         self.down = threading.Event()
+        self.stalled: set[socket.socket] = set()
         self.connections: list[socket.socket] = []
         self.lock = threading.Lock()
         self.bytes = 0
         self.closed = False
+        self.refusing = False
 
     def start(self) -> "TcpProxy":
         threading.Thread(target=self._accept, daemon=True).start()
@@ -34,7 +38,7 @@ class TcpProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            if self.down.is_set():
+            if self.down.is_set() or self.refusing:
                 client.close()
                 continue
             try:
@@ -53,6 +57,8 @@ class TcpProxy:
                 data = source.recv(65536)
                 if not data or self.down.is_set():
                     break
+                if source in self.stalled or target in self.stalled:
+                    continue  # swallowed: the connection looks open and never answers
                 self.bytes += len(data)
                 target.sendall(data)
         except OSError:
@@ -76,11 +82,22 @@ class TcpProxy:
                     pass
             self.connections.clear()
 
+    def stall(self) -> None:
+        """Keep every open connection open but silent forever, and refuse new ones."""
+        with self.lock:
+            self.stalled.update(self.connections)
+            self.connections.clear()
+            self.refusing = True
+
     def restore(self) -> None:
-        """Accept and forward connections again."""
+        """Accept and forward new connections again (stalled ones stay silent)."""
+        self.refusing = False
         self.down.clear()
 
     def close(self) -> None:
         self.closed = True
+        with self.lock:
+            self.connections.extend(self.stalled)
+            self.stalled.clear()
         self.outage()
         self.listener.close()

@@ -20,6 +20,8 @@ from kafkatools import consume_all, create_topic, produce_records
 from nasty import nasty_records
 from tcpproxy import TcpProxy
 from topicvault.core.embedded_broker import broker_binary, free_port, wait_for_broker
+from topicvault.core.kafka import KafkaSettings, idle_limit_s
+from topicvault.sink.kafka_reader import OffsetRange, range_consumer_config, read_range
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
 
@@ -122,3 +124,38 @@ def test_backup_survives_a_broker_outage(spark, proxied_broker, tmp_path):
             .field("offset").to_pylist()
     source = consume_all(bootstrap, topic)
     assert {p: sorted(o) for p, o in offsets.items()} == {p: [r.offset for r in rs] for p, rs in source.items()}
+
+
+def test_a_read_survives_connections_that_go_silent(proxied_broker):
+    """The flaky outage: a fetch sent on a connection that then goes silent is abandoned only
+    after the consumer's socket.timeout.ms (librdkafka's default 60 s equalled the read's idle
+    limit). The consumer's timeouts must end it, and the idle limit must outlast them."""
+    bootstrap, proxy = proxied_broker
+    topic = create_topic(bootstrap, "silent", 1)
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 20_000, big_values=0))
+    # Small fetches and read-ahead, so the read needs fetches after the stall.
+    settings = KafkaSettings.of(bootstrap, {"max.partition.fetch.bytes": "4096", "fetch.max.bytes": "4096",
+                                            "message.max.bytes": "4096",
+                                            "queued.max.messages.kbytes": "1"})
+    batches = read_range(settings, OffsetRange(topic, 0, 0, 20_000), batch_records=500)
+    offsets = next(batches).column("offset").to_pylist()
+    started = time.monotonic()
+    proxy.stall()
+    time.sleep(4)
+    proxy.restore()
+    for batch in batches:
+        offsets += batch.column("offset").to_pylist()
+    elapsed = time.monotonic() - started
+    assert offsets == [r.offset for r in consume_all(bootstrap, topic)[0]]
+    # Before the fix this took the full 60 s socket timeout (or failed on the 60 s idle limit).
+    assert elapsed < 45, f"the read took {elapsed:.0f} s to get past a 4 s stall"
+
+
+def test_idle_limits_outlast_the_clients_own_timeouts():
+    """Pure: whatever socket timeout a user sets, a reader's idle limit exceeds two request
+    timeouts plus the longest reconnect backoff."""
+    for properties in ({}, {"socket.timeout.ms": "60000"}, {"socket.timeout.ms": "120000", "fetch.wait.max.ms": "5000"}):
+        config = range_consumer_config(KafkaSettings.of("localhost:9092", properties))
+        needed_s = (2 * int(config["socket.timeout.ms"]) + 10_000 + int(config["fetch.wait.max.ms"])) / 1000
+        assert idle_limit_s(config, 60.0) > needed_s
+        assert idle_limit_s(config, 60.0) >= 60.0

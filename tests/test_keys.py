@@ -88,6 +88,23 @@ def test_unparseable_templates_are_rejected_with_a_reason(template, message):
         template_codec(template)
 
 
+@pytest.mark.parametrize("template", ["{{topic}}/{{partition}}1{{start_offset}}", "{{topic}}1{{partition}}/{{start_offset}}",
+                                      "{{topic}}/{{start_offset}}0/{{partition}}", "{{topic}}/{{partition}}9-{{start_offset}}"])
+def test_a_digit_right_after_a_variable_length_field_is_rejected(template):
+    # {{partition}}1{{start_offset}} renders partition 1 at offset 123 and partition 11 at offset 23
+    # both as 11123: two objects, one key.
+    with pytest.raises(KeyParseError, match="digit"):
+        template_codec(template)
+
+
+def test_a_digit_after_a_fixed_width_field_or_a_separator_is_fine():
+    for template in ("{{topic}}/{{partition:padding=true}}1{{start_offset}}", "{{topic}}/{{partition}}-1{{start_offset}}"):
+        codec = template_codec(template)
+        keys = {codec.render("t1", p, s, "csv"): (p, s) for p, s in ((1, 123), (11, 23), (111, 3), (0, 0))}
+        assert len(keys) == 4
+        assert {k: (codec.parse(k).partition, codec.parse(k).start_offset) for k in keys} == keys
+
+
 def test_template_bound_to_a_topic():
     codec = template_codec("{{partition}}/{{start_offset}}", topic="orders.v1")
     key = codec.render("orders.v1", 3, 9, "avro")

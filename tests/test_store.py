@@ -315,3 +315,25 @@ def test_local_conditional_race_has_one_winner(local_uri: str, mode: str) -> Non
     assert sorted(codes) == [0] + [3] * 7, codes
     assert store.get("commits/0001.json") == f"writer {codes.index(0)}".encode()
     assert _temp_files(Path(local_uri)) == []
+
+
+def test_local_put_fsyncs_every_directory_it_creates(tmp_path: Path, monkeypatch) -> None:
+    # A new directory is durable only once its parent is fsynced: after a crash the object
+    # would otherwise be gone although put returned. The real fsync still runs; we only note
+    # which directories it was given.
+    synced: list[Path] = []
+    real_fsync = os.fsync
+
+    def noting_fsync(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    store = LocalStore(str(tmp_path / "root"))
+    monkeypatch.setattr(os, "fsync", noting_fsync)
+    store.put("a/b/c/object", b"data")
+    root = tmp_path / "root"
+    expected = {tmp_path, root, root / "a", root / "a" / "b", root / "a" / "b" / "c"}
+    assert expected <= set(synced), sorted(map(str, synced))
+    synced.clear()
+    store.put("a/b/c/other", b"data")  # nothing new to create: only the object's own directory
+    assert {p for p in synced if p.is_dir()} == {root / "a" / "b" / "c"}

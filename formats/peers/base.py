@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import pyarrow as pa
 
 from ...core.envelope import Record, records_to_batch
 from ...core.errors import CorruptObject, TopicvaultError
+from ..base import gunzip_bytes
 
 AIVEN_FIELDS = ("key", "value", "offset", "timestamp", "headers")
 VALUE_ENCODINGS = ("base64", "none")
@@ -116,7 +116,7 @@ def header_value(text: Any, encoding: str, where: str) -> bytes | None:
 def decompress(data: bytes, key: str) -> bytes:
     """Bytes of an object compressed as its name (or gzip's magic bytes) says."""
     if key.endswith(".gz") or data[:2] == b"\x1f\x8b":
-        return gzip.decompress(data)
+        return gunzip_bytes(data, key, "gzip")  # bounded: a gzip bomb is refused, not inflated
     if key.endswith(".zst"):
         from backports import zstd  # noqa: PLC0415 - optional codec, loaded only for zstd objects
 

@@ -1,0 +1,48 @@
+"""A Kafka client setting librdkafka rejects: one line naming it, as a real subprocess prints it,
+with no traceback and no secret, --debug included."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = str(Path(sys.executable).with_name("topicvault"))
+SECRET = "pw-MARKER-9f3c1"
+
+BAD_SETTINGS = [
+    (["-X", "no.such.property=1"], ["no.such.property"]),
+    (["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=NOT-A-MECHANISM", "-X", "sasl.username=u"],
+     ["sasl.mechanism", "NOT-A-MECHANISM"]),
+    (["-X", "isolation.level=sometimes"], ["isolation.level"]),
+]
+
+
+def run(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
+@pytest.mark.parametrize("command", ["backup", "restore"])
+@pytest.mark.parametrize("settings,needles", BAD_SETTINGS, ids=["unknown", "sasl-mechanism", "bad-value"])
+def test_a_rejected_client_setting_is_one_line_naming_it(tmp_path, command, settings, needles, debug):
+    # Nothing listens on port 9: the setting must fail before any connection is tried.
+    where = ["--to", str(tmp_path / "b"), "-t", "orders"] if command == "backup" else ["--from", str(tmp_path / "b")]
+    args = (["--debug"] if debug else []) + [command, "-b", "127.0.0.1:9", *where, *settings,
+                                             "-X", f"sasl.password={SECRET}"]
+    result = run(args)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert SECRET not in output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, output
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    if debug:
+        assert "Traceback" in output  # --debug shows where, still without the secret
+    else:
+        assert result.stderr.strip() == errors[0], output
+        assert "Traceback" not in output
+    assert not (tmp_path / "b").exists(), "nothing may be written"
