@@ -241,6 +241,9 @@ def restore(
     topic: List[str] = typer.Option([], "--topic", "-t", help="Source topic to restore (default: all)."),
     rename: List[str] = typer.Option([], "--rename", help="Restore topic OLD under NEW: OLD=NEW (repeatable)."),
     restore_id: Optional[str] = typer.Option(None, "--restore-id", help="Id to resume an interrupted restore."),
+    state: Optional[str] = typer.Option(None, "--state", help="Where the restore keeps its state and offset map "
+                                        "(a directory or s3:// URI; default: $TOPICVAULT_STATE_DIR, else "
+                                        "~/.local/state/topicvault). Never the archive, which is only read."),
     until: Optional[str] = typer.Option(None, "--until", help="Point in time: restore each partition up to the "
                                         "first record after TIME (ISO-8601 or epoch ms)."),
     until_mode: str = typer.Option("prefix", "--until-mode", help="prefix: stop each partition at the first "
@@ -279,7 +282,7 @@ def restore(
     from .formats.peers import PeerOptions
 
     job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
-                     key_template=key_template,
+                     key_template=key_template, state_uri=state,
                      peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
                                               peer_value_encoding))
     selection = Selection(

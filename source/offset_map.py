@@ -16,9 +16,8 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.commits import STATE_PREFIX
-from ..core.errors import ObjectNotFound, TopicvaultError
-from ..core.store import ObjectStore
+from ..core.errors import TopicvaultError
+from .restore_state import RestoreRecords
 
 
 @dataclass
@@ -127,29 +126,24 @@ def recording(batches: Iterable[pa.RecordBatch], offset_map: OffsetMap) -> Itera
         yield batch
 
 
-def offset_map_key(restore_id: str) -> str:
-    """Where a restore's offset maps are kept in the backup location."""
-    return f"{STATE_PREFIX}restores/{restore_id}/offset-map.json"
+OFFSET_MAP_NAME = "offset-map.json"
 
 
-def save_offset_maps(store: ObjectStore, restore_id: str, maps: list[OffsetMap]) -> str:
-    """Write every partition's map of a restore as one JSON object; returns its key."""
-    key = offset_map_key(restore_id)
+def save_offset_maps(records: RestoreRecords, restore_id: str, maps: list[OffsetMap]) -> str:
+    """Write every partition's map of a restore as one JSON object in the state store; returns its key."""
     body = {"restore_id": restore_id, "partitions": [m.to_json() for m in sorted(maps, key=_order)]}
-    store.put(key, json.dumps(body, indent=1).encode())
-    return key
+    return records.write(restore_id, OFFSET_MAP_NAME, json.dumps(body, indent=1).encode())
 
 
-def load_offset_maps(store: ObjectStore, restore_id: str) -> dict[tuple[str, int], OffsetMap]:
+def load_offset_maps(records: RestoreRecords, restore_id: str) -> dict[tuple[str, int], OffsetMap]:
     """A finished restore's maps by (source topic, partition)."""
-    key = offset_map_key(restore_id)
-    try:
-        body = json.loads(store.get(key))
-    except ObjectNotFound:
+    raw = records.read(restore_id, OFFSET_MAP_NAME)
+    if raw is None:
         raise TopicvaultError(
-            f"restore {restore_id!r} has no offset map ({key}): it has not finished; run it again to complete it"
-        ) from None
-    maps = [OffsetMap.from_json(p) for p in body["partitions"]]
+            f"restore {restore_id!r} has no offset map in {records.state.uri}: it has not finished; run it again "
+            "to complete it"
+        )
+    maps = [OffsetMap.from_json(p) for p in json.loads(raw)["partitions"]]
     return {(m.source_topic, m.partition): m for m in maps}
 
 

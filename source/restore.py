@@ -27,15 +27,17 @@ from ..core.kafka import (
 )
 from ..core.progress import counted
 from ..core.spark import check_no_speculation, run_tasks
-from ..core.store import ObjectStore, open_store
+from ..core.store import open_store
 from ..formats.peers import PeerOptions
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
 from .peer_layout import keeps, peer_state, read_peer_partition, resolve_layout
 from .restore_state import (
+    RestoreRecords,
     RestoreState,
     check_same_restore,
+    default_state_uri,
     load_restore_state,
     restores_into,
     save_restore_state,
@@ -75,10 +77,15 @@ class RestoreJob:
     layout: str = "topicvault"  # or a peer layout (source.peer_layout); plan_restore resolves "auto"
     key_template: str | None = None  # a peer's file-name template, when not its default
     peer_options: PeerOptions = PeerOptions()
+    state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri()
 
     def open_store(self):
         """The object store of the backup location."""
         return open_store(self.store_uri, dict(self.store_options))
+
+    def restore_records(self) -> RestoreRecords:
+        """Where this archive's restores keep their state and offset maps (never in the archive)."""
+        return RestoreRecords(open_store(self.state_uri or default_state_uri()), self.open_store())
 
 
 @dataclass(frozen=True)
@@ -286,12 +293,13 @@ def plan_restore(
 
     _check_until(state, selected, selection.until_ms)
     restore_id = restore_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-    saved = load_restore_state(store, restore_id)
+    records = job.restore_records()
+    saved = load_restore_state(records, restore_id)
     if saved is not None:
         check_same_restore(saved, job.kafka.bootstrap_servers, topic_map, selection.to_json())
         starts = saved.start_offsets
     else:
-        starts = _target_starts(job.kafka, store, partitions_needed, existing, allow_nonempty)
+        starts = _target_starts(job.kafka, records, partitions_needed, existing, allow_nonempty)
     tasks = []
     for (source, partition), ps in sorted(state.partitions.items()):
         if source not in topic_map:
@@ -423,10 +431,10 @@ def _iso(millis: int) -> str:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _nonempty_target_error(store: ObjectStore, bootstrap: str, topic: str, partition: int) -> TopicvaultError:
+def _nonempty_target_error(records: RestoreRecords, bootstrap: str, topic: str, partition: int) -> TopicvaultError:
     """Why a target holding records is refused; names the restore that wrote it, if this location has one,
     since re-running a restore without its id is the usual way to get here."""
-    earlier = restores_into(store, bootstrap, topic)
+    earlier = restores_into(records, bootstrap, topic)
     if earlier:
         return TopicvaultError(
             f"target topic {topic!r} already holds records (partition {partition}) and restore {earlier[-1]} from "
@@ -440,7 +448,7 @@ def _nonempty_target_error(store: ObjectStore, bootstrap: str, topic: str, parti
 
 
 def _target_starts(
-    kafka: KafkaSettings, store: ObjectStore, partitions_needed: dict[str, int], existing: dict[str, int],
+    kafka: KafkaSettings, records: RestoreRecords, partitions_needed: dict[str, int], existing: dict[str, int],
     allow_nonempty: bool,
 ) -> dict[str, int]:
     starts: dict[str, int] = {}
@@ -454,7 +462,7 @@ def _target_starts(
                     continue
                 low, high = watermarks(consumer, topic, partition)
                 if high > low and not allow_nonempty:
-                    raise _nonempty_target_error(store, kafka.bootstrap_servers, topic, partition)
+                    raise _nonempty_target_error(records, kafka.bootstrap_servers, topic, partition)
                 starts[f"{topic}:{partition}"] = high
                 if high > low:
                     holding.append((topic, partition))
@@ -472,7 +480,7 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
         # resumed, which topics are its own to create and to configure at the end.
         starts = {f"{t.target_topic}:{t.partition}": t.target_start for t in plan.tasks}
         save_restore_state(
-            job.open_store(),
+            job.restore_records(),
             RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, starts, plan.selection.to_json(),
                          plan.topic_configs),
         )
@@ -491,6 +499,6 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     # One Spark task per core, each producing its partitions through one producer.
     groups = group_tasks(plan.tasks, spark.sparkContext.defaultParallelism)
     results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks), groups) for r in group]
-    save_offset_maps(job.open_store(), plan.restore_id, [r.offset_map for r in results])
+    save_offset_maps(job.restore_records(), plan.restore_id, [r.offset_map for r in results])
     apply_topic_configs(job.kafka, plan.topic_configs)
     return RestoreResult(plan, results, time.monotonic() - started)
