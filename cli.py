@@ -21,6 +21,8 @@ app = typer.Typer(
     help="Back up Kafka topics to object storage (S3 or a directory) and restore them exactly.",
 )
 _debug = False
+# A restore that finished but left out objects it could not read (--on-error skip).
+EXIT_SKIPPED = 3
 
 
 def _version(value: bool) -> None:
@@ -264,6 +266,9 @@ def restore(
                                             "were written as text: base64 (ByteArrayConverter) or none (strings)."),
     create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
     allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
+    on_error: str = typer.Option("stop", "--on-error", help="stop: end at an object that cannot be read (damaged, "
+                                 "missing, undecodable); skip: leave it out, name it, restore the rest and exit "
+                                 f"with status {EXIT_SKIPPED}."),
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
     master: Optional[str] = MASTER,
@@ -275,6 +280,7 @@ def restore(
     quiet: bool = QUIET,
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
+    from .source.object_reader import check_on_error
     from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
     from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
 
@@ -282,7 +288,7 @@ def restore(
     from .formats.peers import PeerOptions
 
     job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
-                     key_template=key_template, state_uri=state,
+                     key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
                      peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
                                               peer_value_encoding))
     selection = Selection(
@@ -329,8 +335,11 @@ def restore(
 
         committed_groups = restore_groups(job, restore_plan.restore_id, group or None)
     skipped = sum(r.already_present for r in result.results)
+    for left_out in result.skipped:  # on stderr with --json too: a hole must not go unnoticed
+        typer.echo(f"skipped: {left_out.describe()}", err=True)
     if as_json:
         typer.echo(to_json({
+            "skipped": [vars(s) for s in result.skipped],
             "restore_id": restore_plan.restore_id, "produced": result.produced, "already_present": skipped,
             "bytes": result.bytes, "elapsed_s": round(result.elapsed_s, 3),
             "timestamps_replaced": result.timestamps_replaced, "notes": restore_plan.notes,
@@ -338,6 +347,7 @@ def restore(
                             "already_present": r.already_present} for r in result.results],
             "groups": [vars(g) for g in committed_groups],
         }))
+        _exit_if_skipped(result)
         return
     typer.echo(table(_restore_rows(result), ["topic", "partitions", "records", "bytes", "elapsed_s"]))
     typer.echo(
@@ -357,6 +367,14 @@ def restore(
             ) + (", …" if len(moved) > 6 else "") + ")")
         if not committed_groups:
             typer.echo("no consumer-group offsets saved for the restored topics")
+    _exit_if_skipped(result)
+
+
+def _exit_if_skipped(result) -> None:
+    if result.skipped:
+        typer.echo(f"restore finished with {len(result.skipped)} unreadable objects left out (listed above); "
+                   f"exit status {EXIT_SKIPPED}", err=True)
+        raise typer.Exit(EXIT_SKIPPED)
 
 
 def _restore_rows(result) -> list[dict]:

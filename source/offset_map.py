@@ -4,6 +4,10 @@ A restore produces a partition's records in source-offset order to a target part
 starts at a known offset, with no other writer, so the i-th restored record lands at
 `target_start + i`. Source offsets may have gaps (compaction, transaction markers, a
 point-in-time cut); the map stores one range per run of consecutive source offsets.
+
+Holes are the source offset ranges of objects a restore left out because they could not be
+read (--on-error skip): their records exist in the source but not in the target. Translation
+treats them as gaps, and the map names them so nobody mistakes them for compaction.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ class OffsetMap:
         return sum(length for _, _, length in self.ranges)
 
     end_offset: int | None = None  # set when target offsets have gaps (see landed_at)
+    holes: list[tuple[int, int]] = field(default_factory=list)  # (first, last) source offsets left out, ascending
+
+    def add_hole(self, first: int, last: int) -> None:
+        """Mark source offsets first..last (inclusive) as left out: they could not be read."""
+        self.holes.append((first, last))
 
     @property
     def target_end(self) -> int:
@@ -70,7 +79,8 @@ class OffsetMap:
 
     def landed_at(self, target_offsets: list[int]) -> "OffsetMap":
         """The same records mapped to the target offsets they really got (when those have gaps)."""
-        landed = OffsetMap(self.source_topic, self.partition, self.target_topic, self.target_start)
+        landed = OffsetMap(self.source_topic, self.partition, self.target_topic, self.target_start,
+                           holes=list(self.holes))
         for source, target in zip(self.source_offsets(), target_offsets):
             last = landed.ranges[-1] if landed.ranges else None
             if last and source == last[0] + last[2] and target == last[1] + last[2]:
@@ -104,6 +114,7 @@ class OffsetMap:
             "target_start": self.target_start,
             "target_end": self.target_end,
             "ranges": [list(r) for r in self.ranges],
+            "holes": [list(h) for h in self.holes],
         }
 
     @classmethod
@@ -116,6 +127,7 @@ class OffsetMap:
             int(body["target_start"]),
             [tuple(int(x) for x in r) for r in body["ranges"]],
             int(body["target_end"]),
+            [(int(first), int(last)) for first, last in body.get("holes", [])],
         )
 
 

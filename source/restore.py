@@ -30,7 +30,7 @@ from ..core.spark import check_no_speculation, run_tasks
 from ..core.store import open_store
 from ..formats.peers import PeerOptions
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
-from .object_reader import read_partition
+from .object_reader import SkippedObject, read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
 from .peer_layout import keeps, peer_state, read_peer_partition, resolve_layout
 from .restore_state import (
@@ -78,6 +78,7 @@ class RestoreJob:
     key_template: str | None = None  # a peer's file-name template, when not its default
     peer_options: PeerOptions = PeerOptions()
     state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri()
+    on_error: str = "stop"  # or "skip": leave out objects that cannot be read (object_reader.check_on_error)
 
     def open_store(self):
         """The object store of the backup location."""
@@ -99,6 +100,7 @@ class TaskResult:
     bytes: int
     timestamps_replaced: int
     offset_map: OffsetMap
+    skipped: tuple[SkippedObject, ...] = ()  # objects left out (--on-error skip), in offset order
 
 
 @dataclass
@@ -142,6 +144,11 @@ class RestoreResult:
     def timestamps_replaced(self) -> int:
         return sum(r.timestamps_replaced for r in self.results)
 
+    @property
+    def skipped(self) -> list[SkippedObject]:
+        """Objects left out because they could not be read, by topic, partition and offset."""
+        return sorted((s for r in self.results for s in r.skipped), key=lambda s: (s.topic, s.partition, s.first_offset))
+
 
 def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]:
     """Restore some partitions through one producer (runs in a Spark worker; safe to run again).
@@ -153,10 +160,10 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]
     # and topics are created without their saved configs until the data is in (no compaction).
     present = count_records(job.kafka, {task.target: task.target_start for task in tasks})
     streams = [_stream(job, task, present[task.target]) for task in tasks]
-    produced = produce_streams(job.kafka, [(*task.target, batches) for task, (_, batches) in zip(tasks, streams)])
+    produced = produce_streams(job.kafka, [(*task.target, batches) for task, (_, _, batches) in zip(tasks, streams)])
     ends = partition_ends(job.kafka, [task.target for task in tasks])
-    return [_finish(job, task, present[task.target], offset_map, result, ends[task.target])
-            for task, (offset_map, _), result in zip(tasks, streams, produced)]
+    return [_finish(job, task, present[task.target], offset_map, result, ends[task.target], tuple(skipped))
+            for task, (offset_map, skipped, _), result in zip(tasks, streams, produced)]
 
 
 def _stream(job: RestoreJob, task: RestoreTask, present: int):
@@ -167,18 +174,27 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int):
             "restore into a new topic"
         )
     offset_map = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
+    skipped: list[SkippedObject] = []
+
+    def skip(entry: ObjectEntry, reason: str) -> None:
+        # The hole is what this restore selected of the object; a resumed run meets it again.
+        first, last = task.selection.bounds(task.source_topic, task.partition)
+        first, last = max(first, entry.first_offset), min(entry.last_offset, entry.last_offset if last is None else last)
+        offset_map.add_hole(first, last)
+        skipped.append(SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason))
+
     if job.layout == "topicvault":
-        source = read_partition(job.open_store(), list(task.objects))
+        source = read_partition(job.open_store(), list(task.objects), skip if job.on_error == "skip" else None)
     else:
         source = read_peer_partition(job.open_store(), job.layout, job.peer_options, list(task.objects))
     selected = task.selection.records(task.source_topic, task.partition, source)
     batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
                       f"{task.target_topic}-{task.partition}")
-    return offset_map, batches
+    return offset_map, skipped, batches
 
 
 def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: OffsetMap, produced: ProduceResult,
-            end: int) -> TaskResult:
+            end: int, skipped: tuple[SkippedObject, ...]) -> TaskResult:
     if present > offset_map.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start} but this "
@@ -195,7 +211,7 @@ def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: Offset
         offset_map = offset_map.landed_at(landed)
     return TaskResult(
         task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced,
-        offset_map,
+        offset_map, skipped,
     )
 
 
@@ -261,6 +277,9 @@ def plan_restore(
     """Plan a restore; on a first start this also records where each target partition stands."""
     store = job.open_store()
     layout = resolve_layout(store, job.layout, job.key_template)
+    if job.on_error == "skip" and layout != "topicvault":
+        raise TopicvaultError(f"--on-error skip works with topicvault archives only; {store.uri} is a {layout} archive: "
+                              "use --on-error stop (the default)")
     if layout == "topicvault":
         state, layout_notes = load_state(store), []
     else:
