@@ -22,6 +22,8 @@ from kafkatools import consume_all, produce_records, topic_exists
 from nasty import nasty_records
 from test_cluster_state import commit_offsets, committed
 from test_crash import run_cli_process, strip
+from test_peer_layouts import FIELDS, aiven_csv, archive_records, assert_restored, write_chunks
+from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.store import open_store
 from topicvault.source.offset_map import load_offset_maps
@@ -196,3 +198,22 @@ def test_archive_identity_is_one_spelling_of_the_uri(tmp_path):
     s3 = {archive_identity(open_store(u)) for u in ("s3://b/p/q", "s3a://b/p/q/", "s3://b//p/q")}
     assert s3 == {"s3://b/p/q"}
     assert archive_identity(open_store("s3://b")) == "s3://b"
+
+
+def test_peer_archive_is_restored_read_only_and_skip_is_refused_for_it(bootstrap, spark, frozen, tmp_path):
+    topic = f"peer-ro-{uuid.uuid4().hex[:6]}"
+    records = {p: [Record(topic, p, r.offset, r.key, r.value, r.timestamp_ms, 0,
+                          tuple((k, v if v is not None else b"") for k, v in r.headers))
+                   for r in rows] for p, rows in archive_records(topic).items()}
+    archive = tmp_path / "aiven"
+    write_chunks(archive, records, lambda p, r: f"{topic}-{p}-{r.offset}", aiven_csv)
+    before = snapshot(archive)
+    frozen(archive)
+    args = ["restore", "--from", str(archive), "-b", bootstrap, "--peer-fields", FIELDS,
+            "--rename", f"{topic}={topic}-r"]
+    out = run_cli(*args, "--on-error", "skip", expect_exit=1)
+    assert "--on-error skip works with topicvault archives only" in out and not topic_exists(bootstrap, f"{topic}-r")
+    run_cli(*args)
+    assert_restored(bootstrap, f"{topic}-r", records)
+    mutable(archive)
+    assert snapshot(archive) == before
