@@ -27,7 +27,7 @@ from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.store import open_store
 from topicvault.source.offset_map import load_offset_maps
-from topicvault.source.restore_state import RestoreRecords, archive_identity
+from topicvault.source.restore_state import RestoreRecords, archive_identity, default_state_uri
 
 
 def immutable(path: Path) -> None:
@@ -217,3 +217,19 @@ def test_peer_archive_is_restored_read_only_and_skip_is_refused_for_it(bootstrap
     assert_restored(bootstrap, f"{topic}-r", records)
     mutable(archive)
     assert snapshot(archive) == before
+
+
+def test_state_goes_to_the_state_uri_given_or_the_default_directory(bootstrap, local_backup, s3_uri, monkeypatch,
+                                                                    tmp_path):
+    topic, location, _ = local_backup
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-s3state",
+            "--restore-id", "on-s3", "--state", s3_uri)
+    keys = sorted(info.key.split("/", 2)[2] for info in open_store(s3_uri).list("restores/"))
+    assert keys == ["on-s3/offset-map.json", "on-s3/state.json"]
+
+    monkeypatch.delenv("TOPICVAULT_STATE_DIR")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert default_state_uri() == str(tmp_path / "xdg" / "topicvault")
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_state_uri() == str(tmp_path / "home" / ".local" / "state" / "topicvault")
