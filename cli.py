@@ -25,6 +25,8 @@ app = typer.Typer(
     help="Back up Kafka topics to object storage (S3 or a directory) and restore them exactly.",
 )
 _debug = False
+# A restore that finished but left out objects it could not read (--on-error skip).
+EXIT_SKIPPED = 3
 
 
 def _version(value: bool) -> None:
@@ -269,6 +271,9 @@ def restore(
     topic: List[str] = typer.Option([], "--topic", "-t", help="Source topic to restore (default: all)."),
     rename: List[str] = typer.Option([], "--rename", help="Restore topic OLD under NEW: OLD=NEW (repeatable)."),
     restore_id: Optional[str] = typer.Option(None, "--restore-id", help="Id to resume an interrupted restore."),
+    state: Optional[str] = typer.Option(None, "--state", help="Where the restore keeps its state and offset map "
+                                        "(a directory or s3:// URI; default: $TOPICVAULT_STATE_DIR, else "
+                                        "~/.local/state/topicvault). Never the archive, which is only read."),
     until: Optional[str] = typer.Option(None, "--until", help="Point in time: restore each partition up to the "
                                         "first record after TIME (ISO-8601 or epoch ms)."),
     until_mode: str = typer.Option("prefix", "--until-mode", help="prefix: stop each partition at the first "
@@ -294,6 +299,9 @@ def restore(
                                                        "(ByteArrayConverter)."),
     create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
     allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
+    on_error: str = typer.Option("stop", "--on-error", help="stop: end at an object that cannot be read (damaged, "
+                                 "missing, undecodable); skip: leave it out, name it, restore the rest and exit "
+                                 f"with status {EXIT_SKIPPED}."),
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
     master: Optional[str] = MASTER,
@@ -305,12 +313,13 @@ def restore(
     quiet: bool = QUIET,
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
+    from .source.object_reader import check_on_error
     from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
     from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option)
     job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
-                     key_template=key_template,
+                     key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
                      peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
                                               peer_value_encoding, peer_header_encoding))
     selection = Selection(
@@ -357,8 +366,11 @@ def restore(
 
         committed_groups = restore_groups(job, restore_plan.restore_id, group or None)
     skipped = sum(r.already_present for r in result.results)
+    for left_out in result.skipped:  # on stderr with --json too: a hole must not go unnoticed
+        typer.echo(f"skipped: {left_out.describe()}", err=True)
     if as_json:
         typer.echo(to_json({
+            "skipped": [vars(s) for s in result.skipped],
             "restore_id": restore_plan.restore_id, "produced": result.produced, "already_present": skipped,
             "bytes": result.bytes, "elapsed_s": round(result.elapsed_s, 3),
             "timestamps_replaced": result.timestamps_replaced, "notes": restore_plan.notes,
@@ -367,6 +379,7 @@ def restore(
                             "already_present": r.already_present} for r in result.results],
             "groups": [vars(g) for g in committed_groups],
         }))
+        _exit_if_skipped(result)
         return
     typer.echo(table(_restore_rows(result), ["topic", "partitions", "records", "bytes", "elapsed_s"]))
     typer.echo(
@@ -388,6 +401,14 @@ def restore(
             ) + (", …" if len(moved) > 6 else "") + ")")
         if not committed_groups:
             typer.echo("no consumer-group offsets saved for the restored topics")
+    _exit_if_skipped(result)
+
+
+def _exit_if_skipped(result) -> None:
+    if result.skipped:
+        typer.echo(f"restore finished with {len(result.skipped)} unreadable objects left out (listed above); "
+                   f"exit status {EXIT_SKIPPED}", err=True)
+        raise typer.Exit(EXIT_SKIPPED)
 
 
 def _restore_rows(result) -> list[dict]:

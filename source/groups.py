@@ -31,12 +31,13 @@ class GroupOffset:
 
 def translate_groups(job: RestoreJob, restore_id: str, only: list[str] | None = None) -> list[GroupOffset]:
     """The saved group offsets of the restored topics, translated to the target of `restore_id`."""
-    store = job.open_store()
-    restore_state = load_restore_state(store, restore_id)
+    records = job.restore_records()
+    restore_state = load_restore_state(records, restore_id)
     if restore_state is None:
-        raise TopicvaultError(f"no restore {restore_id!r} in {job.store_uri}: run the restore first")
-    maps = load_offset_maps(store, restore_id)
-    saved = load_state(store).groups
+        raise TopicvaultError(f"no restore {restore_id!r} of {job.store_uri} in {records.state.uri}: run the restore "
+                              "first (or pass the --state it used)")
+    maps = load_offset_maps(records, restore_id)
+    saved = load_state(records.archive).groups
     missing = sorted(set(only or []) - set(saved))
     if missing:
         raise TopicvaultError(

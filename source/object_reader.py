@@ -3,18 +3,46 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
 from ..core.envelope import ARROW_SCHEMA
-from ..core.errors import CorruptObject
+from ..core.errors import CorruptObject, ObjectNotFound, TopicvaultError
 from ..core.store import ObjectStore
 from ..formats import extension_of, format_for_extension
 
 READ_BATCH_RECORDS = 50_000
+ON_ERROR = ("stop", "skip")
+
+
+@dataclass(frozen=True)
+class SkippedObject:
+    """An object a restore left out because it could not be read (--on-error skip)."""
+
+    key: str
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    records: int
+    reason: str
+
+    def describe(self) -> str:
+        """One line naming what is missing from the restore and why."""
+        return (f"{self.topic}[{self.partition}] offsets {self.first_offset}..{self.last_offset} left out: "
+                f"object {self.key} ({self.records} records) cannot be read: {self.reason}")
+
+
+def check_on_error(value: str) -> str:
+    """`--on-error` checked: stop (the default) or skip."""
+    if value not in ON_ERROR:
+        raise TopicvaultError(f"bad --on-error {value!r}: use stop (end the restore at an unreadable object) "
+                              "or skip (leave it out, name it, restore the rest)")
+    return value
 
 
 def read_object(store: ObjectStore, entry: ObjectEntry) -> pa.Table:
@@ -50,16 +78,31 @@ def read_object_batches(store: ObjectStore, entry: ObjectEntry) -> Iterator[pa.R
     yield from batches
 
 
-def read_partition(store: ObjectStore, entries: list[ObjectEntry]) -> Iterator[pa.RecordBatch]:
+def read_partition(
+    store: ObjectStore, entries: list[ObjectEntry], skip: Callable[[ObjectEntry, str], None] | None = None,
+) -> Iterator[pa.RecordBatch]:
     """Yield a topic-partition's records in offset order, one object at a time.
 
     Each object is checked before any of its records is yielded (see read_object_batches), so
-    a corrupt object stops the restore before producing past the corruption. Objects are read
-    lazily: a consumer that stops early never reads the rest.
+    a corrupt object stops the restore before producing past the corruption. With `skip`, an
+    object that cannot be read (damaged, missing, undecodable) is left out whole instead and
+    `skip(entry, reason)` is called; the partition goes on with the next object. Objects are
+    read lazily: a consumer that stops early never reads the rest.
     """
     previous_last = -1
     for entry in sorted(entries, key=lambda e: e.first_offset):
         if entry.first_offset <= previous_last:
             raise CorruptObject(f"object {entry.key} overlaps the previous object (offset {entry.first_offset})")
         previous_last = entry.last_offset
-        yield from read_object_batches(store, entry)
+        if skip is None:
+            yield from read_object_batches(store, entry)
+            continue
+        try:
+            # Decoded whole before any record is yielded, so an error anywhere in it leaves it out
+            # whole: never half an object (memory: one object's records, bounded by --max-bytes).
+            batches = list(read_object_batches(store, entry))
+        except (CorruptObject, ObjectNotFound) as exc:  # formats raise CorruptObject for bytes they cannot decode
+            # Any other error (network, credentials) says nothing about the object: it stops the restore.
+            skip(entry, str(exc))
+            continue
+        yield from batches

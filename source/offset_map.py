@@ -4,6 +4,10 @@ A restore produces a partition's records in source-offset order to a target part
 starts at a known offset, with no other writer, so the i-th restored record lands at
 `target_start + i`. Source offsets may have gaps (compaction, transaction markers, a
 point-in-time cut); the map stores one range per run of consecutive source offsets.
+
+Holes are the source offset ranges of objects a restore left out because they could not be
+read (--on-error skip): their records exist in the source but not in the target. Translation
+treats them as gaps, and the map names them so nobody mistakes them for compaction.
 """
 
 from __future__ import annotations
@@ -16,9 +20,8 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.commits import STATE_PREFIX
-from ..core.errors import ObjectNotFound, TopicvaultError
-from ..core.store import ObjectStore
+from ..core.errors import TopicvaultError
+from .restore_state import RestoreRecords
 
 
 @dataclass
@@ -36,6 +39,11 @@ class OffsetMap:
         return sum(length for _, _, length in self.ranges)
 
     end_offset: int | None = None  # set when target offsets have gaps (see landed_at)
+    holes: list[tuple[int, int]] = field(default_factory=list)  # (first, last) source offsets left out, ascending
+
+    def add_hole(self, first: int, last: int) -> None:
+        """Mark source offsets first..last (inclusive) as left out: they could not be read."""
+        self.holes.append((first, last))
 
     @property
     def target_end(self) -> int:
@@ -71,7 +79,8 @@ class OffsetMap:
 
     def landed_at(self, target_offsets: list[int]) -> "OffsetMap":
         """The same records mapped to the target offsets they really got (when those have gaps)."""
-        landed = OffsetMap(self.source_topic, self.partition, self.target_topic, self.target_start)
+        landed = OffsetMap(self.source_topic, self.partition, self.target_topic, self.target_start,
+                           holes=list(self.holes))
         for source, target in zip(self.source_offsets(), target_offsets):
             last = landed.ranges[-1] if landed.ranges else None
             if last and source == last[0] + last[2] and target == last[1] + last[2]:
@@ -105,6 +114,7 @@ class OffsetMap:
             "target_start": self.target_start,
             "target_end": self.target_end,
             "ranges": [list(r) for r in self.ranges],
+            "holes": [list(h) for h in self.holes],
         }
 
     @classmethod
@@ -117,6 +127,7 @@ class OffsetMap:
             int(body["target_start"]),
             [tuple(int(x) for x in r) for r in body["ranges"]],
             int(body["target_end"]),
+            [(int(first), int(last)) for first, last in body.get("holes", [])],
         )
 
 
@@ -127,29 +138,24 @@ def recording(batches: Iterable[pa.RecordBatch], offset_map: OffsetMap) -> Itera
         yield batch
 
 
-def offset_map_key(restore_id: str) -> str:
-    """Where a restore's offset maps are kept in the backup location."""
-    return f"{STATE_PREFIX}restores/{restore_id}/offset-map.json"
+OFFSET_MAP_NAME = "offset-map.json"
 
 
-def save_offset_maps(store: ObjectStore, restore_id: str, maps: list[OffsetMap]) -> str:
-    """Write every partition's map of a restore as one JSON object; returns its key."""
-    key = offset_map_key(restore_id)
+def save_offset_maps(records: RestoreRecords, restore_id: str, maps: list[OffsetMap]) -> str:
+    """Write every partition's map of a restore as one JSON object in the state store; returns its key."""
     body = {"restore_id": restore_id, "partitions": [m.to_json() for m in sorted(maps, key=_order)]}
-    store.put(key, json.dumps(body, indent=1).encode())
-    return key
+    return records.write(restore_id, OFFSET_MAP_NAME, json.dumps(body, indent=1).encode())
 
 
-def load_offset_maps(store: ObjectStore, restore_id: str) -> dict[tuple[str, int], OffsetMap]:
+def load_offset_maps(records: RestoreRecords, restore_id: str) -> dict[tuple[str, int], OffsetMap]:
     """A finished restore's maps by (source topic, partition)."""
-    key = offset_map_key(restore_id)
-    try:
-        body = json.loads(store.get(key))
-    except ObjectNotFound:
+    raw = records.read(restore_id, OFFSET_MAP_NAME)
+    if raw is None:
         raise TopicvaultError(
-            f"restore {restore_id!r} has no offset map ({key}): it has not finished; run it again to complete it"
-        ) from None
-    maps = [OffsetMap.from_json(p) for p in body["partitions"]]
+            f"restore {restore_id!r} has no offset map in {records.state.uri}: it has not finished; run it again "
+            "to complete it"
+        )
+    maps = [OffsetMap.from_json(p) for p in json.loads(raw)["partitions"]]
     return {(m.source_topic, m.partition): m for m in maps}
 
 

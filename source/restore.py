@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import Iterator
 
 from ..core.cluster import (
     TopicSettings,
@@ -27,15 +28,17 @@ from ..core.kafka import (
 )
 from ..core.progress import counted
 from ..core.spark import check_no_speculation, run_tasks
-from ..core.store import ObjectStore, open_store
+from ..core.store import open_store
 from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
-from .object_reader import read_partition
+from .object_reader import SkippedObject, read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
 from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
 from .restore_state import (
+    RestoreRecords,
     RestoreState,
     check_same_restore,
+    default_state_uri,
     load_restore_state,
     restores_into,
     save_restore_state,
@@ -75,10 +78,16 @@ class RestoreJob:
     layout: str = "topicvault"  # or a peer layout (source.peer_layout); plan_restore resolves "auto"
     key_template: str | None = None  # a peer's file-name template, when not its default
     peer_options: PeerOptions = PeerOptions()
+    state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri()
+    on_error: str = "stop"  # or "skip": leave out objects that cannot be read (object_reader.check_on_error)
 
     def open_store(self):
         """The object store of the backup location."""
         return open_store(self.store_uri, dict(self.store_options))
+
+    def restore_records(self) -> RestoreRecords:
+        """Where this archive's restores keep their state and offset maps (never in the archive)."""
+        return RestoreRecords(open_store(self.state_uri or default_state_uri()), self.open_store())
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ class TaskResult:
     timestamps_replaced: int
     offset_map: OffsetMap
     peer_report: PeerReadReport | None = None  # duplicates and gaps a peer archive's partition held
+    skipped: tuple[SkippedObject, ...] = ()  # objects left out (--on-error skip), in offset order
 
 
 @dataclass
@@ -136,6 +146,11 @@ class RestoreResult:
     def timestamps_replaced(self) -> int:
         return sum(r.timestamps_replaced for r in self.results)
 
+    @property
+    def skipped(self) -> list[SkippedObject]:
+        """Objects left out because they could not be read, by topic, partition and offset."""
+        return sorted((s for r in self.results for s in r.skipped), key=lambda s: (s.topic, s.partition, s.first_offset))
+
 
 def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]:
     """Restore some partitions through one producer (runs in a Spark worker; safe to run again).
@@ -147,13 +162,23 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]
     # and topics are created without their saved configs until the data is in (no compaction).
     present = count_records(job.kafka, {task.target: task.target_start for task in tasks})
     streams = [_stream(job, task, present[task.target]) for task in tasks]
-    produced = produce_streams(job.kafka, [(*task.target, batches) for task, (_, batches, _) in zip(tasks, streams)])
+    produced = produce_streams(job.kafka, [(*task.target, stream.batches) for task, stream in zip(tasks, streams)])
     ends = partition_ends(job.kafka, [task.target for task in tasks])
-    return [_finish(job, task, present[task.target], offset_map, result, ends[task.target], peer_report)
-            for task, (offset_map, _, peer_report), result in zip(tasks, streams, produced)]
+    return [_finish(job, task, present[task.target], stream, result, ends[task.target])
+            for task, stream, result in zip(tasks, streams, produced)]
 
 
-def _stream(job: RestoreJob, task: RestoreTask, present: int):
+@dataclass
+class _Stream:
+    """One task's source records on their way to the producer, and what reading them found."""
+
+    offset_map: OffsetMap  # filled as the producer drains `batches`
+    batches: Iterator
+    skipped: list  # SkippedObject, filled as objects are left out (--on-error skip)
+    peer_report: PeerReadReport | None
+
+
+def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
     if job.layout == "topicvault" and present > task.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, "
@@ -162,8 +187,17 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int):
         )
     offset_map = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
     peer_report = None
+    skipped: list[SkippedObject] = []
+
+    def skip(entry: ObjectEntry, reason: str) -> None:
+        # The hole is what this restore selected of the object; a resumed run meets it again.
+        first, last = task.selection.bounds(task.source_topic, task.partition)
+        first, last = max(first, entry.first_offset), min(entry.last_offset, entry.last_offset if last is None else last)
+        offset_map.add_hole(first, last)
+        skipped.append(SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason))
+
     if job.layout == "topicvault":
-        source = read_partition(job.open_store(), list(task.objects))
+        source = read_partition(job.open_store(), list(task.objects), skip if job.on_error == "skip" else None)
     else:
         peer_report = PeerReadReport(f"{task.source_topic}[{task.partition}]")
         source = read_peer_partition(job.open_store(), peer_layout(job.layout, job.key_template), job.peer_options,
@@ -171,11 +205,12 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int):
     selected = task.selection.records(task.source_topic, task.partition, source)
     batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
                       f"{task.target_topic}-{task.partition}")
-    return offset_map, batches, peer_report
+    return _Stream(offset_map, batches, skipped, peer_report)
 
 
-def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: OffsetMap, produced: ProduceResult,
-            end: int, peer_report: PeerReadReport | None = None) -> TaskResult:
+def _finish(job: RestoreJob, task: RestoreTask, present: int, stream: "_Stream", produced: ProduceResult,
+            end: int) -> TaskResult:
+    offset_map = stream.offset_map
     if present > offset_map.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start} but this "
@@ -192,7 +227,7 @@ def _finish(job: RestoreJob, task: RestoreTask, present: int, offset_map: Offset
         offset_map = offset_map.landed_at(landed)
     return TaskResult(
         task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced,
-        offset_map, peer_report,
+        offset_map, stream.peer_report, tuple(stream.skipped),
     )
 
 
@@ -258,6 +293,9 @@ def plan_restore(
     """Plan a restore; on a first start this also records where each target partition stands."""
     store = job.open_store()
     layout = resolve_layout(store, job.layout, job.key_template)
+    if job.on_error == "skip" and layout != "topicvault":
+        raise TopicvaultError(f"--on-error skip works with topicvault archives only; {store.uri} is a {layout} archive: "
+                              "use --on-error stop (the default)")
     if layout == "topicvault":
         state, layout_found = load_state(store), []
     else:
@@ -290,12 +328,13 @@ def plan_restore(
 
     _check_until(state, selected, selection.until_ms)
     restore_id = restore_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-    saved = load_restore_state(store, restore_id)
+    records = job.restore_records()
+    saved = load_restore_state(records, restore_id)
     if saved is not None:
         check_same_restore(saved, job.kafka.bootstrap_servers, topic_map, selection.to_json())
         starts = saved.start_offsets
     else:
-        starts = _target_starts(job.kafka, store, partitions_needed, existing, allow_nonempty)
+        starts = _target_starts(job.kafka, records, partitions_needed, existing, allow_nonempty)
     tasks = []
     for (source, partition), ps in sorted(state.partitions.items()):
         if source not in topic_map:
@@ -429,10 +468,10 @@ def _iso(millis: int) -> str:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _nonempty_target_error(store: ObjectStore, bootstrap: str, topic: str, partition: int) -> TopicvaultError:
+def _nonempty_target_error(records: RestoreRecords, bootstrap: str, topic: str, partition: int) -> TopicvaultError:
     """Why a target holding records is refused; names the restore that wrote it, if this location has one,
     since re-running a restore without its id is the usual way to get here."""
-    earlier = restores_into(store, bootstrap, topic)
+    earlier = restores_into(records, bootstrap, topic)
     if earlier:
         return TopicvaultError(
             f"target topic {topic!r} already holds records (partition {partition}) and restore {earlier[-1]} from "
@@ -446,7 +485,7 @@ def _nonempty_target_error(store: ObjectStore, bootstrap: str, topic: str, parti
 
 
 def _target_starts(
-    kafka: KafkaSettings, store: ObjectStore, partitions_needed: dict[str, int], existing: dict[str, int],
+    kafka: KafkaSettings, records: RestoreRecords, partitions_needed: dict[str, int], existing: dict[str, int],
     allow_nonempty: bool,
 ) -> dict[str, int]:
     starts: dict[str, int] = {}
@@ -460,7 +499,7 @@ def _target_starts(
                     continue
                 low, high = watermarks(consumer, topic, partition)
                 if high > low and not allow_nonempty:
-                    raise _nonempty_target_error(store, kafka.bootstrap_servers, topic, partition)
+                    raise _nonempty_target_error(records, kafka.bootstrap_servers, topic, partition)
                 starts[f"{topic}:{partition}"] = high
                 if high > low:
                     holding.append((topic, partition))
@@ -478,7 +517,7 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
         # resumed, which topics are its own to create and to configure at the end.
         starts = {f"{t.target_topic}:{t.partition}": t.target_start for t in plan.tasks}
         save_restore_state(
-            job.open_store(),
+            job.restore_records(),
             RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, starts, plan.selection.to_json(),
                          plan.topic_configs),
         )
@@ -497,6 +536,6 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     # One Spark task per core, each producing its partitions through one producer.
     groups = group_tasks(plan.tasks, spark.sparkContext.defaultParallelism)
     results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks), groups) for r in group]
-    save_offset_maps(job.open_store(), plan.restore_id, [r.offset_map for r in results])
+    save_offset_maps(job.restore_records(), plan.restore_id, [r.offset_map for r in results])
     apply_topic_configs(job.kafka, plan.topic_configs)
     return RestoreResult(plan, results, time.monotonic() - started)

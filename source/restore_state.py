@@ -1,23 +1,114 @@
-"""A restore's own record, kept in the backup location under `_topicvault/restores/<id>/`.
+"""A restore's own records: its state and, once finished, its offset map.
 
-It holds, per target partition, the end offset found when the restore first started. The
-target partition then is its own progress record: everything after that offset was written
+The state holds, per target partition, the end offset found when the restore first started.
+The target partition then is its own progress record: everything after that offset was written
 by this restore, in source order, so a resumed task counts it and continues after it.
+
+Restore never writes into the archive it reads (it may be read-only, immutable, or a peer
+sink's). Its records live in a state store: `--state URI` (any store URI), else
+$TOPICVAULT_STATE_DIR, else $XDG_STATE_HOME/topicvault or ~/.local/state/topicvault, under
+`restores/<archive hash>/<restore id>/`. Restores started by older versions kept theirs in the
+archive under `_topicvault/restores/<id>/`; those are still read there, and never written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..core.commits import STATE_PREFIX
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.store import ObjectStore
 
-RESTORES_PREFIX = STATE_PREFIX + "restores/"
+STATE_DIR_ENV = "TOPICVAULT_STATE_DIR"
+LEGACY_PREFIX = STATE_PREFIX + "restores/"  # in the archive: read only
+STATE_NAME = "state.json"
 _ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
+def default_state_uri() -> str:
+    """Where restore records go without --state: $TOPICVAULT_STATE_DIR, else the XDG state directory."""
+    if os.environ.get(STATE_DIR_ENV):
+        return os.environ[STATE_DIR_ENV]
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return str(Path(base) / "topicvault")
+
+
+def archive_identity(archive: ObjectStore) -> str:
+    """The archive's URI in one spelling, whatever form the user gave (path, file://, s3a://, slashes)."""
+    root = getattr(archive, "root", None)
+    if root is not None:  # a local directory: symlinks and relative paths resolved
+        return "file://" + str(Path(root).resolve())
+    bucket = getattr(archive, "bucket", None)
+    if bucket is not None:  # the endpoint is left out: bucket names are global on AWS
+        return f"s3://{bucket}/{getattr(archive, 'prefix', '')}".rstrip("/")
+    return archive.uri
+
+
+def check_restore_id(restore_id: str) -> str:
+    """`restore_id` if it can name a directory and an object key, else a TopicvaultError."""
+    if not _ID_PATTERN.fullmatch(restore_id):
+        raise TopicvaultError(f"bad --restore-id {restore_id!r}: use letters, digits, '.', '_' or '-'")
+    return restore_id
+
+
+@dataclass(frozen=True)
+class RestoreRecords:
+    """The records of the restores of one archive: written to `state`, legacy ones read from `archive`."""
+
+    state: ObjectStore
+    archive: ObjectStore
+
+    @property
+    def prefix(self) -> str:
+        """Key prefix of this archive's restores in the state store."""
+        return f"restores/{hashlib.sha256(archive_identity(self.archive).encode()).hexdigest()[:16]}/"
+
+    def key(self, restore_id: str, name: str) -> str:
+        """Key of one record of a restore in the state store."""
+        return f"{self.prefix}{check_restore_id(restore_id)}/{name}"
+
+    def read(self, restore_id: str, name: str) -> bytes | None:
+        """A record of the restore: from the state store, else (older restores) from the archive; None if absent."""
+        for store, key in ((self.state, self.key(restore_id, name)),
+                           (self.archive, f"{LEGACY_PREFIX}{check_restore_id(restore_id)}/{name}")):
+            try:
+                return store.get(key)
+            except ObjectNotFound:
+                continue
+        return None
+
+    def write(self, restore_id: str, name: str, body: bytes, *, only_new: bool = False) -> str:
+        """Write a record to the state store (never the archive); returns its key."""
+        key = self.key(restore_id, name)
+        try:
+            self.state.put(key, body, if_none_match=only_new)
+        except PreconditionFailed:
+            raise
+        except TopicvaultError as exc:
+            raise TopicvaultError(
+                f"cannot save restore state in {self.state.uri} ({exc}): pass --state URI, a directory or s3:// "
+                f"location the restore can write (or set {STATE_DIR_ENV}); the archive itself is only read"
+            ) from None
+        return key
+
+    def states(self) -> list[dict]:
+        """The bodies of every saved state of this archive's restores, here and (older ones) in the archive."""
+        bodies = []
+        for store, prefix in ((self.state, self.prefix), (self.archive, LEGACY_PREFIX)):
+            for info in store.list(prefix):
+                if not info.key.endswith("/" + STATE_NAME):
+                    continue
+                try:
+                    bodies.append(json.loads(store.get(info.key)))
+                except (ObjectNotFound, ValueError):
+                    continue  # gone or unreadable: it names nothing a user could resume
+        return bodies
 
 
 @dataclass(frozen=True)
@@ -34,10 +125,12 @@ class RestoreState:
     def start_offset(self, topic: str, partition: int) -> int:
         return self.start_offsets[f"{topic}:{partition}"]
 
-    def to_json(self) -> bytes:
+    def to_json(self, archive: str) -> bytes:
+        """The stored form; `archive` (the identity of the archive restored from) is for people reading it."""
         return json.dumps(
             {
                 "restore_id": self.restore_id,
+                "archive": archive,
                 "target_bootstrap": self.target_bootstrap,
                 "topic_map": self.topic_map,
                 "start_offsets": self.start_offsets,
@@ -50,20 +143,12 @@ class RestoreState:
         ).encode()
 
 
-def state_key(restore_id: str) -> str:
-    """Object key of a restore's state record."""
-    if not _ID_PATTERN.fullmatch(restore_id):
-        raise TopicvaultError(f"bad --restore-id {restore_id!r}: use letters, digits, '.', '_' or '-'")
-    return f"{RESTORES_PREFIX}{restore_id}/state.json"
-
-
-def load_restore_state(store: ObjectStore, restore_id: str) -> RestoreState | None:
+def load_restore_state(records: RestoreRecords, restore_id: str) -> RestoreState | None:
     """The saved state of a restore, or None if it never started."""
-    key = state_key(restore_id)
-    try:
-        body = json.loads(store.get(key))
-    except ObjectNotFound:
+    raw = records.read(restore_id, STATE_NAME)
+    if raw is None:
         return None
+    body = json.loads(raw)
     return RestoreState(
         restore_id=body["restore_id"],
         target_bootstrap=body["target_bootstrap"],
@@ -74,25 +159,20 @@ def load_restore_state(store: ObjectStore, restore_id: str) -> RestoreState | No
     )
 
 
-def restores_into(store: ObjectStore, target_bootstrap: str, topic: str) -> list[str]:
-    """Ids of the restores saved in this location that wrote into `topic` on that cluster, oldest first."""
-    found: list[tuple[int, str]] = []
-    for info in store.list(RESTORES_PREFIX):
-        if not info.key.endswith("/state.json"):
-            continue
-        try:
-            body = json.loads(store.get(info.key))
-        except (ObjectNotFound, ValueError):
-            continue  # gone or unreadable: it names nothing a user could resume
-        if body.get("target_bootstrap") == target_bootstrap and topic in body.get("topic_map", {}).values():
-            found.append((int(body.get("created_ms", 0)), body["restore_id"]))
+def restores_into(records: RestoreRecords, target_bootstrap: str, topic: str) -> list[str]:
+    """Ids of the restores from this archive that wrote into `topic` on that cluster, oldest first."""
+    found = {
+        (int(body.get("created_ms", 0)), body["restore_id"])
+        for body in records.states()
+        if body.get("target_bootstrap") == target_bootstrap and topic in body.get("topic_map", {}).values()
+    }
     return [restore_id for _, restore_id in sorted(found)]
 
 
-def save_restore_state(store: ObjectStore, state: RestoreState) -> None:
+def save_restore_state(records: RestoreRecords, state: RestoreState) -> None:
     """Save a new restore's state; fails if a restore with that id already started."""
     try:
-        store.put(state_key(state.restore_id), state.to_json(), if_none_match=True)
+        records.write(state.restore_id, STATE_NAME, state.to_json(archive_identity(records.archive)), only_new=True)
     except PreconditionFailed:
         raise TopicvaultError(
             f"restore id {state.restore_id!r} was started at the same time by another run: run again to resume it"

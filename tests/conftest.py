@@ -4,12 +4,28 @@
 services (broker, S3 server, Spark) and so run in seconds.
 """
 
+import os
+
+import pytest
 from harness_broker import *  # noqa: F401,F403  (bootstrap, broker_kind)
 from harness_s3 import *  # noqa: F401,F403  (s3_endpoint, s3_uri)
 from harness_spark import *  # noqa: F401,F403  (spark)
 
 # A test that asks for any of these (directly or through another fixture) starts a real service.
 SERVICE_FIXTURES = frozenset({"bootstrap", "spark", "s3_endpoint", "s3_uri"})
+
+
+@pytest.fixture(scope="session", autouse=True)
+def restore_state_dir(tmp_path_factory):
+    """Restores keep their state here, not in the user's ~/.local/state (CLI subprocesses inherit it)."""
+    directory = tmp_path_factory.mktemp("restore-state")
+    saved = os.environ.get("TOPICVAULT_STATE_DIR")
+    os.environ["TOPICVAULT_STATE_DIR"] = str(directory)
+    yield directory
+    if saved is None:
+        os.environ.pop("TOPICVAULT_STATE_DIR", None)
+    else:
+        os.environ["TOPICVAULT_STATE_DIR"] = saved
 
 
 def pytest_configure(config):

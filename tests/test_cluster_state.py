@@ -80,7 +80,8 @@ def gapped_topic(bootstrap, topic_factory):
     return topic, source
 
 
-def test_groups_resume_at_the_next_unread_record_after_restore(bootstrap, spark, gapped_topic, tmp_path):
+def test_groups_resume_at_the_next_unread_record_after_restore(bootstrap, spark, gapped_topic, tmp_path,
+                                                              restore_state_dir):
     topic, source = gapped_topic
     group, finished = f"billing-{uuid.uuid4().hex[:6]}", f"audit-{uuid.uuid4().hex[:6]}"
     p0, p1 = source[0], source[1]
@@ -107,7 +108,9 @@ def test_groups_resume_at_the_next_unread_record_after_restore(bootstrap, spark,
     assert committed(bootstrap, finished, target, 2)[0] == len(p0)  # the restored end: nothing left to read
     assert record_at(bootstrap, target, 0, len(p0)) is None
 
-    offset_map = json.loads((location / "_topicvault" / "restores" / "grp" / "offset-map.json").read_text())
+    assert not (location / "_topicvault" / "restores").exists(), "restore never writes into the archive"
+    [map_file] = restore_state_dir.glob("restores/*/grp/offset-map.json")
+    offset_map = json.loads(map_file.read_text())
     ranges = {p["partition"]: p["ranges"] for p in offset_map["partitions"]}
     assert len(ranges[1]) > 1, "gaps must split the map into ranges"
     assert sum(length for _, _, length in ranges[1]) == len(p1)

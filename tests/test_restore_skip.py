@@ -1,0 +1,125 @@
+"""Issue #19 item 2: `restore --on-error skip` leaves out objects it cannot read, names them, restores the rest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+import pyarrow as pa
+import pytest
+from clitools import run_cli
+from kafkatools import consume_all, produce_records
+from nasty import nasty_records
+from test_cluster_state import commit_offsets, committed
+from test_crash import run_cli_process, strip
+from test_object_reader import store_object
+from topicvault.core.commits import ObjectEntry
+from topicvault.core.envelope import batch_to_records
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.store import open_store
+from topicvault.source.object_reader import check_on_error, read_partition
+from topicvault.source.offset_map import OffsetMap, load_offset_maps
+from topicvault.source.restore_state import RestoreRecords
+
+
+def test_skip_leaves_out_whole_unreadable_objects_and_reads_on(tmp_path):
+    store = open_store(str(tmp_path))
+    first, first_records = store_object(store, "a.parquet", list(range(0, 10)))
+    damaged, _ = store_object(store, "b.parquet", list(range(10, 20)))
+    missing, _ = store_object(store, "c.parquet", list(range(20, 30)))
+    undecodable = ObjectEntry("d.parquet", "t", 0, 30, 39, 10, 4, 0, 0, hashlib.sha256(b"junk").hexdigest())
+    store.put("d.parquet", b"junk")  # its checksum matches: only decoding finds it out
+    last, last_records = store_object(store, "e.parquet", list(range(40, 50)))
+    data = bytearray(store.get("b.parquet"))
+    data[len(data) // 2] ^= 0xFF
+    store.put("b.parquet", bytes(data))
+    store.delete("c.parquet")
+    entries = [first, damaged, missing, undecodable, last]
+
+    with pytest.raises(TopicvaultError, match="b.parquet does not match the checksum"):
+        list(read_partition(store, entries))  # stop: the default
+    skipped: list[tuple[str, str]] = []
+    batches = list(read_partition(store, entries, lambda entry, reason: skipped.append((entry.key, reason))))
+    assert [r for b in batches for r in batch_to_records(b)] == first_records + last_records
+    assert [key for key, _ in skipped] == ["b.parquet", "c.parquet", "d.parquet"]
+    assert "checksum" in skipped[0][1] and "not found" in skipped[1][1] and "not a complete parquet" in skipped[2][1]
+
+
+def test_offset_map_marks_holes_and_translation_treats_them_as_gaps():
+    offset_map = OffsetMap("s", 0, "t", 100)
+    offset_map.add_offsets(pa.array(range(0, 10), pa.int64()))
+    offset_map.add_hole(10, 19)
+    offset_map.add_offsets(pa.array(range(20, 30), pa.int64()))
+    assert [offset_map.translate(o) for o in (9, 10, 15, 19, 20, 30)] == [109, 110, 110, 110, 110, 120]
+    stored = OffsetMap.from_json(json.loads(json.dumps(offset_map.to_json())))
+    assert stored.holes == [(10, 19)] and stored.ranges == offset_map.ranges
+    assert offset_map.landed_at(list(range(100, 120))).holes == [(10, 19)]
+
+
+def test_on_error_takes_stop_or_skip():
+    assert check_on_error("skip") == "skip"
+    with pytest.raises(TopicvaultError, match="bad --on-error 'ignore': use stop .* or skip"):
+        check_on_error("ignore")
+
+
+@pytest.fixture
+def damaged_backup(bootstrap, spark, topic_factory, tmp_path):
+    """A 2-partition backup (objects of 300 records) whose second object of partition 0 is damaged and whose
+    third object of partition 1 is gone; a consumer group stands inside the damaged object."""
+    topic = topic_factory(2, prefix="skip")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 1_000, big_values=0))
+    group = f"skip-{uuid.uuid4().hex[:6]}"
+    source = consume_all(bootstrap, topic)
+    commit_offsets(bootstrap, group, {(topic, 0): source[0][450].offset, (topic, 1): source[1][100].offset})
+    location = tmp_path / "archive"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "300")
+    [commit] = (location / "_topicvault" / "commits").glob("*.json")
+    objects = {(o["partition"], i): o for p in (0, 1)
+               for i, o in enumerate(sorted((o for o in json.loads(commit.read_text())["objects"] if o["partition"] == p),
+                                            key=lambda o: o["first_offset"]))}
+    damaged, gone = objects[(0, 1)], objects[(1, 2)]
+    path = location / damaged["key"]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    (location / gone["key"]).unlink()
+    return topic, location, group, source, damaged, gone
+
+
+def test_damaged_objects_are_skipped_named_and_every_other_record_restored_in_order(
+        bootstrap, damaged_backup, tmp_path, restore_state_dir):
+    topic, location, group, source, damaged, gone = damaged_backup
+    target = f"{topic}-r"
+    args = ["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
+            "--restore-id", "skip", "--on-error", "skip"]
+    log = tmp_path / "cli.log"
+    assert run_cli_process(args, log, "restore.produce:500") == -9, log.read_text()[-2000:]  # and resumed:
+    out = run_cli(*args, "--json", "--groups", expect_exit=3)
+
+    holes = {0: (damaged["first_offset"], damaged["last_offset"]), 1: (gone["first_offset"], gone["last_offset"])}
+    expected = {p: [r for r in records if not holes[p][0] <= r.offset <= holes[p][1]] for p, records in source.items()}
+    assert {p: strip(r) for p, r in consume_all(bootstrap, target).items()} == {p: strip(r) for p, r in expected.items()}
+    assert [len(records) for records in expected.values()] == [700, 700]
+
+    report = json.loads(out[out.index("\n{") + 1:out.rindex("}") + 1])
+    assert [(s["topic"], s["partition"], s["first_offset"], s["last_offset"], s["key"]) for s in report["skipped"]] == [
+        (topic, 0, *holes[0], damaged["key"]), (topic, 1, *holes[1], gone["key"])]
+    named = [line for line in out.splitlines() if line.startswith("skipped:")]
+    assert len(named) == 2 and f"{topic}[0] offsets {holes[0][0]}..{holes[0][1]}" in named[0] and "checksum" in named[0]
+    assert f"{topic}[1] offsets {holes[1][0]}..{holes[1][1]}" in named[1] and "not found" in named[1]
+
+    records = RestoreRecords(open_store(str(restore_state_dir)), open_store(str(location)))
+    maps = load_offset_maps(records, "skip")
+    assert maps[(topic, 0)].holes == [holes[0]] and maps[(topic, 1)].holes == [holes[1]]
+    # The group stood inside the hole of partition 0: it goes on with the first record after it.
+    inside = source[0][450].offset
+    assert holes[0][0] <= inside <= holes[0][1]
+    assert committed(bootstrap, group, target, 2) == {0: sum(1 for r in expected[0] if r.offset < inside), 1: 100}
+
+
+def test_without_skip_a_damaged_object_stops_the_restore_and_is_named(bootstrap, damaged_backup):
+    topic, location, _, _, damaged, gone = damaged_backup
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-stop",
+                  expect_exit=1)
+    assert (damaged["key"] in out or gone["key"] in out) and "Traceback" not in out, out
