@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import tempfile
 import time
@@ -89,7 +90,8 @@ def run_demo(count: int, directory: str | None, master: str | None, say: Callabl
         say(f"backup: {backup.records:,} records, {len(backup.objects)} objects, {backup.bytes:,} bytes "
             f"in {backup.elapsed_s:.1f} s ({backup.records / max(backup.elapsed_s, 1e-9):,.0f} records/s)")
 
-        restore_job = RestoreJob(settings, location)
+        # The demo's restore state lives and dies with its scratch directory, not in ~/.local/state.
+        restore_job = RestoreJob(settings, location, state_uri=os.path.join(scratch, "restore-state"))
         restored = run_restore(spark, restore_job, plan_restore(restore_job, [], {SOURCE_TOPIC: TARGET_TOPIC}, None))
         say(f"restore: {restored.produced:,} records to {TARGET_TOPIC} in {restored.elapsed_s:.1f} s "
             f"({restored.produced / max(restored.elapsed_s, 1e-9):,.0f} records/s)")
