@@ -164,7 +164,7 @@ def measure(master: str, broker: EmbeddedBroker, location: str, records: int, si
     spark, restore_spark_start_s = fresh_spark(master)
     restore_rss = WorkerRssSampler()
     restore_rss.start()
-    restore_job = RestoreJob(settings, location)
+    restore_job = RestoreJob(settings, location, state_uri=location.rstrip("/") + "-restore-state")  # beside the run
     restored = run_restore(spark, restore_job, plan_restore(restore_job, [source], {source: restored_topic}, None))
     restore_rss.stop.set()
     assert restored.produced == records
