@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.commits import BackupState, ObjectEntry, PartitionState
+from ..core.commits import COMMITS_PREFIX, BackupState, ObjectEntry, PartitionState
 from ..core.errors import ObjectNotFound, TopicvaultError
 from ..core.store import ObjectStore
 from ..formats.peers import KEEPS, PeerOptions, decode_aiven, decode_confluent, decode_lenses, decode_quix
@@ -52,6 +52,9 @@ def resolve_layout(store: ObjectStore, layout: str, key_template: str | None) ->
         raise TopicvaultError(f"bad --layout {layout!r}: use one of {', '.join(LAYOUTS)}")
     if layout != "auto":
         return layout
+    # One commit record is enough to know the layout: never list a large archive for it.
+    if next(store.list(COMMITS_PREFIX), None) is not None:
+        return "topicvault"
     return detect_layout(store, [info.key for info in store.list("")], key_template)
 
 

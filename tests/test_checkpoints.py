@@ -57,7 +57,7 @@ def synthetic_record(sequence: int, state: BackupState) -> CommitRecord:
     return CommitRecord(sequence, 1_700_000_000_000 + sequence, tuple(ranges), tuple(objects),
                         {t: {"partitions": 2, "configs": {"retention.ms": str(sequence)}} for t in TOPICS},
                         groups=groups if sequence % 3 else None,
-                        stream={"id": "s", "batch": sequence, "lag": {}} if sequence % 5 else None)
+                        stream={"id": "s", "batch": sequence, "committed_ms": sequence, "lag": {}} if sequence % 5 else None)
 
 
 def make_commits(store, count: int, state: BackupState | None = None) -> BackupState:
@@ -253,3 +253,43 @@ def test_requests_of_ls_and_of_a_micro_batch_do_not_grow_with_commits(counted_s3
     REQUEST_COUNTS[history] = (len(ls), len(batch))
     if 60 in REQUEST_COUNTS and 510 in REQUEST_COUNTS:
         assert REQUEST_COUNTS[60] == REQUEST_COUNTS[510], REQUEST_COUNTS
+
+
+# --- cheap listing (issue #18 item 6) -----------------------------------------------------
+
+
+def test_local_listing_does_not_read_the_objects(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    store.put("topic=t/partition=0/0000000000000000000.parquet", b"x")
+    big = store.root / "topic=t" / "partition=0" / "0000000000000000001.parquet"
+    with open(big, "wb") as handle:  # 1 GiB, sparse: hashing it would read 1 GiB of zeros
+        handle.truncate(1 << 30)
+    started = time.monotonic()
+    listed = list(store.list("topic=t/"))
+    elapsed = time.monotonic() - started
+    assert [i.size for i in listed] == [1, 1 << 30]
+    assert elapsed < 0.5, f"listing two files took {elapsed:.2f} s: it read them"
+
+
+class ListCountingStore(LocalStore):
+    """A real local store that counts the listed entries callers consumed."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.listed: list[str] = []
+
+    def list(self, prefix: str = "", start_after: str | None = None):
+        for info in super().list(prefix, start_after):
+            self.listed.append(info.key)
+            yield info
+
+
+def test_layout_auto_does_not_list_the_whole_location_when_commits_exist(tmp_path):
+    from topicvault.source.peer_layout import resolve_layout
+
+    store = ListCountingStore(str(tmp_path / "loc"))
+    for n in range(200):
+        store.put(f"topic=t/partition=0/{n:019d}.parquet", b"x")
+    make_commits(store, 3)
+    assert resolve_layout(store, "auto", None) == "topicvault"
+    assert store.listed == [commit_key(1)]
