@@ -9,12 +9,12 @@ ignores checkpoints (every older topicvault) still reads the same state from the
   from commits 1..N, then overwrites the small pointer `_topicvault/_last_checkpoint`.
   Both writes are best effort: a failed one never fails the backup.
 - A reader GETs the pointer (which may lag or be absent), lists checkpoints after it
-  (StartAfter), reads the newest usable one, then lists the commits from N on (StartAfter)
-  and folds only the ones after N. That is a fixed number of requests, plus one GET per
-  commit since the last checkpoint (fewer than CHECKPOINT_INTERVAL).
+  (StartAfter), reads the newest usable one and commit N (to check it belongs to this
+  history), then lists the commits after N (StartAfter) and folds only those. That is five
+  requests, plus one GET per commit since the last checkpoint (fewer than CHECKPOINT_INTERVAL).
 - A checkpoint is used only if it is intact (checksum), was written by code with the same
   state shape (a fingerprint of BackupState's fields, so a new field invalidates older
-  checkpoints by itself) and belongs to this history (commit N exists, with the size the
+  checkpoints by itself) and belongs to this history (commit N exists, with the SHA-256 the
   checkpoint recorded). Otherwise the reader folds every commit: correctness first.
 
 The state is serialised generically from BackupState's type hints, so a field added to it
@@ -147,15 +147,15 @@ def state_fingerprint(cls: type = BackupState) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def checkpoint_json(state: BackupState, commit_size: int) -> bytes:
-    """The checkpoint of `state` (folded up to its last_sequence, whose record has `commit_size` bytes)."""
+def checkpoint_json(state: BackupState, commit_sha256: str) -> bytes:
+    """The checkpoint of `state`, folded up to its last_sequence, whose record's bytes have `commit_sha256`."""
     body = _encode(state, BackupState)
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return json.dumps({
         "checkpoint_version": CHECKPOINT_VERSION,
         "fingerprint": state_fingerprint(),
         "sequence": state.last_sequence,
-        "commit_size": commit_size,
+        "commit_sha256": commit_sha256,
         "state_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
         "state": body,
     }, sort_keys=True, separators=(",", ":")).encode()
@@ -163,10 +163,10 @@ def checkpoint_json(state: BackupState, commit_size: int) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class Checkpoint:
-    """A parsed, intact checkpoint: the state after commit `sequence`, whose record has `commit_size` bytes."""
+    """A parsed, intact checkpoint: the state after commit `sequence`, whose record's bytes have `commit_sha256`."""
 
     sequence: int
-    commit_size: int
+    commit_sha256: str
     state: BackupState
 
 
@@ -182,7 +182,7 @@ def parse_checkpoint(data: bytes, key: str) -> Checkpoint:
         state = _decode(body["state"], BackupState)
         if state.last_sequence != body["sequence"] or key != checkpoint_key(body["sequence"]):
             raise ValueError("sequence does not match its key")
-        return Checkpoint(int(body["sequence"]), int(body["commit_size"]), state)
+        return Checkpoint(int(body["sequence"]), str(body["commit_sha256"]), state)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise TopicvaultError(f"checkpoint {key} is unusable ({exc})") from None
 
@@ -208,7 +208,7 @@ def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecor
         after.apply(CommitRecord.from_json(data, commit_key(record.sequence)), commit_key(record.sequence))
         _sort_objects(after)
         try:
-            store.put(checkpoint_key(record.sequence), checkpoint_json(after, len(data)), if_none_match=True)
+            store.put(checkpoint_key(record.sequence), checkpoint_json(after, _sha256(data)), if_none_match=True)
         except TopicvaultError as exc:
             if store.head(checkpoint_key(record.sequence)) is None:
                 raise exc
@@ -228,7 +228,7 @@ def read_state(store: ObjectStore) -> BackupState:
     """The location's state: the newest usable checkpoint plus the commits after it."""
     for checkpoint in _newest_checkpoints(store):
         try:
-            return _read_forward(store, checkpoint.state, checkpoint.commit_size)
+            return _read_forward(store, checkpoint.state, checkpoint.commit_sha256)
         except TopicvaultError as exc:
             log.warning("%s; reading every commit record instead", exc)
             break
@@ -241,15 +241,19 @@ def read_forward(store: ObjectStore, state: BackupState) -> BackupState:
     return _read_forward(store, state, None)
 
 
-def _read_forward(store: ObjectStore, state: BackupState, commit_size: int | None) -> BackupState:
+def _read_forward(store: ObjectStore, state: BackupState, commit_sha256: str | None) -> BackupState:
+    """Fold the commits after `state`; with `commit_sha256`, first check that the last commit
+    folded into `state` (a checkpoint's) is still the one the location holds."""
     known = state.last_sequence
-    # From commit `known` itself when a checkpoint's link to this history is to be checked.
-    start_after = commit_key(known - 1) if commit_size is not None else (commit_key(known) if known else None)
-    infos = [i for i in store.list(COMMITS_PREFIX, start_after=start_after) if i.key.endswith(".json")]
-    if commit_size is not None:
-        if not infos or infos[0].key != commit_key(known) or infos[0].size != commit_size:
+    if commit_sha256 is not None:
+        try:
+            held = _sha256(store.get(commit_key(known)))
+        except ObjectNotFound:
+            held = None
+        if held != commit_sha256:
             raise TopicvaultError(f"checkpoint {checkpoint_key(known)} does not match commit {commit_key(known)}")
-        infos = infos[1:]
+    start_after = commit_key(known) if known else None
+    infos = [i for i in store.list(COMMITS_PREFIX, start_after=start_after) if i.key.endswith(".json")]
     expected = known + 1
     for info in infos:
         record = CommitRecord.from_json(store.get(info.key), info.key)
@@ -260,6 +264,10 @@ def _read_forward(store: ObjectStore, state: BackupState, commit_size: int | Non
     if infos:
         _sort_objects(state)
     return state
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _sort_objects(state: BackupState) -> None:
