@@ -302,3 +302,15 @@ def _pointer(store: ObjectStore) -> int | None:
     except (ValueError, KeyError, TypeError) as exc:
         log.warning("%s is unreadable (%s): listing every checkpoint", LAST_CHECKPOINT_KEY, exc)
         return None
+
+
+def checkpoint_problems(store: ObjectStore, truth: BackupState) -> list[str]:
+    """Where what readers read (newest checkpoint plus later commits) differs from `truth`, the
+    fold of every commit record: a wrong checkpoint would mislead every reader after it."""
+    if read_state(store) == truth:
+        return []
+    return [
+        f"the newest checkpoint under {CHECKPOINTS_PREFIX} disagrees with the commit records: delete "
+        f"{CHECKPOINTS_PREFIX} and {LAST_CHECKPOINT_KEY} (derived data; the commits are the truth and "
+        "the next backups write new checkpoints)"
+    ]

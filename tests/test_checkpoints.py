@@ -8,6 +8,7 @@ moto_server of this module's own logs one line per request.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 import time
@@ -19,7 +20,9 @@ from harness_s3 import moto_server
 from topicvault.core.checkpoints import (
     CHECKPOINT_INTERVAL,
     LAST_CHECKPOINT_KEY,
+    checkpoint_json,
     checkpoint_key,
+    checkpoint_problems,
     commit_with_checkpoint,
     read_forward,
     read_state,
@@ -196,6 +199,29 @@ def test_every_state_field_is_carried_and_a_new_field_invalidates_old_checkpoint
         lost: dict[tuple[str, int], list[tuple[int, int]]] = dataclasses.field(default_factory=dict)
 
     assert state_fingerprint(WiderState) != state_fingerprint(BackupState)
+
+
+def test_an_intact_but_wrong_checkpoint_is_a_problem_verify_reports(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    make_commits(store, CHECKPOINT_INTERVAL + 2)
+    truth = fold_commits(store)
+    assert checkpoint_problems(store, truth) == []
+    wrong = _fold_up_to(store, CHECKPOINT_INTERVAL)
+    objects = wrong.partitions[("orders", 0)].objects  # e.g. a buggy committer lost a checksum
+    objects[0] = dataclasses.replace(objects[0], sha256="0" * 64)
+    commit = store.get(commit_key(CHECKPOINT_INTERVAL))
+    store.put(checkpoint_key(CHECKPOINT_INTERVAL), checkpoint_json(wrong, hashlib.sha256(commit).hexdigest()))
+    problems = checkpoint_problems(store, truth)
+    assert len(problems) == 1 and "disagrees with the commit records: delete _topicvault/checkpoints/" in problems[0]
+
+
+def _fold_up_to(store, sequence: int) -> BackupState:
+    state = BackupState()
+    for n in range(1, sequence + 1):
+        state.apply(CommitRecord.from_json(store.get(commit_key(n)), commit_key(n)), commit_key(n))
+    for partition in state.partitions.values():
+        partition.objects.sort(key=lambda o: o.first_offset)
+    return state
 
 
 # --- request counts at the S3 server ------------------------------------------------------
