@@ -17,6 +17,11 @@ ignores checkpoints (every older topicvault) still reads the same state from the
   checkpoints by itself) and belongs to this history (commit N exists, with the SHA-256 the
   checkpoint recorded). Otherwise the reader folds every commit: correctness first.
 
+Old readers: topicvault before checkpoints lists only `_topicvault/commits/` (and its peer
+layouts skip `_topicvault/`), so it ignores checkpoints and still reads every commit. Old
+writers do not write checkpoints: a reader then folds the commits after the newest checkpoint,
+which is correct but slower, until a newer writer makes commit N*CHECKPOINT_INTERVAL.
+
 The state is serialised generically from BackupState's type hints, so a field added to it
 (or to PartitionState / ObjectEntry) is carried by checkpoints with no change here.
 """

@@ -319,3 +319,25 @@ def test_layout_auto_does_not_list_the_whole_location_when_commits_exist(tmp_pat
     make_commits(store, 3)
     assert resolve_layout(store, "auto", None) == "topicvault"
     assert store.listed == [commit_key(1)]
+
+
+def test_a_real_backup_that_makes_commit_50_writes_the_checkpoint_and_restores_exactly(
+        bootstrap, spark, topic_factory, tmp_path):
+    from kafkatools import consume_all, produce_records
+    from topicvault.core.envelope import Record
+
+    location = tmp_path / "loc"
+    make_commits(LocalStore(str(location)), CHECKPOINT_INTERVAL - 1)  # history of other topics
+    topic = topic_factory(1, prefix="ckpt")
+    records = [Record(topic, 0, 0, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i, 0, (("h", b"x"),)) for i in range(30)]
+    produce_records(bootstrap, topic, records[:29])
+    produce_records(bootstrap, topic, records[29:])  # tansu: a last single-record batch makes the end exact
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--master", "local[2]")
+    store = LocalStore(str(location))
+    assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is not None
+    assert read_state(store) == fold_commits(store)
+    assert read_state(store).end_offset(topic, 0) == 30
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "-t", topic, "--rename", f"{topic}={topic}-r")
+    restored = consume_all(bootstrap, f"{topic}-r")[0]
+    assert [(r.key, r.value, r.headers, r.timestamp_ms) for r in restored] == \
+           [(r.key, r.value, r.headers, r.timestamp_ms) for r in consume_all(bootstrap, topic)[0]]
