@@ -89,6 +89,18 @@ def test_state_from_checkpoints_equals_the_fold_of_every_commit(tmp_path):
     assert read_state(exact) == fold_commits(exact)
 
 
+def test_a_micro_batch_commit_that_makes_commit_50_writes_the_checkpoint(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    state = make_commits(store, CHECKPOINT_INTERVAL - 1)
+    start = state.end_offset(TOPICS[0], 0)
+    entry = ObjectEntry(f"topic={TOPICS[0]}/partition=0/{start:019d}.parquet", TOPICS[0], 0, start, start, 1, 10,
+                        0, 0, "00")
+    ObjectStreamWriter({"path": store.uri, "streamId": "s2"}).commit([ObjectsWritten([entry])], 0)
+    assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is not None
+    assert read_state(store) == fold_commits(store)
+    assert read_state(store).last_stream["id"] == "s2"
+
+
 class CountingStore(LocalStore):
     """A real local store that remembers which keys were read and listed."""
 
