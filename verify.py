@@ -1,6 +1,6 @@
 """`topicvault verify`: is a backup whole, and does it still match the live topic?
 
-Checks every committed object (present, checksum, record count, first/last offset, offsets
+Checks that the checkpoints agree with the commit records, every committed object (present, checksum, record count, first/last offset, offsets
 ascending and inside the committed ranges, no overlap with its neighbours), and optionally
 compares each backed-up partition with the live topic over the range both still hold:
 record count and a digest of every record's offset, key, value, timestamp and headers.
@@ -14,7 +14,8 @@ from typing import Callable
 
 import pyarrow.compute as pc
 
-from .core.commits import ObjectEntry, PartitionState, load_state
+from .core.checkpoints import checkpoint_problems
+from .core.commits import ObjectEntry, PartitionState, fold_commits
 from .core.envelope import RecordDigest
 from .core.errors import TopicvaultError
 from .core.kafka import KafkaSettings, metadata_consumer, watermarks
@@ -50,13 +51,13 @@ def verify_backup(
     progress: Callable[[str], None] = lambda line: None,
 ) -> VerifyReport:
     """Check a backup location's objects, and with `kafka` compare it with the live topics."""
-    state = load_state(store)
+    state = fold_commits(store)  # verify checks the truth itself, not the checkpoints derived from it
     if not state.partitions:
         raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
     unknown = sorted(set(topics or []) - {t for t, _ in state.partitions})
     if unknown:
         raise TopicvaultError(f"topic(s) {', '.join(unknown)} are not in the backup at {store.uri}")
-    report = VerifyReport()
+    report = VerifyReport(problems=checkpoint_problems(store, state))
     for (topic, partition), partition_state in sorted(state.partitions.items()):
         if topics and topic not in topics:
             continue

@@ -208,7 +208,8 @@ class LocalStore(ObjectStore):
             elif key.startswith(prefix) and (start_after is None or key > start_after):
                 path = directory / name
                 try:
-                    info = ObjectInfo(key, path.stat().st_size, _file_etag(path))
+                    # No ETag: hashing every file would make a listing read the whole store.
+                    info = ObjectInfo(key, path.stat().st_size, None)
                 except (FileNotFoundError, IsADirectoryError):
                     continue  # deleted or replaced while listing
                 yield info

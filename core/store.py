@@ -13,11 +13,15 @@ __all__ = ["ObjectInfo", "ObjectStore", "check_key", "open_store"]
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """One object: its key relative to the store root, its size in bytes and its ETag."""
+    """One object: its key relative to the store root, its size in bytes and its ETag.
+
+    A listing's ETag is None where the store learns it only by reading the whole object
+    (the local store hashes files): ask `head` for it.
+    """
 
     key: str
     size: int
-    etag: str
+    etag: str | None
 
 
 class ObjectStore(ABC):

@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..core.checkpoints import commit_with_checkpoint
 from ..core.cluster import group_offsets, topic_settings
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, load_state, write_commit
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, load_state
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
@@ -189,4 +190,4 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
             )
     if crash_after("backup.commit") is not None:
         crash_now()
-    return write_commit(store, record)
+    return commit_with_checkpoint(store, state, record)

@@ -14,7 +14,8 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.commits import CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, load_state, write_commit
+from ..core.checkpoints import commit_with_checkpoint
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, load_state
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings, list_topic_partitions, select_topics
@@ -164,6 +165,7 @@ def commit_written(
     stream: dict | None = None,
     topic_ids: dict[str, str] | None = None,
     allow_offset_gaps: bool = False,
+    state: BackupState | None = None,
 ) -> str | None:
     """Commit objects the DataFrame writers stored: each partition's range runs from the committed
     end (or its first written offset, if never committed) to its last written offset.
@@ -172,11 +174,12 @@ def commit_written(
     The rows are all the writer knows of the topic, so unless `allow_offset_gaps` says the gaps
     are the topic's own (transaction markers, compaction), every offset of the range must have
     been written: a filtered DataFrame is refused, never committed as a complete backup.
+    `state` is the location's current state if the caller has just read it.
     Returns the commit key, or None when nothing was written."""
     entries = sorted(entries, key=lambda e: (e.topic, e.partition, e.first_offset))
     if not entries:
         return None
-    state = load_state(store)
+    state = state if state is not None else load_state(store)
     check_topic_ids(state.topic_ids, topic_ids or {}, store.uri)
     ranges = []
     for topic, partition in sorted({(e.topic, e.partition) for e in entries}):
@@ -200,4 +203,4 @@ def commit_written(
         state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream,
         topic_ids=topic_ids,
     )
-    return write_commit(store, record)
+    return commit_with_checkpoint(store, state, record)

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from ..core.checkpoints import read_forward
 from ..core.commits import load_state
 from ..core.errors import TopicvaultError
 from .backup import BackupJob, commit_backup, plan
@@ -88,8 +89,8 @@ def run_follow(
         writer_options["keyTemplate"] = job.key_template
     checkpoint = tempfile.mkdtemp(prefix="topicvault-follow-")
     store = job.open_store()
-    before = load_state(store)
-    first_sequence, first_records = before.last_sequence, _records(before)
+    state = load_state(store)  # kept in memory and read forward: never reloaded on a timer
+    first_sequence, first_records = state.last_sequence, _records(state)
     query = (
         reader.load()
         .writeStream.format("topicvault")
@@ -99,14 +100,19 @@ def run_follow(
         .start(job.store_uri)
     )
     try:
-        seen = first_sequence
+        reported_batch = None
         while query.isActive and not should_stop():
             _await(query, 1)
-            state = load_state(store)
+            # Spark's progress (held in memory) tells when a micro-batch ran; only then are the
+            # commits after the known sequence read, so an idle follower makes no store request.
+            batch = (query.lastProgress or {}).get("batchId")
+            if batch == reported_batch:
+                continue
+            reported_batch, seen = batch, state.last_sequence
+            state = read_forward(store, state)
             if state.last_sequence != seen:
-                seen = state.last_sequence
                 lag = (state.last_stream or {}).get("lag", {})
-                report(f"commit {seen}: {_records(state):,} records backed up; "
+                report(f"commit {state.last_sequence}: {_records(state):,} records backed up; "
                        f"lag {sum(lag.values()):,} records" + (f" ({_worst(lag)})" if lag else ""))
         _stop_after_batch(query)
         if query.exception() is not None:
@@ -115,7 +121,7 @@ def run_follow(
         if query.isActive:
             query.stop()
         shutil.rmtree(checkpoint, ignore_errors=True)
-    state = load_state(store)
+    state = read_forward(store, state)
     return FollowResult(
         state.last_sequence - first_sequence, _records(state) - first_records, (state.last_stream or {}).get("lag", {})
     )

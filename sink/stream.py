@@ -137,13 +137,15 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[ObjectsWritten], batchId: int) -> None:
         store = open_store(self.options["path"], store_options_from(self.options))
-        last = load_state(store).last_stream
+        state = load_state(store)
+        last = state.last_stream
         if last and last.get("id") == self.stream_id and last.get("batch") == batchId:
             return  # a replayed batch: committed already
         entries = [e for m in messages if m is not None for e in m.entries]
         stream = {"id": self.stream_id, "batch": batchId, "committed_ms": int(time.time() * 1000),
                   "lag": self._lag(entries)}
-        commit_written(store, entries, stream, self._topic_ids(entries), allow_offset_gaps=self.objects.allow_offset_gaps)
+        commit_written(store, entries, stream, self._topic_ids(entries), allow_offset_gaps=self.objects.allow_offset_gaps,
+                       state=state)
 
     def _topic_ids(self, entries) -> dict[str, str] | None:
         """Kafka topic IDs of the topics this batch wrote, when the cluster is known (see commit_written)."""

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
-from ..core.commits import BackupState, ObjectEntry, PartitionState
+from ..core.commits import COMMITS_PREFIX, BackupState, ObjectEntry, PartitionState
 from ..core.errors import ObjectNotFound, TopicvaultError
 from ..core.store import ObjectStore
 from ..formats.peers import PEERS, PeerKey, PeerLayout, PeerOptions, peer_layout
@@ -57,7 +57,11 @@ def resolve_layout(store: ObjectStore, layout: str, key_template: str | None) ->
     if layout not in LAYOUTS:
         raise TopicvaultError(f"bad --layout {layout!r}: use one of {', '.join(LAYOUTS)}")
     if layout == "auto":
-        layout = detect_layout(store, [info.key for info in store.list("")], key_template)
+        # One commit record is enough to know the layout: never list a large archive for it.
+        if next(store.list(COMMITS_PREFIX), None) is not None:
+            layout = "topicvault"
+        else:
+            layout = detect_layout(store, [info.key for info in store.list("")], key_template)
     if layout == "topicvault" and key_template:
         raise TopicvaultError("--key-template is for peer archives; a topicvault backup's commit records name "
                               "its objects: drop --key-template")

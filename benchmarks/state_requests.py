@@ -1,0 +1,107 @@
+"""Store requests and time of a state read, against the number of commits (issue #18).
+
+    .venv/bin/python benchmarks/state_requests.py [--histories 10,500,1000,3000]
+
+For each history length, commits small synthetic records through the real committer (so
+checkpoints are written as a backup writes them) into a fresh bucket of an in-process moto
+S3 server, then counts the requests the server answered (one werkzeug log line each) for:
+`topicvault ls`, one `backup --follow` micro-batch commit, and a fold of every commit
+record without checkpoints (what every state read cost before checkpoints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+
+import boto3
+from moto.server import ThreadedMotoServer
+from topicvault.core.checkpoints import commit_with_checkpoint
+from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, fold_commits
+from topicvault.core.store import open_store
+from topicvault.sink.datasource import ObjectsWritten
+from topicvault.sink.stream import ObjectStreamWriter
+from typer.testing import CliRunner
+
+
+class RequestCounter(logging.Handler):
+    """Counts the S3 server's request log lines (werkzeug logs one per request)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+def synthetic_commits(store, count: int) -> BackupState:
+    """`count` commits of one 10-record object on each of two partitions, through the committer."""
+    state = BackupState()
+    for sequence in range(1, count + 1):
+        ranges, objects = [], []
+        for partition in (0, 1):
+            start = state.end_offset("t", partition) or 0
+            ranges.append(PartitionRange("t", partition, start, start + 10))
+            objects.append(ObjectEntry(f"topic=t/partition={partition}/{start:019d}.parquet", "t", partition,
+                                       start, start + 9, 10, 1000, start, start + 9, "0" * 64))
+        record = CommitRecord(sequence, sequence, tuple(ranges), tuple(objects), {"t": {"partitions": 2}},
+                              stream={"id": "bench", "batch": sequence, "committed_ms": sequence, "lag": {}})
+        commit_with_checkpoint(store, state, record)
+        state.apply(CommitRecord.from_json(record.to_json(), "k"), "k")
+    return state
+
+
+def measure(counter: RequestCounter, action) -> tuple[int, float]:
+    before, started = counter.count, time.monotonic()
+    action()
+    return counter.count - before, time.monotonic() - started
+
+
+def measure_history(counter: RequestCounter, app, history: int) -> tuple[tuple[int, float], ...]:
+    """(requests, seconds) of `ls`, of one micro-batch commit and of a fold of every commit."""
+    bucket = f"bench-{history}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    uri = f"s3://{bucket}/loc"
+    store = open_store(uri)
+    state = synthetic_commits(store, history)
+    ls = measure(counter, lambda: CliRunner().invoke(app, ["ls", uri], catch_exceptions=False))
+    start = state.end_offset("t", 0)
+    entry = ObjectEntry(f"topic=t/partition=0/{start:019d}.parquet", "t", 0, start, start, 1, 10, 0, 0, "0")
+    writer = ObjectStreamWriter({"path": uri, "streamId": "other"})
+    batch = measure(counter, lambda: writer.commit([ObjectsWritten([entry])], 1))
+    fold = measure(counter, lambda: fold_commits(store))
+    return ls, batch, fold
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--histories", default="10,500,1000", help="comma-separated commit counts")
+    args = parser.parse_args()
+    from topicvault.cli import app
+
+    counter = RequestCounter()
+    werkzeug = logging.getLogger("werkzeug")
+    werkzeug.setLevel(logging.INFO)
+    werkzeug.propagate = False
+    werkzeug.addHandler(counter)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    os.environ.update({"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "bench",
+                       "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    try:
+        print(f"{'commits':>8} {'ls req':>7} {'ls s':>6} {'batch req':>9} {'batch s':>7} {'fold-all req':>12} {'fold-all s':>10}")
+        for history in (int(h) for h in args.histories.split(",")):
+            ls, batch, fold = measure_history(counter, app, history)
+            print(f"{history:>8} {ls[0]:>7} {ls[1]:>6.2f} {batch[0]:>9} {batch[1]:>7.2f} {fold[0]:>12} {fold[1]:>10.2f}")
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,355 @@
+"""Checkpoints of the folded state: reads that do not grow with history, and correctness first.
+
+Commits are made with the library (small synthetic records through the real committer
+function), not with hundreds of backups. Request counts are taken at the S3 server: a
+moto_server of this module's own logs one line per request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from clitools import run_cli
+from harness_s3 import moto_server
+from topicvault.core.checkpoints import (
+    CHECKPOINT_INTERVAL,
+    LAST_CHECKPOINT_KEY,
+    checkpoint_json,
+    checkpoint_key,
+    checkpoint_problems,
+    commit_with_checkpoint,
+    read_forward,
+    read_state,
+    state_fingerprint,
+)
+from topicvault.core.commits import (
+    BackupState,
+    CommitRecord,
+    ObjectEntry,
+    PartitionRange,
+    commit_key,
+    fold_commits,
+    load_state,
+)
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.local_store import LocalStore
+from topicvault.core.store import open_store
+from topicvault.sink.datasource import ObjectsWritten
+from topicvault.sink.stream import ObjectStreamWriter
+
+TOPICS = ("orders", "pay-ments")
+
+
+def synthetic_record(sequence: int, state: BackupState) -> CommitRecord:
+    """Commit `sequence`: 10 records on one partition per topic, with settings, groups and a stream."""
+    ranges, objects = [], []
+    for topic in TOPICS:
+        partition = sequence % 2
+        start = state.end_offset(topic, partition) or 0
+        ranges.append(PartitionRange(topic, partition, start, start + 10))
+        objects.append(ObjectEntry(f"topic={topic}/partition={partition}/{start:019d}.parquet", topic, partition,
+                                   start, start + 9, 10, 1000, 1_700_000_000_000 + start, 1_700_000_000_000 + start + 9,
+                                   f"{sequence:064x}"))
+    groups = {"g1": {"read_ms": sequence, "offsets": {TOPICS[sequence % 2]: {"0": sequence, "1": sequence}}}}
+    return CommitRecord(sequence, 1_700_000_000_000 + sequence, tuple(ranges), tuple(objects),
+                        {t: {"partitions": 2, "configs": {"retention.ms": str(sequence)}} for t in TOPICS},
+                        groups=groups if sequence % 3 else None,
+                        stream={"id": "s", "batch": sequence, "committed_ms": sequence, "lag": {}} if sequence % 5 else None)
+
+
+def make_commits(store, count: int, state: BackupState | None = None) -> BackupState:
+    """Commit `count` synthetic records through the committer (checkpoints included)."""
+    state = state or BackupState()
+    for _ in range(count):
+        record = synthetic_record(state.last_sequence + 1, state)
+        commit_with_checkpoint(store, state, record)
+        state.apply(CommitRecord.from_json(record.to_json(), "k"), "k")
+    return state
+
+
+def test_state_from_checkpoints_equals_the_fold_of_every_commit(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    make_commits(store, 2 * CHECKPOINT_INTERVAL + 7)
+    assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is not None
+    assert store.head(checkpoint_key(2 * CHECKPOINT_INTERVAL)) is not None
+    assert json.loads(store.get(LAST_CHECKPOINT_KEY)) == {"sequence": 2 * CHECKPOINT_INTERVAL}
+    truth = fold_commits(store)
+    assert truth.last_sequence == 2 * CHECKPOINT_INTERVAL + 7
+    assert read_state(store) == truth
+    assert load_state(store) == truth
+    # Exactly at a checkpoint, nothing after it.
+    exact = LocalStore(str(tmp_path / "exact"))
+    make_commits(exact, CHECKPOINT_INTERVAL)
+    assert read_state(exact) == fold_commits(exact)
+
+
+def test_a_micro_batch_commit_that_makes_commit_50_writes_the_checkpoint(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    state = make_commits(store, CHECKPOINT_INTERVAL - 1)
+    start = state.end_offset(TOPICS[0], 0)
+    entry = ObjectEntry(f"topic={TOPICS[0]}/partition=0/{start:019d}.parquet", TOPICS[0], 0, start, start, 1, 10,
+                        0, 0, "00")
+    ObjectStreamWriter({"path": store.uri, "streamId": "s2"}).commit([ObjectsWritten([entry])], 0)
+    assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is not None
+    assert read_state(store) == fold_commits(store)
+    assert read_state(store).last_stream["id"] == "s2"
+
+
+class CountingStore(LocalStore):
+    """A real local store that remembers which keys were read and listed."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.gets: list[str] = []
+        self.lists: list[tuple[str, str | None]] = []
+
+    def get(self, key: str) -> bytes:
+        self.gets.append(key)
+        return super().get(key)
+
+    def list(self, prefix: str = "", start_after: str | None = None):
+        self.lists.append((prefix, start_after))
+        return super().list(prefix, start_after)
+
+
+def test_reader_reads_the_newest_checkpoint_and_only_later_commits(tmp_path):
+    store = CountingStore(str(tmp_path / "loc"))
+    make_commits(store, 3 * CHECKPOINT_INTERVAL + 4)
+    store.gets.clear()
+    state = read_state(store)
+    assert store.gets == [LAST_CHECKPOINT_KEY, checkpoint_key(3 * CHECKPOINT_INTERVAL)] + [
+        commit_key(3 * CHECKPOINT_INTERVAL + n) for n in range(0, 5)]
+    assert state == fold_commits(store)
+
+
+def test_lagging_or_missing_pointer_still_finds_the_newest_checkpoint(tmp_path):
+    store = CountingStore(str(tmp_path / "loc"))
+    make_commits(store, 2 * CHECKPOINT_INTERVAL + 1)
+    store.put(LAST_CHECKPOINT_KEY, json.dumps({"sequence": CHECKPOINT_INTERVAL}).encode())  # a lost pointer update
+    store.gets.clear()
+    state = read_state(store)
+    assert checkpoint_key(2 * CHECKPOINT_INTERVAL) in store.gets
+    assert checkpoint_key(CHECKPOINT_INTERVAL) not in store.gets
+    assert state == fold_commits(store)
+    store.delete(LAST_CHECKPOINT_KEY)
+    store.gets.clear()
+    state = read_state(store)
+    assert commit_key(1) not in store.gets
+    assert state == fold_commits(store)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "digit changed", "garbage pointer", "other history", "deleted"])
+def test_damaged_checkpoint_falls_back_to_the_commits(tmp_path, damage):
+    store = LocalStore(str(tmp_path / "loc"))
+    make_commits(store, CHECKPOINT_INTERVAL + 3)
+    key = checkpoint_key(CHECKPOINT_INTERVAL)
+    data = store.get(key)
+    if damage == "truncated":
+        store.put(key, data[: len(data) // 2])
+    elif damage == "digit changed":  # valid JSON, wrong state: the checksum catches it
+        store.put(key, data.replace(b'"end":', b'"end":1', 1))
+    elif damage == "garbage pointer":
+        store.put(LAST_CHECKPOINT_KEY, b"\x00not json")
+    elif damage == "other history":  # commit 50 replaced by one of the same size: e.g. a reused location
+        commit = store.get(commit_key(CHECKPOINT_INTERVAL))
+        checksum = f'"sha256": "{CHECKPOINT_INTERVAL:064x}"'.encode()
+        assert checksum in commit
+        store.put(commit_key(CHECKPOINT_INTERVAL), commit.replace(checksum, checksum.replace(b"0", b"f", 1)))
+    else:
+        store.delete(key)
+    assert read_state(store) == fold_commits(store)
+    assert read_state(store).last_sequence == CHECKPOINT_INTERVAL + 3
+
+
+def test_damaged_commit_after_a_checkpoint_is_still_an_error(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    make_commits(store, CHECKPOINT_INTERVAL + 2)
+    store.put(commit_key(CHECKPOINT_INTERVAL + 1), b"{not json")
+    with pytest.raises(TopicvaultError, match=r"commit record .*0051\.json is unreadable"):
+        read_state(store)
+
+
+class FailingCheckpointStore(LocalStore):
+    """Writes to _topicvault/checkpoints/ and the pointer fail, as on a bucket policy that denies them."""
+
+    def put(self, key, data, **conditions):
+        if key.startswith("_topicvault/checkpoints/") or key == LAST_CHECKPOINT_KEY:
+            raise TopicvaultError(f"access denied writing {key}")
+        return super().put(key, data, **conditions)
+
+
+def test_a_failed_checkpoint_write_never_fails_the_commit(tmp_path):
+    store = FailingCheckpointStore(str(tmp_path / "loc"))
+    make_commits(store, CHECKPOINT_INTERVAL + 1)
+    assert store.head(commit_key(CHECKPOINT_INTERVAL + 1)) is not None
+    assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is None
+    assert read_state(store) == fold_commits(store)
+
+
+def test_read_forward_folds_only_new_commits(tmp_path):
+    store = CountingStore(str(tmp_path / "loc"))
+    state = make_commits(store, 3)
+    held = read_state(store)
+    make_commits(store, 2, state)
+    store.gets.clear()
+    held = read_forward(store, held)
+    assert store.gets == [commit_key(4), commit_key(5)]
+    assert held == fold_commits(store)
+
+
+def test_every_state_field_is_carried_and_a_new_field_invalidates_old_checkpoints():
+    state_fingerprint()  # raises for a field type the checkpoint codec cannot carry
+
+    @dataclasses.dataclass
+    class WiderState(BackupState):
+        lost: dict[tuple[str, int], list[tuple[int, int]]] = dataclasses.field(default_factory=dict)
+
+    assert state_fingerprint(WiderState) != state_fingerprint(BackupState)
+
+
+def test_an_intact_but_wrong_checkpoint_is_a_problem_verify_reports(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    make_commits(store, CHECKPOINT_INTERVAL + 2)
+    truth = fold_commits(store)
+    assert checkpoint_problems(store, truth) == []
+    wrong = _fold_up_to(store, CHECKPOINT_INTERVAL)
+    objects = wrong.partitions[("orders", 0)].objects  # e.g. a buggy committer lost a checksum
+    objects[0] = dataclasses.replace(objects[0], sha256="0" * 64)
+    commit = store.get(commit_key(CHECKPOINT_INTERVAL))
+    store.put(checkpoint_key(CHECKPOINT_INTERVAL), checkpoint_json(wrong, hashlib.sha256(commit).hexdigest()))
+    problems = checkpoint_problems(store, truth)
+    assert len(problems) == 1 and "disagrees with the commit records: delete _topicvault/checkpoints/" in problems[0]
+
+
+def _fold_up_to(store, sequence: int) -> BackupState:
+    state = BackupState()
+    for n in range(1, sequence + 1):
+        state.apply(CommitRecord.from_json(store.get(commit_key(n)), commit_key(n)), commit_key(n))
+    for partition in state.partitions.values():
+        partition.objects.sort(key=lambda o: o.first_offset)
+    return state
+
+
+# --- request counts at the S3 server ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def counted_s3(s3_endpoint, tmp_path_factory):
+    """A moto_server of this module's own (credentials from the s3_endpoint fixture) and its log."""
+    log_dir = tmp_path_factory.mktemp("moto-counted")
+    with moto_server(log_dir) as endpoint:
+        yield endpoint, next(log_dir.glob("moto-*.log"))
+
+
+def _bucket(endpoint: str) -> str:
+    import uuid
+
+    import boto3
+
+    name = f"tv-count-{uuid.uuid4().hex[:12]}"
+    boto3.session.Session().client("s3", endpoint_url=endpoint).create_bucket(Bucket=name)
+    return name
+
+
+def requests_during(log: Path, bucket: str, action) -> list[str]:
+    """The S3 requests to `bucket` the server logged while `action()` ran."""
+    before = log.read_text(errors="replace").count("\n")
+    action()
+    time.sleep(0.2)  # the server logs after it answers
+    lines = log.read_text(errors="replace").splitlines()[before:]
+    return [line for line in lines if re.search(rf'"[A-Z]+ /{bucket}[/? ]', line)]
+
+
+REQUEST_COUNTS: dict[int, tuple[int, int]] = {}
+
+
+@pytest.mark.parametrize("history", [10, 60, 510])
+def test_requests_of_ls_and_of_a_micro_batch_do_not_grow_with_commits(counted_s3, history):
+    endpoint, log = counted_s3
+    bucket = _bucket(endpoint)
+    uri = f"s3://{bucket}/loc"
+    store = open_store(uri, {"endpoint_url": endpoint})
+    state = make_commits(store, history)  # 60 and 510: 10 commits after the newest checkpoint
+    ls = requests_during(log, bucket, lambda: run_cli("ls", uri, "-S", f"endpoint_url={endpoint}"))
+    writer = ObjectStreamWriter({"path": uri, "store.endpoint_url": endpoint, "streamId": "s2"})
+    start = state.end_offset(TOPICS[0], 0)
+    entry = ObjectEntry(f"topic={TOPICS[0]}/partition=0/{start:019d}.parquet", TOPICS[0], 0, start, start, 1, 10,
+                        0, 0, "00")
+    batch = requests_during(log, bucket, lambda: writer.commit([ObjectsWritten([entry])], 7))
+    assert read_state(store).end_offset(TOPICS[0], 0) == start + 1
+    print(f"{history} commits: ls {len(ls)} S3 requests, micro-batch commit {len(batch)}")
+    # Pointer, checkpoint listing, checkpoint, its commit, commit listing, one GET per commit
+    # since the newest checkpoint (10 here); the micro-batch adds its one conditional PUT.
+    assert len(ls) <= 5 + 10, ls
+    assert len(batch) <= 5 + 10 + 1, batch
+    REQUEST_COUNTS[history] = (len(ls), len(batch))
+    if 60 in REQUEST_COUNTS and 510 in REQUEST_COUNTS:
+        assert REQUEST_COUNTS[60] == REQUEST_COUNTS[510], REQUEST_COUNTS
+
+
+# --- cheap listing (issue #18 item 6) -----------------------------------------------------
+
+
+def test_local_listing_does_not_read_the_objects(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    store.put("topic=t/partition=0/0000000000000000000.parquet", b"x")
+    big = store.root / "topic=t" / "partition=0" / "0000000000000000001.parquet"
+    with open(big, "wb") as handle:  # 1 GiB, sparse: hashing it would read 1 GiB of zeros
+        handle.truncate(1 << 30)
+    started = time.monotonic()
+    listed = list(store.list("topic=t/"))
+    elapsed = time.monotonic() - started
+    assert [i.size for i in listed] == [1, 1 << 30]
+    assert elapsed < 0.5, f"listing two files took {elapsed:.2f} s: it read them"
+
+
+class ListCountingStore(LocalStore):
+    """A real local store that counts the listed entries callers consumed."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.listed: list[str] = []
+
+    def list(self, prefix: str = "", start_after: str | None = None):
+        for info in super().list(prefix, start_after):
+            self.listed.append(info.key)
+            yield info
+
+
+def test_layout_auto_does_not_list_the_whole_location_when_commits_exist(tmp_path):
+    from topicvault.source.peer_layout import resolve_layout
+
+    store = ListCountingStore(str(tmp_path / "loc"))
+    for n in range(200):
+        store.put(f"topic=t/partition=0/{n:019d}.parquet", b"x")
+    make_commits(store, 3)
+    assert resolve_layout(store, "auto", None) == "topicvault"
+    assert store.listed == [commit_key(1)]
+
+
+def test_a_real_backup_that_makes_commit_50_writes_the_checkpoint_and_restores_exactly(
+        bootstrap, spark, topic_factory, tmp_path):
+    from kafkatools import consume_all, produce_records
+    from topicvault.core.envelope import Record
+
+    location = tmp_path / "loc"
+    make_commits(LocalStore(str(location)), CHECKPOINT_INTERVAL - 1)  # history of other topics
+    topic = topic_factory(1, prefix="ckpt")
+    records = [Record(topic, 0, 0, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i, 0, (("h", b"x"),)) for i in range(30)]
+    produce_records(bootstrap, topic, records[:29])
+    produce_records(bootstrap, topic, records[29:])  # tansu: a last single-record batch makes the end exact
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--master", "local[2]")
+    store = LocalStore(str(location))
+    assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is not None
+    assert read_state(store) == fold_commits(store)
+    assert read_state(store).end_offset(topic, 0) == 30
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "-t", topic, "--rename", f"{topic}={topic}-r")
+    restored = consume_all(bootstrap, f"{topic}-r")[0]
+    assert [(r.key, r.value, r.headers, r.timestamp_ms) for r in restored] == \
+           [(r.key, r.value, r.headers, r.timestamp_ms) for r in consume_all(bootstrap, topic)[0]]

@@ -1,0 +1,77 @@
+"""An idle `backup --follow` is quiet: no polling of the backup state (issue #18 item 2).
+
+Requests are counted at the S3 server: a moto_server of this module's own logs one line per
+request to the followed location's bucket.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+from harness_s3 import moto_server
+from kafkatools import produce_records
+from topicvault.core.envelope import Record
+
+CLI = str(Path(sys.executable).with_name("topicvault"))
+IDLE_WINDOW_S = 20.0
+
+
+@pytest.fixture
+def counted_s3(s3_endpoint, tmp_path):
+    """A moto_server of this test's own (credentials from the s3_endpoint fixture) and its log."""
+    with moto_server(tmp_path) as endpoint:
+        yield endpoint, next(tmp_path.glob("moto-*.log"))
+
+
+def _requests(log: Path, bucket: str) -> list[str]:
+    return [line for line in log.read_text(errors="replace").splitlines() if re.search(rf'"[A-Z]+ /{bucket}[/? ]', line)]
+
+
+def _wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_an_idle_follower_makes_no_store_requests(bootstrap, topic_factory, counted_s3, tmp_path):
+    endpoint, log = counted_s3
+    bucket = f"tv-quiet-{uuid.uuid4().hex[:12]}"
+    boto3.session.Session().client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+    topic = topic_factory(1, prefix="quiet")
+    records = [Record(topic, 0, 0, b"k%d" % i, b"v", 1_700_000_000_000 + i, 0, ()) for i in range(20)]
+    produce_records(bootstrap, topic, records[:19])
+    produce_records(bootstrap, topic, records[19:])  # tansu: a last single-record batch makes the end exact
+    output = tmp_path / "follow.log"
+    with open(output, "wb") as out:
+        follower = subprocess.Popen(
+            [CLI, "backup", "--follow", "-b", bootstrap, "--to", f"s3://{bucket}/loc", "-S", f"endpoint_url={endpoint}",
+             "-t", topic, "--flush-interval", "1", "--master", "local[1]"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=dict(os.environ))
+    try:
+        _wait_for(lambda: re.search(r"commit \d+: 20 records backed up", output.read_text()), 240,
+                  "the follower to commit the records")
+        time.sleep(5)  # let the micro-batch that committed them finish its bookkeeping
+        before = len(_requests(log, bucket))
+        time.sleep(IDLE_WINDOW_S)
+        idle = _requests(log, bucket)[before:]
+        assert follower.poll() is None, output.read_text()[-3000:]
+        rate = len(idle) / IDLE_WINDOW_S
+        print(f"idle follower: {len(idle)} S3 requests in {IDLE_WINDOW_S:.0f} s ({rate:.2f}/s)")
+        # Before: the whole state (a listing and a GET per commit) was read every second.
+        assert rate <= 0.2, idle[:10]
+        os.kill(follower.pid, signal.SIGTERM)  # the topicvault process only: a graceful stop
+        assert follower.wait(120) == 0, output.read_text()[-3000:]
+    finally:
+        if follower.poll() is None:
+            os.killpg(follower.pid, signal.SIGKILL)
+            follower.wait(30)
