@@ -64,7 +64,7 @@ def reports_errors(command: Callable) -> Callable:
 
         try:
             return command(*args, **kwargs)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        except (typer.Exit, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except TopicvaultError as exc:
             if _debug:
