@@ -12,7 +12,7 @@ from harness_s3 import *  # noqa: F401,F403  (s3_endpoint, s3_uri)
 from harness_spark import *  # noqa: F401,F403  (spark)
 
 # A test that asks for any of these (directly or through another fixture) starts a real service.
-SERVICE_FIXTURES = frozenset({"bootstrap", "spark", "s3_endpoint", "s3_uri"})
+SERVICE_FIXTURES = frozenset({"bootstrap", "spark", "s3_endpoint", "s3_uri", "proxied_broker"})
 
 
 @pytest.fixture(scope="session", autouse=True)
