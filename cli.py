@@ -427,6 +427,10 @@ def list_backup(
     typer.echo(table(rows, ["topic", "partition", "offsets", "records", "objects", "bytes", "first_time", "last_time"]))
     typer.echo(f"{len(rows)} partitions, {data['records']:,} records, {data['commits']} commits"
                + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else ""))
+    spans = data["group_snapshots"].values()
+    if spans:
+        typer.echo(f"consumer-group snapshots: {sum(s['count'] for s in spans)} from "
+                   f"{min(s['first_time'] for s in spans)} to {max(s['last_time'] for s in spans)}")
     for note in data["lost"]:
         typer.echo(f"lost: {note}")
     if state.last_stream:
