@@ -292,6 +292,11 @@ def restore(
                                                        "JSON, Aiven jsonl: how header values were stored as text: "
                                                        "text (SimpleHeaderConverter, the default) or base64 "
                                                        "(ByteArrayConverter)."),
+    max_records_per_second: Optional[float] = typer.Option(None, "--max-records-per-second", help="Produce at most "
+                                                           "this many records per second, all tasks together."),
+    max_bytes_per_second: Optional[float] = typer.Option(None, "--max-bytes-per-second", help="Produce at most this "
+                                                         "many payload bytes (key, value, headers) per second, all "
+                                                         "tasks together."),
     create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
     allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
     kafka_property: List[str] = KAFKA_PROPERTY,
@@ -307,12 +312,14 @@ def restore(
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
     from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
     from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
+    from .source.throttle import RateLimit
 
+    rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option)
     job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
                      key_template=key_template,
                      peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
-                                              peer_value_encoding, peer_header_encoding))
+                                              peer_value_encoding, peer_header_encoding), rate=rate)
     selection = Selection(
         until_ms=parse_until(until) if until else None,
         until_mode=check_until_mode(until_mode),
