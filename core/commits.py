@@ -224,6 +224,12 @@ class BackupState:
             half = len(history) // 2
             history[:half] = history[:half:2]
 
+    def group_offsets_on(self, topics: Iterable[str]) -> dict[tuple[str, str], dict]:
+        """The latest saved offsets of every group on these topics, by (group, topic)."""
+        wanted = set(topics)
+        return {(g, t): offsets for g, snapshot in self.groups.items()
+                for t, offsets in snapshot["offsets"].items() if t in wanted}
+
     def groups_at(self, at_ms: int | None) -> dict[str, dict]:
         """Each group's saved offsets as of `at_ms` (its latest snapshot read at or before then),
         in the form of `groups`; None: the latest. Groups with no offsets then are left out."""

@@ -164,6 +164,8 @@ def commit_written(
     stream: dict | None = None,
     topic_ids: dict[str, str] | None = None,
     allow_offset_gaps: bool = False,
+    groups: dict[str, dict] | None = None,
+    group_topics: tuple[str, ...] | None = None,
 ) -> str | None:
     """Commit objects the DataFrame writers stored: each partition's range runs from the committed
     end (or its first written offset, if never committed) to its last written offset.
@@ -172,6 +174,7 @@ def commit_written(
     The rows are all the writer knows of the topic, so unless `allow_offset_gaps` says the gaps
     are the topic's own (transaction markers, compaction), every offset of the range must have
     been written: a filtered DataFrame is refused, never committed as a complete backup.
+    `groups` (CommitRecord.groups) are the consumer-group offsets read on `group_topics`, if read.
     Returns the commit key, or None when nothing was written."""
     entries = sorted(entries, key=lambda e: (e.topic, e.partition, e.first_offset))
     if not entries:
@@ -198,6 +201,6 @@ def commit_written(
         ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
     record = CommitRecord(
         state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream,
-        topic_ids=topic_ids,
+        topic_ids=topic_ids, groups=groups, group_topics=group_topics,
     )
     return write_commit(store, record)

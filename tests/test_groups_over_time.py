@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 
@@ -137,3 +138,57 @@ def test_group_history_is_capped_by_thinning_the_oldest_half():
     assert len(history) <= MAX_GROUP_SNAPSHOTS
     assert history[0]["read_ms"] == 1 and history[-1]["read_ms"] == MAX_GROUP_SNAPSHOTS + 1
     assert [s["read_ms"] for s in history[-10:]] == list(range(MAX_GROUP_SNAPSHOTS - 8, MAX_GROUP_SNAPSHOTS + 2))
+
+
+def test_follow_saves_group_offsets_with_each_micro_batch_that_changed_them(bootstrap, spark, topic_factory, tmp_path):
+    from topicvault.core.commits import load_commits, load_state
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.core.store import open_store
+    from topicvault.sink.backup import BackupJob
+    from topicvault.sink.follow import run_follow
+
+    topic = topic_factory(1, prefix="followgroups")
+    group = f"reader-{uuid.uuid4().hex[:6]}"
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"a%d" % i, _now_ms(), 0, ()) for i in range(5)])
+    commit_offsets(bootstrap, group, {(topic, 0): 2})
+    location = str(tmp_path / "b")
+    job = BackupJob(KafkaSettings.of(bootstrap, {}), location)
+    store = open_store(location, {})
+
+    def records() -> int:
+        return sum(ps.records for ps in load_state(store).partitions.values())
+
+    def saved_offsets() -> list[int]:
+        return [s["offsets"][topic]["0"] for s in load_state(store).group_history.get(group, [])]
+
+    # The query runs in this thread (Spark looks its data sources up there); the cluster moves in another.
+    stop, failures = threading.Event(), []
+
+    def meanwhile() -> None:
+        try:
+            _wait(lambda: records() == 5, "the first micro-batch")
+            commit_offsets(bootstrap, group, {(topic, 0): 4})
+            produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"b%d" % i, _now_ms(), 0, ()) for i in range(3)])
+            _wait(lambda: saved_offsets() == [2, 4], "the moved group in a micro-batch commit")
+            produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"c%d" % i, _now_ms(), 0, ()) for i in range(3)])
+            _wait(lambda: records() == 11, "the last micro-batch")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+        finally:
+            stop.set()
+
+    actor = threading.Thread(target=meanwhile, daemon=True)
+    actor.start()
+    run_follow(spark, job, [topic], None, 1.0, None, stop.is_set, lambda line: None)
+    actor.join(60)
+    assert not failures, failures
+    assert saved_offsets() == [2, 4]  # the unchanged group was not saved again
+    streamed = [c for _, c in load_commits(store) if c.stream is not None]
+    assert [c.groups is not None for c in streamed].count(True) == 1
+
+
+def _wait(condition, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
