@@ -214,11 +214,10 @@ class BackupState:
             self._remember(group, snapshots[group]["read_ms"] if group in snapshots else gone_ms, current["offsets"])
 
     def _remember(self, group: str, read_ms: int, offsets: dict) -> None:
-        history = self.group_history.setdefault(group, [])
-        if history and history[-1]["offsets"] == offsets:
-            return
-        if not history and not offsets:
-            return
+        history = self.group_history.get(group, [])
+        if (history[-1]["offsets"] if history else {}) == offsets:
+            return  # unchanged, or a group never seen before that has no offsets
+        history = self.group_history.setdefault(group, history)
         history.append({"read_ms": read_ms, "offsets": {t: dict(o) for t, o in offsets.items()}})
         if len(history) > MAX_GROUP_SNAPSHOTS:
             half = len(history) // 2

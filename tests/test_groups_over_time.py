@@ -115,6 +115,8 @@ def test_group_history_keeps_changed_snapshots_and_drops_groups_gone():
     assert state.groups_at(35)["g"]["offsets"] == {"t": {"0": 5}}
     assert state.groups_at(5000) == {} and state.groups_at(5) == {}
     assert state.groups_at(None) == state.groups == {}
+    state.apply(_record(5, {}), "k5")  # still gone: nothing new to remember
+    assert len(state.group_history["g"]) == 3 and set(state.group_history) == {"g"}
 
 
 def test_group_history_of_other_topics_survives_a_run_on_one_topic():
