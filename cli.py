@@ -297,6 +297,11 @@ def restore(
                                                        "JSON, Aiven jsonl: how header values were stored as text: "
                                                        "text (SimpleHeaderConverter, the default) or base64 "
                                                        "(ByteArrayConverter)."),
+    max_records_per_second: Optional[float] = typer.Option(None, "--max-records-per-second", help="Produce at most "
+                                                           "this many records per second, all tasks together."),
+    max_bytes_per_second: Optional[float] = typer.Option(None, "--max-bytes-per-second", help="Produce at most this "
+                                                         "many payload bytes (key, value, headers) per second, all "
+                                                         "tasks together."),
     create_topics: bool = typer.Option(True, "--create-topics/--no-create-topics", help="Create missing topics."),
     allow_nonempty: bool = typer.Option(False, "--allow-nonempty", help="Append to target topics holding records."),
     on_error: str = typer.Option("stop", "--on-error", help="stop: end at an object that cannot be read (damaged, "
@@ -316,12 +321,14 @@ def restore(
     from .source.object_reader import check_on_error
     from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
     from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
+    from .source.throttle import RateLimit
 
+    rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option)
     job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
                      key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
                      peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
-                                              peer_value_encoding, peer_header_encoding))
+                                              peer_value_encoding, peer_header_encoding), rate=rate)
     selection = Selection(
         until_ms=parse_until(until) if until else None,
         until_mode=check_until_mode(until_mode),
@@ -448,6 +455,10 @@ def list_backup(
     typer.echo(table(rows, ["topic", "partition", "offsets", "records", "objects", "bytes", "first_time", "last_time"]))
     typer.echo(f"{len(rows)} partitions, {data['records']:,} records, {data['commits']} commits"
                + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else ""))
+    spans = data["group_snapshots"].values()
+    if spans:
+        typer.echo(f"consumer-group snapshots: {sum(s['count'] for s in spans)} from "
+                   f"{min(s['first_time'] for s in spans)} to {max(s['last_time'] for s in spans)}")
     for note in data["lost"]:
         typer.echo(f"lost: {note}")
     if state.last_stream:

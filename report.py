@@ -81,6 +81,12 @@ def listing(state: BackupState) -> dict:
         "commits": state.last_sequence,
         "topics": state.topics,
         "groups": sorted(state.groups),
+        # Each group's saved snapshots over time: a restore --until TIME gets the one read at or before TIME.
+        "group_snapshots": {
+            group: dict(zip(("first_time", "last_time", "count"), (iso(first), iso(last), count)))
+            for group in sorted(state.group_history)
+            for first, last, count in [state.group_span(group)]
+        },
         "stream": state.last_stream,
         "topic_ids": state.topic_ids,
         "lost": [note for ps in sorted(state.partitions.values(), key=lambda ps: (ps.topic, ps.partition))

@@ -19,6 +19,9 @@ from .store import ObjectStore
 STATE_PREFIX = "_topicvault/"
 COMMITS_PREFIX = STATE_PREFIX + "commits/"
 FORMAT_VERSION = 1
+# Group snapshots kept per group in the folded state; beyond it the older half is thinned
+# (every other one dropped), so the history keeps its whole span at a coarser step.
+MAX_GROUP_SNAPSHOTS = 2000
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class CommitRecord:
     topic_ids: dict[str, str] | None = None
     # Offsets inside `ranges` that retention deleted before any backup could read them.
     lost: tuple[PartitionRange, ...] = ()
+    # Topics whose groups `groups` covers, when not `topics` (a streamed commit saves no topic settings).
+    group_topics: tuple[str, ...] | None = None
 
     def to_json(self) -> bytes:
         """Serialise (stable key order, so identical records give identical bytes)."""
@@ -84,6 +89,8 @@ class CommitRecord:
             body["topic_ids"] = self.topic_ids
         if self.lost:
             body["lost"] = [asdict(r) for r in self.lost]
+        if self.group_topics is not None:
+            body["group_topics"] = list(self.group_topics)
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
@@ -103,6 +110,7 @@ class CommitRecord:
                 stream=body.get("stream"),
                 topic_ids=body.get("topic_ids"),
                 lost=tuple(PartitionRange(**r) for r in body.get("lost", ())),
+                group_topics=tuple(body["group_topics"]) if "group_topics" in body else None,
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -146,6 +154,10 @@ class BackupState:
     topics: dict[str, dict] = field(default_factory=dict)
     # Per group and topic, the offsets of the latest run that backed up that topic.
     groups: dict[str, dict] = field(default_factory=dict)  # {group: {"read_ms": ms, "offsets": {topic: {...}}}}
+    # Per group, its snapshots over time, oldest first, each kept only when it changed (and
+    # thinned past MAX_GROUP_SNAPSHOTS): [{"read_ms": ms, "offsets": {topic: {...}}}]; an empty
+    # `offsets` means the group had no offsets on the backed-up topics from then on.
+    group_history: dict[str, list[dict]] = field(default_factory=dict)
     last_stream: dict | None = None  # `stream` of the latest commit, if a followed backup wrote it
     topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> Kafka topic ID the latest commit saw
 
@@ -179,19 +191,60 @@ class BackupState:
         self.last_stream = record.stream
         self.last_sequence = record.sequence
 
-
     def _apply_groups(self, record: CommitRecord) -> None:
-        # A run that backed up a topic read every group's offsets on it: replace what older runs saw.
+        # A run that read the groups of a topic read every group's offsets on it: replace what older runs saw.
+        read_topics = record.group_topics if record.group_topics is not None else tuple(record.topics)
+        snapshots = record.groups or {}
+        touched = set(snapshots)
         for group in list(self.groups):
             offsets = self.groups[group]["offsets"]
-            for topic in record.topics:
-                offsets.pop(topic, None)
+            for topic in read_topics:
+                if offsets.pop(topic, None) is not None:
+                    touched.add(group)
             if not offsets:
                 del self.groups[group]
-        for group, snapshot in (record.groups or {}).items():
+        for group, snapshot in snapshots.items():
             saved = self.groups.setdefault(group, {"read_ms": snapshot["read_ms"], "offsets": {}})
             saved["read_ms"] = max(saved["read_ms"], snapshot["read_ms"])
             saved["offsets"].update({t: dict(o) for t, o in snapshot["offsets"].items()})
+        # A group gone from these topics was seen gone when the others were read.
+        gone_ms = min((s["read_ms"] for s in snapshots.values()), default=record.created_ms)
+        for group in sorted(touched):
+            current = self.groups.get(group, {"offsets": {}})
+            self._remember(group, snapshots[group]["read_ms"] if group in snapshots else gone_ms, current["offsets"])
+
+    def _remember(self, group: str, read_ms: int, offsets: dict) -> None:
+        history = self.group_history.get(group, [])
+        if (history[-1]["offsets"] if history else {}) == offsets:
+            return  # unchanged, or a group never seen before that has no offsets
+        history = self.group_history.setdefault(group, history)
+        history.append({"read_ms": read_ms, "offsets": {t: dict(o) for t, o in offsets.items()}})
+        if len(history) > MAX_GROUP_SNAPSHOTS:
+            half = len(history) // 2
+            history[:half] = history[:half:2]
+
+    def group_offsets_on(self, topics: Iterable[str]) -> dict[tuple[str, str], dict]:
+        """The latest saved offsets of every group on these topics, by (group, topic)."""
+        wanted = set(topics)
+        return {(g, t): offsets for g, snapshot in self.groups.items()
+                for t, offsets in snapshot["offsets"].items() if t in wanted}
+
+    def groups_at(self, at_ms: int | None) -> dict[str, dict]:
+        """Each group's saved offsets as of `at_ms` (its latest snapshot read at or before then),
+        in the form of `groups`; None: the latest. Groups with no offsets then are left out."""
+        if at_ms is None:
+            return self.groups
+        found = {}
+        for group, history in self.group_history.items():
+            earlier = [s for s in history if s["read_ms"] <= at_ms]
+            if earlier and earlier[-1]["offsets"]:
+                found[group] = earlier[-1]
+        return found
+
+    def group_span(self, group: str) -> tuple[int, int, int]:
+        """(first read_ms, last read_ms, snapshots) of a group's saved history."""
+        history = self.group_history.get(group, [])
+        return history[0]["read_ms"], history[-1]["read_ms"], len(history)
 
 
 def check_topic_ids(saved: Mapping[str, str], live: Mapping[str, str], location: str) -> None:

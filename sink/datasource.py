@@ -166,6 +166,8 @@ def commit_written(
     topic_ids: dict[str, str] | None = None,
     allow_offset_gaps: bool = False,
     state: BackupState | None = None,
+    groups: dict[str, dict] | None = None,
+    group_topics: tuple[str, ...] | None = None,
 ) -> str | None:
     """Commit objects the DataFrame writers stored: each partition's range runs from the committed
     end (or its first written offset, if never committed) to its last written offset.
@@ -175,6 +177,7 @@ def commit_written(
     are the topic's own (transaction markers, compaction), every offset of the range must have
     been written: a filtered DataFrame is refused, never committed as a complete backup.
     `state` is the location's current state if the caller has just read it.
+    `groups` (CommitRecord.groups) are the consumer-group offsets read on `group_topics`, if read.
     Returns the commit key, or None when nothing was written."""
     entries = sorted(entries, key=lambda e: (e.topic, e.partition, e.first_offset))
     if not entries:
@@ -201,6 +204,6 @@ def commit_written(
         ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
     record = CommitRecord(
         state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream,
-        topic_ids=topic_ids,
+        topic_ids=topic_ids, groups=groups, group_topics=group_topics,
     )
     return commit_with_checkpoint(store, state, record)

@@ -82,6 +82,8 @@ def run_follow(
         "streamId": uuid.uuid4().hex,
         # The rows come unfiltered from our own reader: their offset gaps are the topic's own.
         "allowOffsetGaps": "true",
+        # Group offsets with every micro-batch that changed them: restore --until TIME --groups needs them over time.
+        "saveGroups": "true",
     }
     if job.compression:
         writer_options["compression"] = job.compression

@@ -17,7 +17,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from ..core.commits import check_topic_ids, load_state
+from ..core.cluster import group_offsets
+from ..core.commits import BackupState, check_topic_ids, load_state
+from ..core.errors import TopicvaultError
 from ..core.kafka import list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
 from ..core.store import open_store
 from .datasource import (
@@ -144,8 +146,25 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         entries = [e for m in messages if m is not None for e in m.entries]
         stream = {"id": self.stream_id, "batch": batchId, "committed_ms": int(time.time() * 1000),
                   "lag": self._lag(entries)}
+        groups, group_topics = self._groups(state, entries)
         commit_written(store, entries, stream, self._topic_ids(entries), allow_offset_gaps=self.objects.allow_offset_gaps,
-                       state=state)
+                       groups=groups, group_topics=group_topics, state=state)
+
+    def _groups(self, state: BackupState, entries) -> tuple[dict | None, tuple[str, ...] | None]:
+        """With option saveGroups (backup --follow sets it): the consumer-group offsets on the
+        location's topics, when they changed since the last commit, so a restore --until TIME finds
+        each group's position at TIME; else (None, None)."""
+        if self.options.get("savegroups", "false").lower() != "true" or "kafka.bootstrap.servers" not in self.options:
+            return None, None
+        topics = tuple(sorted({t for t, _ in state.partitions} | set(state.topics) | {e.topic for e in entries}))
+        try:
+            groups = group_offsets(kafka_settings_from_options(self.options), topics)
+        except TopicvaultError:  # e.g. no Describe ACL on groups: the data commit matters more
+            return None, None
+        now = {(g, t): offsets for g, snapshot in groups.items() for t, offsets in snapshot["offsets"].items()}
+        if now == state.group_offsets_on(topics):
+            return None, None
+        return groups, topics
 
     def _topic_ids(self, entries) -> dict[str, str] | None:
         """Kafka topic IDs of the topics this batch wrote, when the cluster is known (see commit_written)."""

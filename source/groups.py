@@ -1,5 +1,8 @@
 """Consumer-group offsets after a restore: translate the saved ones through the offset map, commit.
 
+A restore with --until TIME takes each group's snapshot read at or before TIME (the backup
+keeps them over time), so data and group positions are of one moment.
+
 A saved committed offset is the next record the group would have read. Through the map of
 the finished restore it becomes the target offset of that same record (or the partition's
 restored end when that record was not restored), so the group resumes exactly there.
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from ..core.cluster import check_group_inactive, commit_group_offsets
 from ..core.commits import load_state
 from ..core.errors import TopicvaultError
+from ..report import iso
 from .offset_map import load_offset_maps
 from .restore import RestoreJob
 from .restore_state import load_restore_state
@@ -37,8 +41,16 @@ def translate_groups(job: RestoreJob, restore_id: str, only: list[str] | None = 
         raise TopicvaultError(f"no restore {restore_id!r} of {job.store_uri} in {records.state.uri}: run the restore "
                               "first (or pass the --state it used)")
     maps = load_offset_maps(records, restore_id)
-    saved = load_state(records.archive).groups
+    state = load_state(records.archive)
+    # One point in time for data and groups: a restore --until TIME gets each group's position at TIME.
+    until_ms = restore_state.selection.get("until_ms")
+    saved = state.groups_at(until_ms)
     missing = sorted(set(only or []) - set(saved))
+    if missing and until_ms is not None:
+        raise TopicvaultError(
+            f"consumer group {', '.join(missing)} has no saved offsets at or before --until {iso(until_ms)} "
+            f"(saved then: {', '.join(sorted(saved)) or 'none'}): give a later --until or leave out --group"
+        )
     if missing:
         raise TopicvaultError(
             f"the backup holds no offsets of consumer group(s) {', '.join(missing)} on its topics; "

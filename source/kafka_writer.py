@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Producer
 
-from ..core.envelope import timestamps_ms
+from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import OffsetDeleted, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof, true_end_offsets
+from .throttle import RateLimit, TokenBucket
 
 
 @dataclass
@@ -69,22 +71,25 @@ def produce_partition(
     partition: int,
     batches: Iterable[pa.RecordBatch],
     flush_timeout_s: float = 300.0,
+    rate: RateLimit = RateLimit(),
 ) -> ProduceResult:
     """Produce every record of the batches to `topic`[`partition`] (see produce_streams)."""
-    return produce_streams(settings, [(topic, partition, batches)], flush_timeout_s)[0]
+    return produce_streams(settings, [(topic, partition, batches)], flush_timeout_s, rate)[0]
 
 
 def produce_streams(
     settings: KafkaSettings,
     streams: list[tuple[str, int, Iterable[pa.RecordBatch]]],
     flush_timeout_s: float = 300.0,
+    rate: RateLimit = RateLimit(),
 ) -> list[ProduceResult]:
     """Produce each stream's records to its (topic, partition) with key, value, headers and
     timestamp, through one producer, taking a batch from each stream in turn; wait for all
     deliveries and fail on any delivery error.
 
     One producer for several partitions batches requests across them, as a plain producer
-    would; within each partition the order is the stream's order.
+    would; within each partition the order is the stream's order. `rate` is this producer's
+    share of the restore's limit: batches go in pieces, each after the bucket lets it.
     """
     failures: list[str] = []
 
@@ -93,6 +98,8 @@ def produce_streams(
             failures.append(error.str())
 
     producer = restore_producer(settings, on_delivery)
+    # Waiting for the bucket polls the producer, so deliveries are served meanwhile.
+    bucket = TokenBucket(rate, sleep=producer.poll) if rate.limited else None
     results = [ProduceResult() for _ in streams]
     pending = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
     crash_at = crash_after("restore.produce")
@@ -105,7 +112,16 @@ def produce_streams(
                     pending.remove(entry)
                     continue
                 topic, partition, _ = streams[index]
-                _produce_batch(producer, topic, partition, batch, results[index], crash_at)
+                if bucket is None:
+                    _produce_batch(producer, topic, partition, batch, results[index], crash_at)
+                else:
+                    for piece, nbytes in _pieces(batch, bucket):
+                        # The limit holds at the broker, not only at the local queue: records held back
+                        # (no leader yet, a slow broker) would otherwise go out later in one burst.
+                        while len(producer) > 2 * piece.num_rows:
+                            producer.poll(0.005)
+                        bucket.take(piece.num_rows, nbytes)
+                        _produce_batch(producer, topic, partition, piece, results[index], crash_at)
                 producer.poll(0)
                 if failures:
                     break
@@ -131,6 +147,20 @@ def produce_streams(
             "is the broker up? run the restore again with the same --restore-id to continue"
         )
     return results
+
+
+def _pieces(batch: pa.RecordBatch, bucket: TokenBucket) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """The batch in pieces the bucket lets go at once, each with its payload bytes (key, value, headers)."""
+    if bucket.limit.bytes_per_s is None:
+        step = bucket.piece_records(0)
+        for start in range(0, batch.num_rows, step):
+            yield batch.slice(start, step), 0
+        return
+    before = [0, *accumulate(record_sizes(batch))]  # payload bytes before each record, and in all
+    step = bucket.piece_records(before[-1] / max(batch.num_rows, 1))
+    for start in range(0, batch.num_rows, step):
+        piece = batch.slice(start, step)
+        yield piece, before[start + piece.num_rows] - before[start]
 
 
 def _produce_batch(producer: Producer, topic: str, partition: int, batch: pa.RecordBatch, result: ProduceResult,

@@ -44,6 +44,7 @@ from .restore_state import (
     save_restore_state,
 )
 from .selection import Selection, skip_records
+from .throttle import RateLimit
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class RestoreJob:
     peer_options: PeerOptions = PeerOptions()
     state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri()
     on_error: str = "stop"  # or "skip": leave out objects that cannot be read (object_reader.check_on_error)
+    rate: RateLimit = RateLimit()  # the whole restore's; run_restore shares it among the tasks
 
     def open_store(self):
         """The object store of the backup location."""
@@ -152,17 +154,19 @@ class RestoreResult:
         return sorted((s for r in self.results for s in r.skipped), key=lambda s: (s.topic, s.partition, s.first_offset))
 
 
-def restore_group(job: RestoreJob, tasks: list[RestoreTask]) -> list[TaskResult]:
+def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = RateLimit()) -> list[TaskResult]:
     """Restore some partitions through one producer (runs in a Spark worker; safe to run again).
 
     Each partition's selected source records form a fixed sequence; its target partition holds
-    a prefix of it after `target_start`, so each is counted and produced from there on.
+    a prefix of it after `target_start`, so each is counted and produced from there on, within
+    `rate` (this task's share of the restore's limit).
     """
     # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
     # and topics are created without their saved configs until the data is in (no compaction).
     present = count_records(job.kafka, {task.target: task.target_start for task in tasks})
     streams = [_stream(job, task, present[task.target]) for task in tasks]
-    produced = produce_streams(job.kafka, [(*task.target, stream.batches) for task, stream in zip(tasks, streams)])
+    produced = produce_streams(job.kafka, [(*task.target, stream.batches) for task, stream in zip(tasks, streams)],
+                               rate=rate)
     ends = partition_ends(job.kafka, [task.target for task in tasks])
     return [_finish(job, task, present[task.target], stream, result, ends[task.target])
             for task, stream, result in zip(tasks, streams, produced)]
@@ -535,7 +539,9 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     job = replace(job, layout=plan.layout)
     # One Spark task per core, each producing its partitions through one producer.
     groups = group_tasks(plan.tasks, spark.sparkContext.defaultParallelism)
-    results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks), groups) for r in group]
+    # The groups run at the same time (one per core), so each gets an equal share of the limit.
+    share = job.rate.shared_by(len(groups)) if groups else job.rate
+    results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks, share), groups) for r in group]
     save_offset_maps(job.restore_records(), plan.restore_id, [r.offset_map for r in results])
     apply_topic_configs(job.kafka, plan.topic_configs)
     return RestoreResult(plan, results, time.monotonic() - started)

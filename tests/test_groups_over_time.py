@@ -1,0 +1,196 @@
+"""One point in time for data and consumer groups: group snapshots are kept over time and
+`restore --until TIME --groups` commits each group's position as of TIME (issue #19 item 5)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+from clitools import run_cli
+from confluent_kafka import Producer
+from kafkatools import consume_all, produce_records
+from test_cluster_state import as_tuple, commit_offsets, committed, record_at
+from topicvault.core.commits import BackupState, CommitRecord
+from topicvault.core.envelope import Record
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _gapped_records(bootstrap: str, topic: str, count: int) -> None:
+    """`count` records per partition (0, 1) with wall-clock timestamps, in transactions, so the
+    source offsets have gaps (commit markers) and the offset map is not the identity."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"})
+    producer.init_transactions(30)
+    for txn in range(count // 5):
+        producer.begin_transaction()
+        for partition in (0, 1):
+            for i in range(5):
+                producer.produce(topic, b"v%d-%d-%d" % (partition, txn, i), b"k%d" % i, partition=partition,
+                                 timestamp=_now_ms())
+        producer.commit_transaction(30)
+
+
+def test_until_with_groups_commits_each_groups_position_at_that_time(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(2, prefix="pitgroups")
+    early, late = f"early-{uuid.uuid4().hex[:6]}", f"late-{uuid.uuid4().hex[:6]}"
+    _gapped_records(bootstrap, topic, 10)
+    first = consume_all(bootstrap, topic)
+    # At time 1: `early` has read part of both partitions, `late` only partition 1.
+    at_1 = {early: {0: first[0][3].offset, 1: first[1][7].offset}, late: {1: first[1][2].offset}}
+    for group, offsets in at_1.items():
+        commit_offsets(bootstrap, group, {(topic, p): o for p, o in offsets.items()})
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    time.sleep(1.2)
+    until = _now_ms()
+    time.sleep(1.2)
+    # After TIME: more data, and both groups move on.
+    _gapped_records(bootstrap, topic, 10)
+    produce_records(bootstrap, topic, [Record(topic, p, 0, b"last", b"last", _now_ms(), 0, ()) for p in (0, 1)])
+    everything = consume_all(bootstrap, topic)
+    commit_offsets(bootstrap, early, {(topic, 0): everything[0][15].offset, (topic, 1): everything[1][12].offset})
+    commit_offsets(bootstrap, late, {(topic, 0): everything[0][11].offset, (topic, 1): everything[1][14].offset})
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+
+    target = f"{topic}-pit"
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
+                  "--until", str(until), "--groups", "--restore-id", "pit")
+    restored = consume_all(bootstrap, target)
+    assert [as_tuple(r) for r in restored[0]] == [as_tuple(r) for r in first[0]]  # the data as of TIME
+    for group, offsets in at_1.items():
+        assert f"group {group}: committed {len(offsets)} offsets" in out
+        resumed = committed(bootstrap, group, target, 2)
+        for partition, source_offset in offsets.items():
+            next_unread = next(r for r in first[partition] if r.offset >= source_offset)
+            assert resumed[partition] == restored[partition].index(
+                next(r for r in restored[partition] if as_tuple(r) == as_tuple(next_unread)))
+            assert record_at(bootstrap, target, partition, resumed[partition]) == as_tuple(next_unread)
+    assert committed(bootstrap, late, target, 2)[0] < 0  # `late` had no offset on partition 0 at TIME
+
+    # Without --until the latest snapshot counts, as before.
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-now",
+                  "--groups", "--restore-id", "now")
+    assert committed(bootstrap, late, f"{topic}-now", 2) == {0: 11, 1: 14}  # the source has gaps; the target none
+
+    listing = json.loads(run_cli("ls", str(location), "--json"))
+    snapshots = listing["group_snapshots"]
+    assert snapshots[early]["count"] == 2 and snapshots[late]["count"] == 2
+    assert snapshots[early]["first_time"] < snapshots[early]["last_time"]
+    assert "consumer-group snapshots:" in run_cli("ls", str(location))
+
+
+def test_until_before_a_groups_first_snapshot_is_an_error_when_named(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="pitnamed")
+    group = f"young-{uuid.uuid4().hex[:6]}"
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"v%d" % i, _now_ms(), 0, ()) for i in range(5)])
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    time.sleep(1.2)
+    until = _now_ms()
+    time.sleep(1.2)
+    commit_offsets(bootstrap, group, {(topic, 0): 2})
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    out = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--until",
+                  str(until), "--groups", "--group", group, "--restore-id", "y1", expect_exit=1)
+    assert f"consumer group {group} has no saved offsets at or before --until" in out
+
+
+def _record(sequence: int, groups: dict | None, topics=("t",), group_topics=None) -> CommitRecord:
+    return CommitRecord(sequence, 1000 * sequence, (), (), {t: {"partitions": 1} for t in topics}, groups=groups,
+                        group_topics=group_topics)
+
+
+def test_group_history_keeps_changed_snapshots_and_drops_groups_gone():
+    state = BackupState()
+    state.apply(_record(1, {"g": {"read_ms": 10, "offsets": {"t": {"0": 1}}}}), "k1")
+    state.apply(_record(2, {"g": {"read_ms": 20, "offsets": {"t": {"0": 1}}}}), "k2")  # unchanged: not kept twice
+    state.apply(_record(3, {"g": {"read_ms": 30, "offsets": {"t": {"0": 5}}}}), "k3")
+    state.apply(_record(4, {}), "k4")  # the group no longer has offsets on t
+    assert [s["read_ms"] for s in state.group_history["g"]] == [10, 30, 4000]
+    assert state.groups_at(15) == {"g": {"read_ms": 10, "offsets": {"t": {"0": 1}}}}
+    assert state.groups_at(35)["g"]["offsets"] == {"t": {"0": 5}}
+    assert state.groups_at(5000) == {} and state.groups_at(5) == {}
+    assert state.groups_at(None) == state.groups == {}
+    state.apply(_record(5, {}), "k5")  # still gone: nothing new to remember
+    assert len(state.group_history["g"]) == 3 and set(state.group_history) == {"g"}
+
+
+def test_group_history_of_other_topics_survives_a_run_on_one_topic():
+    state = BackupState()
+    state.apply(_record(1, {"g": {"read_ms": 10, "offsets": {"a": {"0": 1}, "b": {"0": 2}}}}, ("a", "b")), "k1")
+    state.apply(_record(2, {"g": {"read_ms": 20, "offsets": {"a": {"0": 3}}}}, ("a",)), "k2")
+    assert state.groups_at(25)["g"]["offsets"] == {"a": {"0": 3}, "b": {"0": 2}}
+    # A streamed commit names the topics whose groups it read in group_topics, not in topics.
+    state.apply(_record(3, {"g": {"read_ms": 30, "offsets": {"b": {"0": 4}}}}, (), group_topics=("b",)), "k3")
+    assert state.groups_at(35)["g"]["offsets"] == {"a": {"0": 3}, "b": {"0": 4}}
+    assert state.groups_at(15)["g"]["offsets"] == {"a": {"0": 1}, "b": {"0": 2}}
+
+
+def test_group_history_is_capped_by_thinning_the_oldest_half():
+    from topicvault.core.commits import MAX_GROUP_SNAPSHOTS
+
+    state = BackupState()
+    for sequence in range(1, MAX_GROUP_SNAPSHOTS + 2):
+        state.apply(_record(sequence, {"g": {"read_ms": sequence, "offsets": {"t": {"0": sequence}}}}), f"k{sequence}")
+    history = state.group_history["g"]
+    assert len(history) <= MAX_GROUP_SNAPSHOTS
+    assert history[0]["read_ms"] == 1 and history[-1]["read_ms"] == MAX_GROUP_SNAPSHOTS + 1
+    assert [s["read_ms"] for s in history[-10:]] == list(range(MAX_GROUP_SNAPSHOTS - 8, MAX_GROUP_SNAPSHOTS + 2))
+
+
+def test_follow_saves_group_offsets_with_each_micro_batch_that_changed_them(bootstrap, spark, topic_factory, tmp_path):
+    from topicvault.core.commits import load_commits, load_state
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.core.store import open_store
+    from topicvault.sink.backup import BackupJob
+    from topicvault.sink.follow import run_follow
+
+    topic = topic_factory(1, prefix="followgroups")
+    group = f"reader-{uuid.uuid4().hex[:6]}"
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"a%d" % i, _now_ms(), 0, ()) for i in range(5)])
+    commit_offsets(bootstrap, group, {(topic, 0): 2})
+    location = str(tmp_path / "b")
+    job = BackupJob(KafkaSettings.of(bootstrap, {}), location)
+    store = open_store(location, {})
+
+    def records() -> int:
+        return sum(ps.records for ps in load_state(store).partitions.values())
+
+    def saved_offsets() -> list[int]:
+        return [s["offsets"][topic]["0"] for s in load_state(store).group_history.get(group, [])]
+
+    # The query runs in this thread (Spark looks its data sources up there); the cluster moves in another.
+    stop, failures = threading.Event(), []
+
+    def meanwhile() -> None:
+        try:
+            _wait(lambda: records() == 5, "the first micro-batch")
+            commit_offsets(bootstrap, group, {(topic, 0): 4})
+            produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"b%d" % i, _now_ms(), 0, ()) for i in range(3)])
+            _wait(lambda: saved_offsets() == [2, 4], "the moved group in a micro-batch commit")
+            produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"c%d" % i, _now_ms(), 0, ()) for i in range(3)])
+            _wait(lambda: records() == 11, "the last micro-batch")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+        finally:
+            stop.set()
+
+    actor = threading.Thread(target=meanwhile, daemon=True)
+    actor.start()
+    run_follow(spark, job, [topic], None, 1.0, None, stop.is_set, lambda line: None)
+    actor.join(60)
+    assert not failures, failures
+    assert saved_offsets() == [2, 4]  # the unchanged group was not saved again
+    streamed = [c for _, c in load_commits(store) if c.stream is not None]
+    assert [c.groups is not None for c in streamed].count(True) == 1
+
+
+def _wait(condition, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
