@@ -181,3 +181,35 @@ def test_read_ranges_over_budget_finishes_one_partition_before_the_next(bootstra
         mine = [item for i, item in items if i == index]
         assert mine[-1] == RangeEnd(900) and not any(isinstance(item, RangeEnd) for item in mine[:-1])
         assert [o for b in mine[:-1] for o in b.column("offset").to_pylist()] == list(range(900))
+
+
+def test_streaming_micro_batch_over_many_partitions_runs_one_task_per_core_and_writes_the_fused_objects(
+        bootstrap, spark, topic_factory, tmp_path):
+    # What `backup --follow` runs: readStream topicvault-kafka -> writeStream topicvault.
+    from topicvault.core.commits import load_state
+    from topicvault.core.store import open_store
+    from topicvault.sink.backup import BackupJob, plan, run_backup
+    from topicvault.sink.objects import Rotation
+
+    topic = topic_factory(64, prefix="wide-stream")
+    produce_records(bootstrap, topic, nasty_records(topic, 64, 30))
+    cores = spark.sparkContext.defaultParallelism
+    streamed = str(tmp_path / "streamed")
+    query = (spark.readStream.format("topicvault-kafka").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", topic).option("minPartitions", str(cores)).load()
+             .writeStream.format("topicvault").option("maxRecords", "7").option("allowOffsetGaps", "true")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start(streamed))
+    query.awaitTermination(300)
+    assert query.exception() is None
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(str(query.runId))
+    tasks = [tracker.getStageInfo(stage).numTasks for job in jobs for stage in tracker.getJobInfo(job).stageIds]
+    assert tasks and max(tasks) <= cores, tasks
+
+    fused = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "fused"), rotation=Rotation(7))
+    run_backup(spark, fused, plan(fused, [topic]))
+    streamed_store = open_store(streamed)
+    streamed_state = load_state(streamed_store)
+    assert sum(ps.records for ps in streamed_state.partitions.values()) > 64 * 30
+    assert {(o.topic, o.partition, o.first_offset): streamed_store.get(o.key)
+            for ps in streamed_state.partitions.values() for o in ps.objects} == _objects_bytes(fused)
