@@ -213,3 +213,18 @@ def test_streaming_micro_batch_over_many_partitions_runs_one_task_per_core_and_w
     assert sum(ps.records for ps in streamed_state.partitions.values()) > 64 * 30
     assert {(o.topic, o.partition, o.first_offset): streamed_store.get(o.key)
             for ps in streamed_state.partitions.values() for o in ps.objects} == _objects_bytes(fused)
+
+
+def test_grouped_read_fails_naming_the_partition_whose_offsets_are_gone(bootstrap, broker_kind, topic_factory, request):
+    # Retention after planning, in one of many partitions read together: the task fails naming
+    # that partition, never skips to its end. As in test_backup_edges, the offset lies past the
+    # end (tansu has no DeleteRecords).
+    if broker_kind != "external":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu does not report OFFSET_OUT_OF_RANGE"))
+    from topicvault.sink.kafka_reader import read_ranges
+
+    topic = topic_factory(3, prefix="wide-gone")
+    produce_records(bootstrap, topic, records(topic, 3, 5))
+    tasks = [OffsetRange(topic, 0, 0, 5), OffsetRange(topic, 1, 1000, 1010), OffsetRange(topic, 2, 0, 5)]
+    with pytest.raises(TopicvaultError, match=rf"{topic}\[1\] no longer holds offset 1000"):
+        list(read_ranges(KafkaSettings.of(bootstrap), tasks, idle_timeout_s=20))
