@@ -228,3 +228,21 @@ def test_grouped_read_fails_naming_the_partition_whose_offsets_are_gone(bootstra
     tasks = [OffsetRange(topic, 0, 0, 5), OffsetRange(topic, 1, 1000, 1010), OffsetRange(topic, 2, 0, 5)]
     with pytest.raises(TopicvaultError, match=rf"{topic}\[1\] no longer holds offset 1000"):
         list(read_ranges(KafkaSettings.of(bootstrap), tasks, idle_timeout_s=20))
+
+
+def test_dataframe_read_of_many_partitions_groups_them_per_task(bootstrap, spark, topic_factory):
+    # The DataFrame reader reads each task's partitions one after another through one consumer,
+    # so each partition's rows stay one run (as the topicvault writer cuts objects by run).
+    topic = topic_factory(40, prefix="wide-df")
+    produce_records(bootstrap, topic, records(topic, 40, 20))
+    rows = (spark.read.format("topicvault-kafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).option("minPartitions", "3").load())
+    assert rows.rdd.getNumPartitions() == 3
+    got = rows.select("partition", "offset", "value").collect()
+    assert len(got) == 800
+    assert sorted((r.partition, r.offset, bytes(r.value)) for r in got) == [
+        (p, i, b"v-%d-%d" % (p, i)) for p in range(40) for i in range(20)]
+    per_task = rows.rdd.glom().map(lambda part: [r.partition for r in part]).collect()
+    for partitions in per_task:  # each Kafka partition's rows are contiguous within its task
+        runs = [p for n, p in enumerate(partitions) if n == 0 or partitions[n - 1] != p]
+        assert len(runs) == len(set(runs))
