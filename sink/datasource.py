@@ -33,6 +33,20 @@ def lowercase_keys(options: Mapping[str, str]) -> dict[str, str]:
     return {k.lower(): v for k, v in options.items()}
 
 
+def positive_option(options: Mapping[str, str], name: str, default: int) -> int:
+    """A whole-number option above zero (options as from lowercase_keys), or a one-line error."""
+    value = options.get(name.lower())
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise TopicvaultError(f"option {name} must be a positive whole number, not {value!r}")
+    return number
+
+
 def kafka_settings_from_options(options: Mapping[str, str]) -> KafkaSettings:
     """`kafka.bootstrap.servers` plus every other `kafka.*` option, as in Spark's Kafka source."""
     properties = {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
@@ -78,6 +92,9 @@ class KafkaRangeReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = lowercase_keys(options)
         self.kafka = kafka_settings_from_options(options)
+        # Tasks the read is spread over at least (when it has that many ranges), as in Spark's
+        # Kafka source: many small partitions cost a few tasks, not one each (see group_ranges).
+        self.min_partitions = positive_option(self.options, "minPartitions", os.cpu_count() or 1)
 
     def partitions(self) -> list[RangePartition]:
         topics = [t for t in self.options.get("subscribe", "").split(",") if t]
@@ -91,10 +108,7 @@ class KafkaRangeReader(DataSourceReader):
             end = _pick(ending, topic, partition, low, high)
             for chunk in range(start, end, per_task):
                 ranges.append(OffsetRange(topic, partition, chunk, min(chunk + per_task, end)))
-        # Tasks the read is spread over at least (when it has that many ranges), as in Spark's
-        # Kafka source: many small partitions cost a few tasks, not one each (see group_ranges).
-        min_partitions = int(self.options.get("minpartitions", os.cpu_count() or 1))
-        return [RangePartition(tuple(group)) for group in group_ranges(ranges, min_partitions, per_task)] or [
+        return [RangePartition(tuple(group)) for group in group_ranges(ranges, self.min_partitions, per_task)] or [
             RangePartition(())]
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:

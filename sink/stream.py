@@ -27,6 +27,7 @@ from .datasource import (
     commit_written,
     kafka_settings_from_options,
     lowercase_keys,
+    positive_option,
     store_options_from,
 )
 from .kafka_reader import OffsetRange, read_whole_ranges
@@ -58,7 +59,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.per_task = int(self.options.get("recordsperpartition", DEFAULT_RECORDS_PER_TASK))
         # Tasks a micro-batch is spread over at least (when it has that many ranges), as in
         # Spark's Kafka source; `backup --follow` passes the session's default parallelism.
-        self.min_partitions = int(self.options.get("minpartitions", os.cpu_count() or 1))
+        self.min_partitions = positive_option(self.options, "minPartitions", os.cpu_count() or 1)
 
     def _selected(self) -> dict[str, int]:
         topics = [t for t in self.options.get("subscribe", "").split(",") if t]

@@ -246,3 +246,14 @@ def test_dataframe_read_of_many_partitions_groups_them_per_task(bootstrap, spark
     for partitions in per_task:  # each Kafka partition's rows are contiguous within its task
         runs = [p for n, p in enumerate(partitions) if n == 0 or partitions[n - 1] != p]
         assert len(runs) == len(set(runs))
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many"])
+def test_bad_min_partitions_is_a_one_line_error(value):
+    from topicvault.sink.datasource import KafkaRangeReader
+    from topicvault.sink.stream import KafkaStreamReader
+
+    options = {"kafka.bootstrap.servers": "unused:9092", "minPartitions": value}
+    for reader in (KafkaRangeReader, KafkaStreamReader):
+        with pytest.raises(TopicvaultError, match=rf"option minPartitions must be a positive whole number, not '{value}'"):
+            reader(options)
