@@ -211,7 +211,8 @@ def backup(
     spark = get_spark(master)
     spark_s = time.monotonic() - spark_started
     total = sum(p.records_at_most for p in backup_plan.partitions)
-    with ProgressMonitor("backup", total, len(backup_plan.tasks), spark, quiet=quiet or as_json) as progress:
+    spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
+    with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet or as_json) as progress:
         result = run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan)
     summary = topic_summary(result.objects, result.elapsed_s)
     if as_json:

@@ -3,6 +3,8 @@
     from topicvault.datasources import register
     register(spark)
     df = spark.read.format("topicvault-kafka").option("kafka.bootstrap.servers", B).option("subscribe", "orders").load()
+    # Both Kafka readers spread ranges over at least .option("minPartitions", N) tasks (default:
+    # the driver's cores), each reading many partitions through one consumer.
     df.write.format("topicvault").mode("append").save("s3://bucket/backup")
     # Only mode("append"). Every offset from the committed end must be in the rows: a filtered
     # DataFrame is refused; for a topic's own gaps (transaction markers, compaction) add

@@ -4,7 +4,8 @@
 
 One run, one machine, the same data: (a) a bare confluent-kafka consumer reads everything,
 (b) `topicvault backup`, (c) a bare idempotent producer writes everything to a fresh topic,
-(d) `topicvault restore` to a fresh topic. Spark start-up is measured separately and left
+(d) `topicvault restore` to a fresh topic. Then wide topics: backup of 8 and of 256
+partitions x 20 records (job time and Spark tasks; issue #18 item 5). Spark start-up is measured separately and left
 out of the ratios. Peak RSS of the driver and of the Python workers is sampled from /proc.
 """
 
@@ -184,6 +185,44 @@ def measure(master: str, broker: EmbeddedBroker, location: str, records: int, si
     }
 
 
+def measure_wide(master: str, broker: EmbeddedBroker, base: str, size: int, per_partition: int = 20) -> dict:
+    """Backup job time and Spark tasks of a narrow (8) and a wide (256 partitions) topic holding
+    little data, each backed up twice in one session (the faster run counts: the machine is shared)."""
+    settings = KafkaSettings.of(broker.bootstrap)
+    spark, _ = fresh_spark(master)
+    sc = spark.sparkContext
+    figures: dict[str, dict] = {}
+    for attempt in range(2):
+        for partitions in (8, 256):
+            topic = f"bench.wide.{partitions}.{attempt}"
+            create_topics(settings, {topic: partitions})
+            produce_data(broker.bootstrap, topic, partitions * per_partition, size, partitions)
+            job = BackupJob(kafka=settings, store_uri=f"{base}-wide-{partitions}-{attempt}")
+            planned = plan(job, [topic])
+            sc.setJobGroup(topic, topic)
+            backup = run_backup(spark, job, planned)
+            sc.setLocalProperty("spark.jobGroup.id", None)
+            assert backup.records == partitions * per_partition
+            tracker = sc.statusTracker()
+            tasks = sum(tracker.getStageInfo(stage).numTasks
+                        for j in tracker.getJobIdsForGroup(topic) for stage in tracker.getJobInfo(j).stageIds)
+            best = figures.get(str(partitions))
+            if best is None or backup.elapsed_s < best["backup_s"]:
+                figures[str(partitions)] = {"partitions": partitions, "records": backup.records,
+                                            "backup_s": backup.elapsed_s, "spark_tasks": tasks}
+    figures["wide_over_narrow"] = figures["256"]["backup_s"] / figures["8"]["backup_s"]
+    return figures
+
+
+def report_wide(wide: dict) -> None:
+    """Print the wide-topic figures."""
+    for key in ("8", "256"):
+        run = wide[key]
+        print(f"wide topics: {run['partitions']:3} partitions x {run['records'] // run['partitions']} records: "
+              f"backup {run['backup_s']:.2f} s in {run['spark_tasks']} Spark tasks")
+    print(f"wide topics: 256 / 8 partitions backup time = {wide['wide_over_narrow']:.2f}x  (target <= 2.5)")
+
+
 def report(run: dict) -> None:
     """Print one round's figures."""
     mb = run["records"] * run["size"] / 1e6
@@ -229,6 +268,8 @@ def main() -> int:
             }
             print("per-record cost at 4x / at 1x (target <= 1.25 for backup and restore): " + ", ".join(
                 f"{step} {ratio:.2f}" for step, ratio in results["per_record_cost_4x_over_1x"].items()))
+        results["wide"] = measure_wide(args.master, broker, base, args.size)
+        report_wide(results["wide"])
         results["driver_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak RSS of the driver: {results['driver_peak_rss_mib']:.0f} MiB")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -21,8 +21,8 @@ from ..core.spark import run_tasks
 from ..core.store import open_store
 from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
-from .kafka_reader import OffsetRange, check_backup_properties, read_range
-from .objects import Rotation, write_objects
+from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
+from .objects import DEFAULT_MAX_BYTES, PartitionObjects, Rotation
 from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, ReadExtent, TaskResult, plan_backup, read_extent
 
 
@@ -38,6 +38,8 @@ class BackupJob:
     key_template: str | None = None
     rotation: Rotation = field(default_factory=Rotation)
     idle_timeout_s: float = 60.0
+    # Payload of open objects a task may hold while it reads many partitions at once (see backup_group).
+    open_objects_budget: int = 2 * DEFAULT_MAX_BYTES
     progress_dir: str | None = None  # see core.progress
     # Names this run's objects, so no other run can overwrite them (see sink.objects).
     run_id: str = field(default_factory=new_run_id)
@@ -76,20 +78,39 @@ class BackupResult:
 
 def backup_task(job: BackupJob, task: OffsetRange) -> TaskResult:
     """Consume one offset range and write it as objects (runs in a Spark worker)."""
-    stopped_at: list[int] = []
+    return backup_group(job, [task])[0]
+
+
+def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
+    """Consume ranges of distinct partitions through one consumer and write each partition's
+    records as its own objects (runs in a Spark worker); return one result per range.
+
+    Messages arrive interleaved and go to one object writer per partition, which rotates by
+    records as a task of that range alone would: the same keys and bytes. Memory: while the
+    open objects of all partitions hold at most `job.open_objects_budget` bytes of payload,
+    all are read at once; past it, the rest are read one partition after another (each
+    finished, so its objects stored, before the next begins), so a task holds at most about
+    the budget plus one object (`rotation.max_bytes`) plus the consumer's read-ahead.
+    """
+    store, codec, object_format = job.open_store(), job.codec(), resolve_format(job.format_name, job.compression)
+    writers = [PartitionObjects(store, codec, object_format, job.rotation, run_id=job.run_id) for _ in tasks]
+    results: dict[int, TaskResult] = {}
+
+    def over_budget() -> bool:
+        return sum(writer.open_payload for writer in writers) > job.open_objects_budget
 
     def batches():
-        stopped_at.append((yield from read_range(job.kafka, task, idle_timeout_s=job.idle_timeout_s)))
+        for index, item in read_ranges(job.kafka, tasks, job.idle_timeout_s, one_at_a_time=over_budget):
+            if isinstance(item, RangeEnd):
+                results[index] = TaskResult(tasks[index], item.stopped_at, writers[index].finish())
+            else:
+                writers[index].add(item)
+                yield item
 
-    objects = write_objects(
-        counted(batches(), job.progress_dir, f"{task.topic}-{task.partition}-{task.start}"),
-        job.open_store(),
-        job.codec(),
-        resolve_format(job.format_name, job.compression),
-        job.rotation,
-        run_id=job.run_id,
-    )
-    return TaskResult(task, stopped_at[0], objects)
+    first = tasks[0] if tasks else OffsetRange("", 0, 0, 0)
+    for _ in counted(batches(), job.progress_dir, f"{first.topic}-{first.partition}-{first.start}"):
+        pass  # the batches are written as they go by; counted() reports progress
+    return [results[index] for index in range(len(tasks))]
 
 
 def snapshot_offsets(kafka: KafkaSettings, topics: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
@@ -155,7 +176,8 @@ def _state_changed(state: BackupState, backup_plan: BackupPlan) -> bool:
 def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
     """Run the planned tasks and commit what they wrote; nothing is committed if any task fails."""
     started = time.monotonic()
-    results = run_tasks(spark, lambda task: backup_task(job, task), backup_plan.tasks) if backup_plan.tasks else []
+    groups = backup_plan.task_groups(spark.sparkContext.defaultParallelism)
+    results = [r for group in run_tasks(spark, lambda tasks: backup_group(job, tasks), groups) for r in group]
     extent = read_extent(backup_plan.partitions, results)
     commit_key = commit_backup(job, backup_plan, extent) if backup_plan.needs_commit else None
     return BackupResult(backup_plan, extent.objects, commit_key, time.monotonic() - started, warnings=extent.warnings)

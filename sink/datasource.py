@@ -1,12 +1,13 @@
 """Backup as DataFrame API: the `topicvault-kafka` reader and the `topicvault` writer.
 
-They call the same functions as the fused CLI path (`read_range`, `write_objects`), so a
+They call the same functions as the fused CLI path (`read_ranges`, `write_objects`), so a
 DataFrame pipeline writes objects byte-identical to `topicvault backup`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from typing import Iterator, Mapping
@@ -23,14 +24,28 @@ from ..core.store import ObjectStore, open_store
 from ..formats import resolve_format
 from ..keys import default_codec, new_run_id, template_codec
 from .backup import snapshot_offsets
-from .kafka_reader import OffsetRange, read_whole_range
+from .kafka_reader import OffsetRange, read_whole_ranges
 from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_objects
-from .plan import DEFAULT_RECORDS_PER_TASK
+from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges
 
 
 def lowercase_keys(options: Mapping[str, str]) -> dict[str, str]:
     """Spark passes options case-insensitively; keep them that way in a plain dict."""
     return {k.lower(): v for k, v in options.items()}
+
+
+def positive_option(options: Mapping[str, str], name: str, default: int) -> int:
+    """A whole-number option above zero (options as from lowercase_keys), or a one-line error."""
+    value = options.get(name.lower())
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise TopicvaultError(f"option {name} must be a positive whole number, not {value!r}")
+    return number
 
 
 def kafka_settings_from_options(options: Mapping[str, str]) -> KafkaSettings:
@@ -67,9 +82,9 @@ def _pick(spec: str | dict, topic: str, partition: int, low: int, high: int) -> 
 
 @dataclass(frozen=True)
 class RangePartition(InputPartition):
-    """One offset range as a Spark input partition."""
+    """Offset ranges of distinct partitions, read one after another by one task and consumer."""
 
-    task: OffsetRange
+    tasks: tuple[OffsetRange, ...]
 
 
 class KafkaRangeReader(DataSourceReader):
@@ -78,6 +93,9 @@ class KafkaRangeReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = lowercase_keys(options)
         self.kafka = kafka_settings_from_options(options)
+        # Tasks the read is spread over at least (when it has that many ranges), as in Spark's
+        # Kafka source: many small partitions cost a few tasks, not one each (see group_ranges).
+        self.min_partitions = positive_option(self.options, "minPartitions", os.cpu_count() or 1)
 
     def partitions(self) -> list[RangePartition]:
         topics = [t for t in self.options.get("subscribe", "").split(",") if t]
@@ -90,11 +108,12 @@ class KafkaRangeReader(DataSourceReader):
             start = _pick(starting, topic, partition, low, high)
             end = _pick(ending, topic, partition, low, high)
             for chunk in range(start, end, per_task):
-                ranges.append(RangePartition(OffsetRange(topic, partition, chunk, min(chunk + per_task, end))))
-        return ranges or [RangePartition(OffsetRange("", 0, 0, 0))]
+                ranges.append(OffsetRange(topic, partition, chunk, min(chunk + per_task, end)))
+        return [RangePartition(tuple(group)) for group in group_ranges(ranges, self.min_partitions, per_task)] or [
+            RangePartition(())]
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        yield from read_whole_range(self.kafka, partition.task)
+        yield from read_whole_ranges(self.kafka, list(partition.tasks))
 
 
 @dataclass

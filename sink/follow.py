@@ -68,6 +68,8 @@ def run_follow(
     register(spark)
     common = _options(job)
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)
+    # A micro-batch over hundreds of partitions runs about one task per core (see group_ranges).
+    reader = reader.option("minPartitions", str(spark.sparkContext.defaultParallelism))
     if topics:
         reader = reader.option("subscribe", ",".join(topics))
     if topics_regex:

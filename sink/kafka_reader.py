@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Generator, Iterator
+from typing import Callable, Generator, Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -70,9 +70,11 @@ def range_consumer_config(settings: KafkaSettings) -> dict[str, object]:
     return config
 
 
-def range_consumer(settings: KafkaSettings) -> Consumer:
-    """A consumer tuned for bulk reads of assigned ranges; it never commits offsets."""
-    return new_client(Consumer, settings, range_consumer_config(settings))
+@dataclass(frozen=True)
+class RangeEnd:
+    """Where the read of one range stopped: the range's end, or the partition's EOF below it."""
+
+    stopped_at: int
 
 
 def read_range(
@@ -89,55 +91,156 @@ def read_range(
     consumer's own request timeouts and reconnect (see `idle_limit_s`), so a short outage is
     survived.
     """
-    if task.start >= task.end:
-        return task.end
     stopped_at = task.end
+    for _, item in read_ranges(settings, [task], idle_timeout_s, batch_records):
+        if isinstance(item, RangeEnd):
+            stopped_at = item.stopped_at
+        else:
+            yield item
+    return stopped_at
+
+
+def read_ranges(
+    settings: KafkaSettings,
+    tasks: list[OffsetRange],
+    idle_timeout_s: float = 60.0,
+    batch_records: int = BATCH_RECORDS,
+    one_at_a_time: Callable[[], bool] = lambda: False,
+) -> Iterator[tuple[int, pa.RecordBatch | RangeEnd]]:
+    """Read ranges of distinct partitions through one consumer, as `read_range` reads one.
+
+    Yields (index of the range in `tasks`, item): envelope batches of that range's records in
+    offset order, then one RangeEnd once the range is done; ranges interleave. All ranges are
+    read at once; once `one_at_a_time()` is true (checked first and after each fetched batch,
+    e.g. when the caller holds too much of them in memory) the rest are read one range after
+    another in `tasks` order, so each is finished before the next begins.
+    """
+    seen: set[tuple[str, int]] = set()
+    for task in tasks:
+        if (task.topic, task.partition) in seen:
+            raise TopicvaultError(f"{task.topic}[{task.partition}] twice in one read: give each range its own task")
+        seen.add((task.topic, task.partition))
+    reads = [_RangeRead(task) for task in tasks]
+    for index, read in enumerate(reads):
+        if read.task.start >= read.task.end:
+            read.done = True
+            yield index, RangeEnd(read.task.end)
+    if all(read.done for read in reads):
+        return
     config = range_consumer_config(settings)
     idle_timeout_s = idle_limit_s(config, idle_timeout_s)
     consumer = new_client(Consumer, settings, config)
     try:
-        consumer.assign([TopicPartition(task.topic, task.partition, task.start)])
-        columns = _Columns(task.topic, task.partition)
-        last_progress = time.monotonic()
-        done = False
-        crash_at = crash_after("backup.consume")
-        while not done:
-            messages = consumer.consume(num_messages=batch_records, timeout=0.2)
-            if not messages:
-                if time.monotonic() - last_progress > idle_timeout_s:
-                    raise TopicvaultError(
-                        f"no records from {task.topic}[{task.partition}] for {idle_timeout_s:.0f} s at offset "
-                        f"{columns.next_offset or task.start} (expected up to {task.end - 1}): is the broker up?"
-                    )
-                continue
-            last_progress = time.monotonic()
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        # The EOF event carries the fetch position: past every record, marker and
-                        # compaction gap the broker had. Below task.end, the rest was never read.
-                        stopped_at = min(task.end, max(message.offset(), columns.next_offset or task.start))
-                        done = True
-                        break
-                    if error.code() == KafkaError._AUTO_OFFSET_RESET:
-                        raise TopicvaultError(
-                            f"{task.topic}[{task.partition}] no longer holds offset {columns.next_offset or task.start} "
-                            "(deleted by retention while this backup ran): run the backup again; it starts at the "
-                            "earliest offset still there and reports what was lost"
-                        )
-                    raise TopicvaultError(f"reading {task.topic}[{task.partition}] failed: {error.str()}")
-                if message.offset() >= task.end:
-                    done = True
-                    break
-                columns.append(message)
-                if crash_at is not None and columns.next_offset - task.start >= crash_at:
-                    crash_now()
-            if len(columns) >= batch_records or (done and len(columns)):
-                yield columns.flush()
+        if not one_at_a_time():
+            yield from _consume(consumer, reads, [i for i, read in enumerate(reads) if not read.done],
+                                idle_timeout_s, batch_records, one_at_a_time)
+        for index in [i for i, read in enumerate(reads) if not read.done]:
+            yield from _consume(consumer, reads, [index], idle_timeout_s, batch_records, lambda: False)
     finally:
         consumer.close()
-    return stopped_at
+
+
+class _RangeRead:
+    """The state of one range being read: records not yet yielded, and whether it is done."""
+
+    def __init__(self, task: OffsetRange) -> None:
+        self.task = task
+        self.columns = _Columns(task.topic, task.partition)
+        self.done = False
+        self.done_at = task.end  # where the read stopped, once done
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the read continues at."""
+        return self.task.start if self.columns.next_offset is None else self.columns.next_offset
+
+
+def _consume(
+    consumer: Consumer,
+    reads: list[_RangeRead],
+    active: list[int],
+    idle_timeout_s: float,
+    batch_records: int,
+    stop_early: Callable[[], bool],
+) -> Iterator[tuple[int, pa.RecordBatch | RangeEnd]]:
+    """Read the `active` ranges from their next offsets until all are done or `stop_early()`."""
+    index_of = {(reads[i].task.topic, reads[i].task.partition): i for i in active}
+    # assign() replaces any earlier assignment; messages fetched for it are dropped below.
+    consumer.assign([TopicPartition(reads[i].task.topic, reads[i].task.partition, reads[i].next_offset) for i in active])
+    waiting = set(active)
+    last_progress = time.monotonic()
+    crash_at = crash_after("backup.consume")
+    pending = 0  # records appended but not yet yielded, over all ranges
+    while waiting:
+        messages = consumer.consume(num_messages=batch_records, timeout=0.2)
+        if not messages:
+            if time.monotonic() - last_progress > idle_timeout_s:
+                read = reads[min(waiting)]
+                more = f" (and {len(waiting) - 1} more partitions)" if len(waiting) > 1 else ""
+                raise TopicvaultError(
+                    f"no records from {read.task.topic}[{read.task.partition}]{more} for {idle_timeout_s:.0f} s at "
+                    f"offset {read.next_offset} (expected up to {read.task.end - 1}): is the broker up?"
+                )
+            continue
+        last_progress = time.monotonic()
+        finished: list[int] = []
+        for message in messages:
+            index = index_of.get((message.topic(), message.partition()))
+            error = message.error()
+            if index is None and error is not None and error.code() != KafkaError._PARTITION_EOF:
+                # An error of no partition of ours (e.g. all brokers down) stops every read.
+                raise TopicvaultError(f"reading {', '.join(_names(reads, waiting))} failed: {error.str()}")
+            if index is None or index not in waiting:
+                continue  # a range already done, or a message fetched before the last assign()
+            read = reads[index]
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    # The EOF event carries the fetch position: past every record, marker and
+                    # compaction gap the broker had. Below task.end, the rest was never read.
+                    read.done_at = min(read.task.end, max(message.offset(), read.next_offset))
+                    waiting.discard(index)
+                    finished.append(index)
+                    continue
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    raise TopicvaultError(
+                        f"{read.task.topic}[{read.task.partition}] no longer holds offset {read.next_offset} "
+                        "(deleted by retention while this backup ran): run the backup again; it starts at the "
+                        "earliest offset still there and reports what was lost"
+                    )
+                raise TopicvaultError(f"reading {read.task.topic}[{read.task.partition}] failed: {error.str()}")
+            if message.offset() < read.next_offset:
+                continue  # fetched again after a re-assign: already read
+            if message.offset() >= read.task.end:
+                read.done_at = read.task.end
+                waiting.discard(index)
+                finished.append(index)
+                continue
+            read.columns.append(message)
+            pending += 1
+            if crash_at is not None and read.columns.next_offset - read.task.start >= crash_at:
+                crash_now()
+        if finished:
+            consumer.pause([TopicPartition(reads[i].task.topic, reads[i].task.partition) for i in finished])
+        # Batches of about batch_records rows: a range's own once it has that many, all of
+        # them once the ranges together have that many, and a range's last one when it ends.
+        for index in active:
+            read = reads[index]
+            if len(read.columns) and (len(read.columns) >= batch_records or pending >= batch_records or index in finished):
+                pending -= len(read.columns)
+                yield index, read.columns.flush()
+        for index in finished:
+            reads[index].done = True
+            yield index, RangeEnd(reads[index].done_at)
+        if waiting and stop_early():
+            for index in sorted(waiting):
+                read = reads[index]
+                if len(read.columns):
+                    yield index, read.columns.flush()
+            return
+
+
+def _names(reads: list[_RangeRead], indices: set[int]) -> list[str]:
+    return [f"{reads[i].task.topic}[{reads[i].task.partition}]" for i in sorted(indices)]
 
 
 def read_whole_range(
@@ -145,13 +248,25 @@ def read_whole_range(
 ) -> Iterator[pa.RecordBatch]:
     """`read_range` for readers whose caller commits the planned end (Spark's own offsets in the
     DataFrame and streaming readers): a read that stops short fails instead of leaving a gap."""
-    stopped_at = yield from read_range(settings, task, idle_timeout_s)
-    if stopped_at < task.end:
-        raise TopicvaultError(
-            f"{task.topic}[{task.partition}] ended at offset {stopped_at}, below the {task.end} the broker "
-            "reported when the batch was planned (a leader change?): nothing of this batch is committed; "
-            "run again to continue from the last commit"
-        )
+    yield from read_whole_ranges(settings, [task], idle_timeout_s)
+
+
+def read_whole_ranges(
+    settings: KafkaSettings, tasks: list[OffsetRange], idle_timeout_s: float = 60.0
+) -> Iterator[pa.RecordBatch]:
+    """`read_whole_range` of ranges of distinct partitions through one consumer, one range after
+    another: each partition's records come as one run, as a writer cutting objects by
+    partition run needs (see core.envelope.runs_by_partition)."""
+    for index, item in read_ranges(settings, tasks, idle_timeout_s, one_at_a_time=lambda: True):
+        if not isinstance(item, RangeEnd):
+            yield item
+        elif item.stopped_at < tasks[index].end:
+            task = tasks[index]
+            raise TopicvaultError(
+                f"{task.topic}[{task.partition}] ended at offset {item.stopped_at}, below the {task.end} the broker "
+                "reported when the batch was planned (a leader change?): nothing of this batch is committed; "
+                "run again to continue from the last commit"
+            )
 
 
 class _Columns:

@@ -79,32 +79,63 @@ def write_objects(
 ) -> list[ObjectEntry]:
     """Write the batches of one topic-partition as rotated objects named for `run_id`; return
     their entries. Re-running with the same run id and records writes the same keys and bytes."""
-    entries: list[ObjectEntry] = []
-    crash_at = crash_after("backup.object")
-    time_format = codec.time_format()
-    building: _OpenObject | None = None
-    open_bucket: str | None = None
+    objects = PartitionObjects(store, codec, object_format, rotation, run_id=run_id)
     for batch in batches:
+        objects.add(batch)
+    return objects.finish()
+
+
+class PartitionObjects:
+    """The objects of one topic-partition being written: fed its batches in offset order, it
+    stores each object as soon as rotation closes it, so only the open one is held in memory.
+
+    A task that reads many partitions keeps one of these per partition (see sink.backup)."""
+
+    def __init__(self, store: ObjectStore, codec: KeyCodec, object_format: ObjectFormat, rotation: Rotation,
+                 *, run_id: str) -> None:
+        self.store, self.codec, self.object_format, self.rotation, self.run_id = (
+            store, codec, object_format, rotation, run_id)
+        self.entries: list[ObjectEntry] = []
+        self._crash_at = crash_after("backup.object")
+        self._time_format = codec.time_format()
+        self._building: _OpenObject | None = None
+        self._open_bucket: str | None = None
+
+    @property
+    def open_payload(self) -> int:
+        """Payload bytes of the object not yet stored (what this partition holds in memory)."""
+        return self._building.payload if self._building else 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Append the partition's next records; store every object they complete."""
         if batch.num_rows == 0:
-            continue
+            return
         sizes = record_sizes(batch)
-        buckets = pc.strftime(batch.column("timestamp"), format=time_format).to_pylist() if time_format else None
+        buckets = pc.strftime(batch.column("timestamp"), format=self._time_format).to_pylist() if self._time_format else None
+        building = self._building
         filled = (building.records, building.payload) if building else (0, 0)
         start = 0
-        for cut in cut_points(sizes, *filled, rotation, buckets, open_bucket):
+        for cut in cut_points(sizes, *filled, self.rotation, buckets, self._open_bucket):
             if cut > start:
-                building = building or _OpenObject(object_format)
+                building = building or _OpenObject(self.object_format)
                 building.add(batch.slice(start, cut - start), sum(sizes[start:cut]))
-            entries.append(building.store(store, codec, run_id))
-            _maybe_crash(crash_at, len(entries))
+            self._store(building)
             building, start = None, cut
-        building = building or _OpenObject(object_format)
+        building = building or _OpenObject(self.object_format)
         building.add(batch.slice(start), sum(sizes[start:]))
-        open_bucket = buckets[-1] if buckets else None
-    if building:
-        entries.append(building.store(store, codec, run_id))
-        _maybe_crash(crash_at, len(entries))
-    return entries
+        self._building = building
+        self._open_bucket = buckets[-1] if buckets else None
+
+    def finish(self) -> list[ObjectEntry]:
+        """Store the open object, if any; return the entries of every object stored, in offset order."""
+        if self._building:
+            self._store(self._building)
+            self._building = None
+        return self.entries
+
+    def _store(self, building: "_OpenObject") -> None:
+        self.entries.append(building.store(self.store, self.codec, self.run_id))
+        _maybe_crash(self._crash_at, len(self.entries))
 
 
 def _maybe_crash(crash_at: int | None, objects_stored: int) -> None:

@@ -40,10 +40,15 @@ class BackupPlan:
     state_changed: bool = False  # topic settings or group offsets differ from the last commit
     topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> Kafka topic ID when planned
     lost: list[PartitionRange] = field(default_factory=list)  # offsets retention deleted before they were read
+    records_per_task: int = DEFAULT_RECORDS_PER_TASK  # at most this many offsets in one Spark task
 
     @property
     def has_work(self) -> bool:
         return bool(self.tasks)
+
+    def task_groups(self, cores: int) -> list[list[OffsetRange]]:
+        """The ranges each Spark task reads through one consumer (see group_ranges)."""
+        return group_ranges(self.tasks, cores, self.records_per_task)
 
     @property
     def needs_commit(self) -> bool:
@@ -93,7 +98,39 @@ def plan_backup(
         for chunk_start in range(read_from, high, records_per_task):
             tasks.append(OffsetRange(topic, partition, chunk_start, min(chunk_start + records_per_task, high)))
     return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings,
-                      topic_ids=dict(topic_ids or {}), lost=lost)
+                      topic_ids=dict(topic_ids or {}), lost=lost, records_per_task=records_per_task)
+
+
+def group_ranges(ranges: list[OffsetRange], cores: int, max_records: int) -> list[list[OffsetRange]]:
+    """Pack offset ranges into Spark tasks: about one per core, none over `max_records` offsets.
+
+    Many small partitions then cost a few tasks and consumers instead of one each, while a big
+    partition's ranges (each up to `max_records`) stay tasks of their own and keep their
+    parallelism. No task gets two ranges of one partition (one consumer reads each partition
+    once). Ranges are placed largest first on the least loaded task; deterministic.
+    """
+    if not ranges:
+        return []
+    total = sum(r.end - r.start for r in ranges)
+    wanted = min(len(ranges), max(cores, 1, -(-total // max_records)))
+    groups: list[list[OffsetRange]] = [[] for _ in range(wanted)]
+    loads = [0] * wanted
+    partitions: list[set[tuple[str, int]]] = [set() for _ in range(wanted)]
+    for r in sorted(ranges, key=lambda r: (-(r.end - r.start), r.topic, r.partition, r.start)):
+        size = r.end - r.start
+        fits = [i for i in range(len(groups))
+                if (not groups[i] or loads[i] + size <= max_records) and (r.topic, r.partition) not in partitions[i]]
+        if fits:
+            chosen = min(fits, key=lambda i: (loads[i], i))
+        else:
+            groups.append([])
+            loads.append(0)
+            partitions.append(set())
+            chosen = len(groups) - 1
+        groups[chosen].append(r)
+        loads[chosen] += size
+        partitions[chosen].add((r.topic, r.partition))
+    return [sorted(group, key=lambda r: (r.topic, r.partition, r.start)) for group in groups if group]
 
 
 @dataclass(frozen=True)

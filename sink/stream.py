@@ -9,6 +9,7 @@ a batch committed already (a replay) is not committed again.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Iterator, Mapping
@@ -28,17 +29,18 @@ from .datasource import (
     commit_written,
     kafka_settings_from_options,
     lowercase_keys,
+    positive_option,
     store_options_from,
 )
-from .kafka_reader import OffsetRange, read_whole_range
-from .plan import DEFAULT_RECORDS_PER_TASK
+from .kafka_reader import OffsetRange, read_whole_ranges
+from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges
 
 
 @dataclass(frozen=True)
 class StreamRange(InputPartition):
-    """One offset range of one micro-batch."""
+    """Offset ranges of distinct partitions of one micro-batch, read by one task and consumer."""
 
-    task: OffsetRange
+    tasks: tuple[OffsetRange, ...]
 
 
 def _key(topic: str, partition: int) -> str:
@@ -57,6 +59,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.options = lowercase_keys(options)
         self.kafka = kafka_settings_from_options(options)
         self.per_task = int(self.options.get("recordsperpartition", DEFAULT_RECORDS_PER_TASK))
+        # Tasks a micro-batch is spread over at least (when it has that many ranges), as in
+        # Spark's Kafka source; `backup --follow` passes the session's default parallelism.
+        self.min_partitions = positive_option(self.options, "minPartitions", os.cpu_count() or 1)
 
     def _selected(self) -> dict[str, int]:
         topics = [t for t in self.options.get("subscribe", "").split(",") if t]
@@ -116,11 +121,11 @@ class KafkaStreamReader(DataSourceStreamReader):
             first = start["offsets"].get(key, end.get("starts", {}).get(key, 0))
             topic, partition = _split(key)
             for chunk in range(first, stop, self.per_task):
-                ranges.append(StreamRange(OffsetRange(topic, partition, chunk, min(chunk + self.per_task, stop))))
-        return ranges
+                ranges.append(OffsetRange(topic, partition, chunk, min(chunk + self.per_task, stop)))
+        return [StreamRange(tuple(group)) for group in group_ranges(ranges, self.min_partitions, self.per_task)]
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
-        yield from read_whole_range(self.kafka, partition.task)
+        yield from read_whole_ranges(self.kafka, list(partition.tasks))
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the sink's commit records hold the backed-up position."""
