@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..core.cluster import group_offsets, topic_settings
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, load_state, write_commit
+from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
@@ -40,9 +41,19 @@ class BackupJob:
     progress_dir: str | None = None  # see core.progress
     # Names this run's objects, so no other run can overwrite them (see sink.objects).
     run_id: str = field(default_factory=new_run_id)
+    # --encryption-key spec (file:///path or kms://KEY); each worker loads it (core.crypto.keyring_of).
+    encryption_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_backup_properties(self.kafka)  # before a Spark session starts or anything is written
+        if len(self.encryption_keys) > 1:
+            raise TopicvaultError("backup encrypts with one --encryption-key; several are for restore, verify "
+                                  "and inspect (objects written with older keys)")
+        self.keyring()  # an unreadable key file or unknown KMS key fails here, before anything is written
+
+    def keyring(self) -> Keyring | None:
+        """The key new objects are encrypted with (None: not encrypted)."""
+        return keyring_of(self.encryption_keys)
 
     def codec(self) -> KeyCodec:
         """The object-key codec this backup names objects with."""
@@ -87,6 +98,7 @@ def backup_task(job: BackupJob, task: OffsetRange) -> TaskResult:
         resolve_format(job.format_name, job.compression),
         job.rotation,
         run_id=job.run_id,
+        keyring=job.keyring(),
     )
     return TaskResult(task, stopped_at[0], objects)
 

@@ -18,7 +18,7 @@ from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import open_store
 from ..formats.peers import PeerOptions, peer_layout
-from ..sink.datasource import kafka_settings_from_options, lowercase_keys, store_options_from
+from ..sink.datasource import kafka_settings_from_options, keyring_from_options, lowercase_keys, store_options_from
 from .kafka_writer import produce_partition
 from .object_reader import read_partition
 from .peer_layout import peer_state, read_peer_partition, resolve_layout
@@ -69,7 +69,7 @@ class ObjectReader(DataSourceReader):
 
     def read(self, partition: ObjectsPartition) -> Iterator[pa.RecordBatch]:
         if partition.layout == "topicvault":
-            yield from read_partition(self._store(), list(partition.entries))
+            yield from read_partition(self._store(), list(partition.entries), keyring=keyring_from_options(self.options))
         else:
             peer = peer_layout(partition.layout, self.key_template)
             yield from read_peer_partition(self._store(), peer, self.peer_options, list(partition.entries))
