@@ -236,3 +236,27 @@ def test_follow_passes_the_key_to_the_streaming_writer(bootstrap, spark, topic_f
     run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
             "--state", str(tmp_path / "state"), "--encryption-key", key)
     assert without_offsets(consume_all(bootstrap, target)) == without_offsets(consume_all(bootstrap, topic))
+
+
+def test_spark_task_retries_of_an_encrypted_backup_end_exactly_once(bootstrap, spark, topic_factory, tmp_path):
+    # Every first task attempt fails after storing its 2nd object; the retry encrypts the same
+    # records under fresh data keys, so its bytes differ: it must accept the stored objects.
+    import subprocess
+    import sys
+
+    topic = topic_factory(2, prefix="enc-retry")
+    produce_records(bootstrap, topic, marked(topic, 2, 600, seed=11))
+    location, key, log = str(tmp_path / "b"), key_file(tmp_path, "key"), tmp_path / "cli.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPICVAULT_CRASH_AT")}
+    env.update(TOPICVAULT_FAIL_FIRST_ATTEMPT_AT="backup.object:2", TOPICVAULT_FAULT_LOG=str(tmp_path / "faults"))
+    with open(log, "ab") as out:
+        status = subprocess.run([str(Path(sys.executable).with_name("topicvault")), "backup", "-b", bootstrap,
+                                 "--to", location, "-t", topic, "--max-records", "100", "--encryption-key", key,
+                                 "--master", "local[2,4]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                env=env, timeout=300).returncode
+    assert status == 0, log.read_text()[-3000:]
+    assert len((tmp_path / "faults").read_text().splitlines()) == 2, "every first attempt must have failed"
+    assert "ok:" in run_cli("verify", location, "--encryption-key", key, "-b", bootstrap)
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r",
+            "--state", str(tmp_path / "state"), "--encryption-key", key)
+    assert without_offsets(consume_all(bootstrap, f"{topic}-r")) == without_offsets(consume_all(bootstrap, topic))
