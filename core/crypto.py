@@ -282,6 +282,20 @@ def unseal(data: bytes, object_key: str, keyring: Keyring | None) -> bytes:
                             "damaged or moved from another key") from None
 
 
+def open_data_key(data: bytes, object_key: str, keyring: Keyring | None) -> None:
+    """Unwrap a sealed object's data key only: proves the key (and for KMS the Decrypt permission)
+    works, without decrypting the records."""
+    header = _header(data, object_key)[0]
+    if keyring is None:
+        raise KeyUnavailable(missing_key_message(object_key, header["key_id"], ()))
+    try:
+        keyring.provider(header["key_id"], object_key).unwrap(base64.b64decode(header["wrapped_key"]))
+    except CorruptObject as exc:
+        raise CorruptObject(f"object {object_key}: {exc}") from None
+    except KeyUnavailable as exc:
+        raise KeyUnavailable(f"object {object_key}: {exc}") from None
+
+
 def require_keys(entries, keyring: Keyring | None) -> None:
     """Refuse, before anything is produced, objects whose commit names a key that was not given."""
     given = keyring.key_ids if keyring else ()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
-from ..core.crypto import Keyring, is_sealed, unseal
+from ..core.crypto import Keyring, is_sealed, open_data_key, require_keys, unseal
 from ..core.envelope import ARROW_SCHEMA
 from ..core.errors import CorruptObject, ObjectNotFound, TopicvaultError
 from ..core.store import ObjectStore
@@ -90,6 +90,20 @@ def object_bytes(stored: bytes, key: str, keyring: Keyring | None) -> bytes:
     """The format bytes of a stored object: decrypted when it is an encrypted container
     (authenticated against its key; without the right key a one-line error names the object)."""
     return unseal(stored, key, keyring) if is_sealed(stored) else stored
+
+
+def check_keys_open(store: ObjectStore, entries: Iterable[ObjectEntry], keyring: Keyring | None) -> None:
+    """Before anything is produced: every encrypted object names a key that was given, and each
+    key really opens a data key (the smallest object of each key is tried: a KMS key that can
+    be described but not used for Decrypt fails here, not halfway through a restore)."""
+    entries = list(entries)
+    require_keys(entries, keyring)
+    smallest: dict[str, ObjectEntry] = {}
+    for entry in entries:
+        if entry.key_id and (entry.key_id not in smallest or entry.bytes < smallest[entry.key_id].bytes):
+            smallest[entry.key_id] = entry
+    for entry in smallest.values():
+        open_data_key(stored_bytes(store, entry), entry.key, keyring)
 
 
 def read_partition(

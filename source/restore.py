@@ -17,7 +17,7 @@ from ..core.cluster import (
     retention_ms,
 )
 from ..core.commits import BackupState, ObjectEntry, load_state
-from ..core.crypto import Keyring, keyring_of, require_keys
+from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
     KafkaSettings,
@@ -32,7 +32,7 @@ from ..core.spark import check_no_speculation, run_tasks
 from ..core.store import open_store
 from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
-from .object_reader import SkippedObject, read_partition
+from .object_reader import SkippedObject, check_keys_open, read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
 from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
 from .restore_state import (
@@ -335,8 +335,9 @@ def plan_restore(
 
     _check_until(state, selected, selection.until_ms)
     # A missing key stops the restore here, before any topic is created or record produced.
-    require_keys((o for (t, _), ps in sorted(state.partitions.items()) if t in topic_map for o in ps.objects),
-                 job.keyring())
+    if layout == "topicvault":
+        check_keys_open(store, (o for (t, _), ps in sorted(state.partitions.items()) if t in topic_map
+                                for o in ps.objects), job.keyring())
     restore_id = restore_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     records = job.restore_records()
     saved = load_restore_state(records, restore_id)

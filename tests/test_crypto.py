@@ -147,3 +147,27 @@ def test_a_store_profile_holds_the_key_and_flags_override_it(tmp_path):
     assert resolve(config_file=str(config), store="vault", encryption_keys=("file:///flag",),
                    env={}).encryption_keys == ("file:///flag",)
     assert resolve(env={"TOPICVAULT_ENCRYPTION_KEY": "file:///a,file:///b"}).encryption_keys == ("file:///a", "file:///b")
+
+
+class DeniedKms:
+    """Stands for a KMS key that DescribeKey finds but Decrypt refuses (key policy, disabled key):
+    moto's KMS does not enforce either, so the refusal is simulated."""
+
+    def __init__(self, key_id: str) -> None:
+        self.key_id = key_id
+
+    def unwrap(self, wrapped: bytes) -> bytes:
+        raise KeyUnavailable("KMS Decrypt with key alias/x failed: AccessDeniedException: not allowed")
+
+
+def test_restore_checks_each_key_opens_before_producing(tmp_path):
+    from topicvault.source.object_reader import check_keys_open
+
+    key = file_key(tmp_path)
+    store = open_store(str(tmp_path / "store"))
+    entries = write_objects([records_to_batch(marked_records())], store, default_codec(), resolve_format("avro"),
+                            Rotation(max_records=15), run_id="r000000000003", keyring=Keyring((key,)))
+    check_keys_open(store, entries, Keyring((key,)))
+    with pytest.raises(KeyUnavailable, match=f"object {entries[-1].key}: KMS Decrypt") as caught:
+        check_keys_open(store, entries, Keyring((DeniedKms(key.key_id),)))  # the smallest object is tried
+    assert "\n" not in str(caught.value)
