@@ -465,6 +465,9 @@ def list_backup(
                + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else ""))
     for note in data["lost"]:
         typer.echo(f"lost: {note}")
+    if data["encryption_keys"]:
+        typer.echo("encrypted: " + ", ".join(f"{n} objects with key {k}" for k, n in data["encryption_keys"].items())
+                   + "; restore, verify and inspect need these keys (--encryption-key)")
     if state.last_stream:
         lag = state.last_stream.get("lag", {})
         typer.echo(f"followed backup: last commit at {iso(state.last_stream['committed_ms'])}, lag "

@@ -221,7 +221,7 @@ def missing_key_message(object_key: str, key_id: str, given: Sequence[str]) -> s
     """One line: which object needs which key, and what was given instead."""
     offered = f"the keys given are {', '.join(given)}" if given else "no --encryption-key was given"
     return (f"object {object_key} is encrypted with key {key_id}, but {offered}: pass that key with "
-            "--encryption-key (repeatable); nothing was produced or written")
+            "--encryption-key (repeatable; DataFrame option encryptionKey); nothing was produced or written")
 
 
 def is_sealed(data: bytes) -> bool:
