@@ -116,8 +116,8 @@ def _check_checksum_only(store: ObjectStore, entry: ObjectEntry, ps: PartitionSt
     except TopicvaultError as exc:
         report.problems.append(f"{ps.topic}[{ps.partition}]: {exc}")
         return False
-    note = ("encrypted objects were checked by checksum only (their records were not read): pass "
-            "--encryption-key to check their records too")
+    note = ("encrypted objects were checked by checksum only (their records were not read, nor compared with "
+            "live topics): pass --encryption-key to check their records too")
     if note not in report.notes:
         report.notes.append(note)
     report.objects += 1

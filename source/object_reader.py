@@ -58,7 +58,12 @@ def read_object_batches(store: ObjectStore, entry: ObjectEntry, keyring: Keyring
     before the first record is yielded, so a damaged object stops a restore before any of
     its records is produced; the records themselves are decoded a batch at a time.
     """
-    data = object_bytes(stored_bytes(store, entry), entry.key, keyring)
+    data = stored_bytes(store, entry)
+    if entry.key_id and not is_sealed(data):
+        # Its commit says it was encrypted: plaintext in its place is a substitution, not a backup.
+        raise CorruptObject(f"object {entry.key} was committed encrypted (key {entry.key_id}) but is not: "
+                            "it was replaced; restore stops before producing anything of it")
+    data = object_bytes(data, entry.key, keyring)
     offsets, batches = format_for_extension(extension_of(entry.key)).read_stream(data, entry.key, READ_BATCH_RECORDS)
     del data  # the reader keeps what it still needs
     count = len(offsets)

@@ -171,3 +171,21 @@ def test_restore_checks_each_key_opens_before_producing(tmp_path):
     with pytest.raises(KeyUnavailable, match=f"object {entries[-1].key}: KMS Decrypt") as caught:
         check_keys_open(store, entries, Keyring((DeniedKms(key.key_id),)))  # the smallest object is tried
     assert "\n" not in str(caught.value)
+
+
+def test_mixed_locations_read_and_a_plaintext_substitute_is_refused(tmp_path):
+    from topicvault.core.store import open_store as store_of
+
+    key = file_key(tmp_path)
+    store = store_of(str(tmp_path / "store"))
+    records = marked_records()
+    plain = write_objects([records_to_batch(records[:20])], store, default_codec(), resolve_format("parquet"),
+                          Rotation(), run_id="r000000000004")
+    sealed = write_objects([records_to_batch(records[20:])], store, default_codec(), resolve_format("parquet"),
+                           Rotation(), run_id="r000000000005", keyring=Keyring((key,)))
+    both = plain + sealed  # a location backed up without a key first, then with one
+    assert [r for b in read_partition(store, both, keyring=Keyring((key,))) for r in batch_to_records(b)] == records
+    # A plaintext object put in place of an encrypted one (commit checksum edited to match) is refused.
+    forged = replace(sealed[0], sha256=plain[0].sha256, key=plain[0].key, first_offset=100, last_offset=119)
+    with pytest.raises(CorruptObject, match="committed encrypted"):
+        list(read_partition(store, [forged], keyring=Keyring((key,))))
