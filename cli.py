@@ -93,17 +93,26 @@ KAFKA_PROPERTY = typer.Option([], "-X", help="librdkafka property key=value (rep
 STORE_OPTION = typer.Option([], "-S", help="Store option key=value, e.g. endpoint_url=… (repeatable).")
 MASTER = typer.Option(None, "--master", help="Spark master (default local[*]).")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress output.")
+ENCRYPTION_KEY = typer.Option([], "--encryption-key", help="Client-side encryption key: file:///path (see "
+                              "`topicvault keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable to read objects "
+                              "wrapped by older keys; backup encrypts with the one it is given.")
 
 
 def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str], bootstrap: Optional[str],
-              properties: list[str], uri: Optional[str], options: list[str]):
+              properties: list[str], uri: Optional[str], options: list[str], encryption_keys: list[str] = ()):
     """Flags over TOPICVAULT_* environment over the config file's profiles."""
     from .core.kafka import parse_properties
     from .core.profiles import resolve
 
     return resolve(config_file=config, cluster=cluster, store=store, bootstrap_servers=bootstrap,
                    kafka_properties=parse_properties(properties), store_uri=uri,
-                   store_options=parse_properties(options))
+                   store_options=parse_properties(options), encryption_keys=tuple(encryption_keys))
+
+
+def _keyring_of(settings):
+    from .core.crypto import keyring_of
+
+    return keyring_of(settings.encryption_keys)
 
 
 def _kafka_of(settings):
@@ -146,6 +155,7 @@ def backup(
     max_bytes: int = typer.Option(64 * 1024 * 1024, "--max-bytes", help="Payload bytes per object at most."),
     records_per_task: int = typer.Option(1_000_000, "--records-per-task", help="Offsets per Spark task."),
     full: bool = typer.Option(False, "--full", help="Start over (the location must hold no backup)."),
+    encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
     master: Optional[str] = MASTER,
@@ -166,7 +176,7 @@ def backup(
     from .sink.backup import BackupJob, plan, run_backup
     from .sink.objects import Rotation
 
-    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option)
+    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
     if time_partition:
         key_template = _time_partitioned_template(time_partition, key_template)
     job = BackupJob(
@@ -177,6 +187,7 @@ def backup(
         compression=compression,
         key_template=key_template,
         rotation=Rotation(max_records, max_bytes),
+        encryption_keys=settings.encryption_keys,
     )
     if follow:
         _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master)
@@ -308,6 +319,7 @@ def restore(
     on_error: str = typer.Option("stop", "--on-error", help="stop: end at an object that cannot be read (damaged, "
                                  "missing, undecodable); skip: leave it out, name it, restore the rest and exit "
                                  f"with status {EXIT_SKIPPED}."),
+    encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
     master: Optional[str] = MASTER,
@@ -325,9 +337,12 @@ def restore(
     from .source.throttle import RateLimit
 
     rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
-    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option)
+    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option,
+                         encryption_key)
+    _keyring_of(settings)  # an unreadable key file or unknown KMS key fails before anything else
     job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
                      key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
+                     encryption_keys=settings.encryption_keys,
                      peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
                                               peer_value_encoding, peer_header_encoding), rate=rate)
     selection = Selection(
@@ -462,6 +477,9 @@ def list_backup(
                    f"{min(s['first_time'] for s in spans)} to {max(s['last_time'] for s in spans)}")
     for note in data["lost"]:
         typer.echo(f"lost: {note}")
+    if data["encryption_keys"]:
+        typer.echo("encrypted: " + ", ".join(f"{n} objects with key {k}" for k, n in data["encryption_keys"].items())
+                   + "; restore, verify and inspect need these keys (--encryption-key)")
     if state.last_stream:
         lag = state.last_stream.get("lag", {})
         typer.echo(f"followed backup: last commit at {iso(state.last_stream['committed_ms'])}, lag "
@@ -475,6 +493,7 @@ def verify(
     bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Also compare with "
                                                     "the live topics of this cluster."),
     topic: List[str] = typer.Option([], "--topic", "-t", help="Only this topic (repeatable)."),
+    encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
     config: Optional[str] = CONFIG,
@@ -486,9 +505,10 @@ def verify(
     from .core.store import open_store
     from .verify import verify_backup
 
-    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option)
+    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option, encryption_key)
     kafka = _kafka_of(settings) if settings.bootstrap_servers else None
-    report = verify_backup(open_store(_uri_of(settings, "URI"), settings.store_options), topic, kafka)
+    report = verify_backup(open_store(_uri_of(settings, "URI"), settings.store_options), topic, kafka,
+                           keyring=_keyring_of(settings))
     if as_json:
         typer.echo(to_json({"ok": report.ok, "objects": report.objects, "records": report.records,
                             "partitions": report.partitions, "partitions_compared": report.partitions_compared,
@@ -518,6 +538,7 @@ def inspect(
     partition: Optional[int] = typer.Option(None, "--partition", "-p", help="Only this partition."),
     offset: int = typer.Option(0, "--offset", help="Start at this offset."),
     limit: int = typer.Option(20, "--limit", help="Records to print at most."),
+    encryption_key: List[str] = ENCRYPTION_KEY,
     store_option: List[str] = STORE_OPTION,
     config: Optional[str] = CONFIG,
     store: Optional[str] = STORE,
@@ -527,16 +548,30 @@ def inspect(
     from .core.store import open_store
     from .inspection import json_line, records_of_object, records_of_topic, text_line
 
-    settings = _settings(config, None, store, None, [], uri, store_option)
+    settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     location = open_store(_uri_of(settings, "URI"), settings.store_options)
     if (object_key is None) == (topic is None):
         raise TopicvaultError("pass either --object KEY or --topic NAME (with --partition P)")
-    records = (records_of_object(location, object_key, offset) if object_key
-               else records_of_topic(location, topic, partition, offset))
+    keyring = _keyring_of(settings)
+    records = (records_of_object(location, object_key, offset, keyring) if object_key
+               else records_of_topic(location, topic, partition, offset, keyring))
     for count, record in enumerate(records):
         if count >= limit:
             break
         typer.echo(json_line(record) if as_json else text_line(record))
+
+
+@app.command()
+@reports_errors
+def keygen(path: str = typer.Argument(..., help="File to create (never overwritten); keep it safe: "
+                                      "without it the archives it encrypted cannot be read.")) -> None:
+    """Write a new random encryption key file (base64 of 32 bytes, owner-only) for --encryption-key file://PATH."""
+    from pathlib import Path
+
+    from .core.crypto import write_key_file
+
+    key_id = write_key_file(path)
+    typer.echo(f"wrote key {key_id} to {path}: use --encryption-key file://{Path(path).resolve()}")
 
 
 @app.command("config")

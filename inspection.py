@@ -7,23 +7,25 @@ import json
 from typing import Iterator
 
 from .core.commits import load_state
+from .core.crypto import Keyring
 from .core.envelope import Record, batch_to_records
 from .core.errors import TopicvaultError
 from .core.store import ObjectStore
 from .formats import extension_of, format_for_extension
 from .report import iso
-from .source.object_reader import read_partition
+from .source.object_reader import object_bytes, read_partition
 
 
-def records_of_object(store: ObjectStore, key: str, offset: int = 0) -> Iterator[Record]:
-    """The records of one object (any object topicvault can read), from `offset` on."""
-    table = format_for_extension(extension_of(key)).read(store.get(key), key)
+def records_of_object(store: ObjectStore, key: str, offset: int = 0, keyring: Keyring | None = None) -> Iterator[Record]:
+    """The records of one object (any object topicvault can read, decrypted with `keyring`), from `offset` on."""
+    table = format_for_extension(extension_of(key)).read(object_bytes(store.get(key), key, keyring), key)
     for record in batch_to_records(table):
         if record.offset >= offset:
             yield record
 
 
-def records_of_topic(store: ObjectStore, topic: str, partition: int | None, offset: int = 0) -> Iterator[Record]:
+def records_of_topic(store: ObjectStore, topic: str, partition: int | None, offset: int = 0,
+                     keyring: Keyring | None = None) -> Iterator[Record]:
     """A topic's committed records, partition by partition in offset order, from `offset` on."""
     state = load_state(store)
     chosen = sorted(p for (t, p) in state.partitions if t == topic and (partition is None or p == partition))
@@ -31,7 +33,7 @@ def records_of_topic(store: ObjectStore, topic: str, partition: int | None, offs
         raise TopicvaultError(f"{topic}{'' if partition is None else f'[{partition}]'} is not in the backup at {store.uri}")
     for number in chosen:
         entries = [e for e in state.partitions[(topic, number)].objects if e.last_offset >= offset]
-        for batch in read_partition(store, entries):
+        for batch in read_partition(store, entries, keyring=keyring):
             for record in batch_to_records(batch):
                 if record.offset >= offset:
                     yield record

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from typing import Iterable
 
 from .core.commits import BackupState, ObjectEntry
@@ -91,4 +92,7 @@ def listing(state: BackupState) -> dict:
         "topic_ids": state.topic_ids,
         "lost": [note for ps in sorted(state.partitions.values(), key=lambda ps: (ps.topic, ps.partition))
                  for note in ps.lost_notes()],
+        # Client-side encryption: how many committed objects each key id wrapped (unencrypted: none).
+        "encryption_keys": {key_id: count for key_id, count in sorted(Counter(
+            o.key_id for ps in state.partitions.values() for o in ps.objects if o.key_id).items())},
     }

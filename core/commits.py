@@ -37,7 +37,16 @@ class ObjectEntry:
     bytes: int
     min_timestamp_ms: int
     max_timestamp_ms: int
-    sha256: str
+    sha256: str  # of the stored bytes (the encrypted container, when encrypted)
+    # Which key wrapped the object's data key (core.crypto key id); None: not encrypted.
+    key_id: str | None = None
+
+    def to_json(self) -> dict:
+        """As stored in a commit record; key_id only when set, so unencrypted entries stay as before."""
+        body = asdict(self)
+        if self.key_id is None:
+            del body["key_id"]
+        return body
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,7 @@ class CommitRecord:
             "created_ms": self.created_ms,
             "topics": self.topics,
             "ranges": [asdict(r) for r in self.ranges],
-            "objects": [asdict(o) for o in self.objects],
+            "objects": [o.to_json() for o in self.objects],
         }
         if self.groups is not None:
             body["groups"] = self.groups

@@ -18,7 +18,8 @@ Precedence, highest first: command-line flags, environment variables, the profil
 
 Environment: TOPICVAULT_CONFIG (file), TOPICVAULT_BOOTSTRAP_SERVERS, TOPICVAULT_STORE_URI,
 TOPICVAULT_KAFKA_<PROPERTY> (dots as underscores: TOPICVAULT_KAFKA_SASL_PASSWORD) and
-TOPICVAULT_STORE_<OPTION> (TOPICVAULT_STORE_ENDPOINT_URL). Secrets are never printed: see `redact`.
+TOPICVAULT_STORE_<OPTION> (TOPICVAULT_STORE_ENDPOINT_URL), TOPICVAULT_ENCRYPTION_KEY. A store profile's
+`encryption_key = "file:///…"` (or a list, the first encrypting) is its client-side key. Secrets are never printed: see `redact`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class Settings:
     kafka_properties: dict[str, str] = field(default_factory=dict)
     store_uri: str | None = None
     store_options: dict[str, str] = field(default_factory=dict)
+    # Client-side encryption keys (core.crypto specs): the store profile's `encryption_key`
+    # (a string or a list), TOPICVAULT_ENCRYPTION_KEY (comma-separated), or --encryption-key.
+    encryption_keys: tuple[str, ...] = ()
 
     def redacted(self) -> dict:
         """For printing: secret values replaced by ***."""
@@ -54,6 +58,7 @@ class Settings:
             "kafka_properties": redact(self.kafka_properties),
             "store_uri": self.store_uri,
             "store_options": redact(self.store_options),
+            "encryption_keys": list(self.encryption_keys),  # names of keys (paths, KMS ids), never key bytes
         }
 
 
@@ -151,6 +156,7 @@ def resolve(
     kafka_properties: Mapping[str, str] | None = None,
     store_uri: str | None = None,
     store_options: Mapping[str, str] | None = None,
+    encryption_keys: tuple[str, ...] = (),
     env: Mapping[str, str] | None = None,
 ) -> Settings:
     """Merge flags, environment and profiles (in that order of precedence) into one Settings."""
@@ -169,7 +175,12 @@ def resolve(
         or (_expand(cluster_profile["bootstrap_servers"], env, "bootstrap_servers") if "bootstrap_servers" in cluster_profile else None)
     )
 
-    options = {k: _expand(v, env, k) for k, v in _flatten(store_profile).items() if k != "uri"}
+    profile_keys = store_profile.get("encryption_key", [])
+    profile_keys = [profile_keys] if isinstance(profile_keys, str) else list(profile_keys)
+    keys = (tuple(encryption_keys)
+            or tuple(k.strip() for k in env.get("TOPICVAULT_ENCRYPTION_KEY", "").split(",") if k.strip())
+            or tuple(_expand(k, env, "encryption_key") for k in profile_keys))
+    options = {k: _expand(v, env, k) for k, v in _flatten(store_profile).items() if k not in ("uri", "encryption_key")}
     env_options = _prefixed(env, "TOPICVAULT_STORE_")
     env_uri = env_options.pop("uri", None)
     options.update({k.replace(".", "_"): v for k, v in env_options.items()})
@@ -177,4 +188,4 @@ def resolve(
     uri = store_uri or env_uri or (_expand(store_profile["uri"], env, "uri") if "uri" in store_profile else None)
     remember_secrets(properties)
     remember_secrets(options)
-    return Settings(servers, properties, uri, options)
+    return Settings(servers, properties, uri, options, keys)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ..core.checkpoints import commit_with_checkpoint
 from ..core.cluster import group_offsets, topic_settings
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, load_state
+from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
@@ -43,9 +44,19 @@ class BackupJob:
     progress_dir: str | None = None  # see core.progress
     # Names this run's objects, so no other run can overwrite them (see sink.objects).
     run_id: str = field(default_factory=new_run_id)
+    # --encryption-key spec (file:///path or kms://KEY); each worker loads it (core.crypto.keyring_of).
+    encryption_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_backup_properties(self.kafka)  # before a Spark session starts or anything is written
+        if len(self.encryption_keys) > 1:
+            raise TopicvaultError("backup encrypts with one --encryption-key; several are for restore, verify "
+                                  "and inspect (objects written with older keys)")
+        self.keyring()  # an unreadable key file or unknown KMS key fails here, before anything is written
+
+    def keyring(self) -> Keyring | None:
+        """The key new objects are encrypted with (None: not encrypted)."""
+        return keyring_of(self.encryption_keys)
 
     def codec(self) -> KeyCodec:
         """The object-key codec this backup names objects with."""
@@ -93,7 +104,9 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     the budget plus one object (`rotation.max_bytes`) plus the consumer's read-ahead.
     """
     store, codec, object_format = job.open_store(), job.codec(), resolve_format(job.format_name, job.compression)
-    writers = [PartitionObjects(store, codec, object_format, job.rotation, run_id=job.run_id) for _ in tasks]
+    keyring = job.keyring()
+    writers = [PartitionObjects(store, codec, object_format, job.rotation, run_id=job.run_id, keyring=keyring)
+               for _ in tasks]
     results: dict[int, TaskResult] = {}
 
     def over_budget() -> bool:

@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, Inpu
 
 from ..core.checkpoints import commit_with_checkpoint
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, load_state
+from ..core.crypto import Keyring, keyring_of
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings, list_topic_partitions, select_topics
@@ -60,6 +61,12 @@ def kafka_settings_from_options(options: Mapping[str, str]) -> KafkaSettings:
 def store_options_from(options: Mapping[str, str]) -> dict[str, str]:
     """Store options are passed as `store.<name>` (e.g. store.endpoint_url)."""
     return {k[len("store."):]: v for k, v in options.items() if k.startswith("store.")}
+
+
+def keyring_from_options(options: Mapping[str, str]) -> Keyring | None:
+    """The keys of option `encryptionKey` (lowercased keys): file:///path or kms://KEY, several
+    separated by commas (a reader takes several; a writer encrypts with the first)."""
+    return keyring_of(tuple(spec.strip() for spec in options.get("encryptionkey", "").split(",") if spec.strip()))
 
 
 def _offset_spec(raw: str | None, default: str) -> str | dict:
@@ -140,6 +147,7 @@ class ObjectWriter(DataSourceArrowWriter):
         # names its objects for it, and no other write can overwrite them.
         self.run_id = new_run_id()
         self.allow_offset_gaps = _flag(self.options, "allowOffsetGaps")
+        keyring_from_options(self.options)  # a bad key fails on the driver, before any task writes
 
     def _store(self):
         return open_store(self.options["path"], store_options_from(self.options))
@@ -149,7 +157,7 @@ class ObjectWriter(DataSourceArrowWriter):
         entries: list[ObjectEntry] = []
         for run in runs_by_partition(iterator):
             entries.extend(write_objects(run, store, self.codec, self.object_format, self.rotation,
-                                          run_id=self.run_id))
+                                          run_id=self.run_id, keyring=keyring_from_options(self.options)))
         return ObjectsWritten(entries)
 
     def commit(self, messages: list[ObjectsWritten]) -> None:

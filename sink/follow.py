@@ -37,7 +37,8 @@ def _options(job: BackupJob) -> dict[str, str]:
     kafka = {f"kafka.{k}": v for k, v in job.kafka.properties}
     kafka["kafka.bootstrap.servers"] = job.kafka.bootstrap_servers
     store = {f"store.{k}": v for k, v in job.store_options}
-    return {**kafka, **store}
+    encryption = {"encryptionKey": ",".join(job.encryption_keys)} if job.encryption_keys else {}
+    return {**kafka, **store, **encryption}
 
 
 def run_follow(

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
+from ..core.crypto import Keyring, is_sealed, seal, unseal
 from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.faults import crash_after, crash_now
@@ -76,10 +77,12 @@ def write_objects(
     rotation: Rotation,
     *,
     run_id: str,
+    keyring: Keyring | None = None,
 ) -> list[ObjectEntry]:
     """Write the batches of one topic-partition as rotated objects named for `run_id`; return
-    their entries. Re-running with the same run id and records writes the same keys and bytes."""
-    objects = PartitionObjects(store, codec, object_format, rotation, run_id=run_id)
+    their entries. Re-running with the same run id and records writes the same keys and bytes
+    (with a `keyring`, objects are encrypted by its sealing key: same keys, fresh ciphertext)."""
+    objects = PartitionObjects(store, codec, object_format, rotation, run_id=run_id, keyring=keyring)
     for batch in batches:
         objects.add(batch)
     return objects.finish()
@@ -92,9 +95,10 @@ class PartitionObjects:
     A task that reads many partitions keeps one of these per partition (see sink.backup)."""
 
     def __init__(self, store: ObjectStore, codec: KeyCodec, object_format: ObjectFormat, rotation: Rotation,
-                 *, run_id: str) -> None:
+                 *, run_id: str, keyring: Keyring | None = None) -> None:
         self.store, self.codec, self.object_format, self.rotation, self.run_id = (
             store, codec, object_format, rotation, run_id)
+        self.keyring = keyring  # with a sealing key, every object is encrypted (core.crypto)
         self.entries: list[ObjectEntry] = []
         self._crash_at = crash_after("backup.object")
         self._time_format = codec.time_format()
@@ -134,7 +138,7 @@ class PartitionObjects:
         return self.entries
 
     def _store(self, building: "_OpenObject") -> None:
-        self.entries.append(building.store(self.store, self.codec, self.run_id))
+        self.entries.append(building.store(self.store, self.codec, self.run_id, self.keyring))
         _maybe_crash(self._crash_at, len(self.entries))
 
 
@@ -176,12 +180,16 @@ class _OpenObject:
         self.payload += payload
         self.writer.add(batch)
 
-    def store(self, store: ObjectStore, codec: KeyCodec, run_id: str) -> ObjectEntry:
-        """Finish the object, store it under its key (only if absent) and return its commit entry."""
+    def store(self, store: ObjectStore, codec: KeyCodec, run_id: str, keyring: Keyring | None) -> ObjectEntry:
+        """Finish the object, encrypt it whole with a keyring, store it under its key (only if
+        absent) and return its commit entry."""
         data = self.writer.finish()
         key = codec.render(self.topic, self.partition, self.first_offset, self.object_format.extension,
                            timestamp_ms=self.first_timestamp_ms, run=run_id)
-        put_once(store, key, data)
+        if keyring is None:
+            put_once(store, key, data)
+        else:
+            data = put_once(store, key, seal(data, key, keyring.sealing), _same_records(data, key, keyring))
         return ObjectEntry(
             key=key,
             topic=self.topic,
@@ -193,25 +201,42 @@ class _OpenObject:
             min_timestamp_ms=self.min_timestamp_ms,
             max_timestamp_ms=self.max_timestamp_ms,
             sha256=hashlib.sha256(data).hexdigest(),
+            key_id=keyring.sealing.key_id if keyring is not None else None,
         )
 
 
-def put_once(store: ObjectStore, key: str, data: bytes) -> None:
-    """Store `data` under `key` only if the key is free or already holds exactly these bytes.
+def _same_records(plain: bytes, key: str, keyring: Keyring) -> Callable[[bytes], bool]:
+    """Whether stored bytes are an encrypted object holding exactly `plain` (an earlier attempt's:
+    each attempt encrypts under a fresh data key, so only the plaintext can be compared)."""
 
-    The same bytes are an earlier attempt of this very task (a Spark retry, or a put retried
-    after a timeout that had landed). Other bytes under a key of this run mean this run read
-    its range differently twice; the object may already be named by a commit, so it is left
-    alone and the task fails (a new run writes under new keys).
+    def same(stored: bytes) -> bool:
+        try:
+            return is_sealed(stored) and unseal(stored, key, keyring) == plain
+        except TopicvaultError:
+            return False
+
+    return same
+
+
+def put_once(store: ObjectStore, key: str, data: bytes, same_content: Callable[[bytes], bool] | None = None) -> bytes:
+    """Store `data` under `key` only if the key is free or already holds the same content; return
+    the bytes the key holds (the checksum is taken over them).
+
+    The same content is an earlier attempt of this very task (a Spark retry, or a put retried
+    after a timeout that had landed); `same_content` compares (default: byte equality). Other
+    content under a key of this run means this run read its range differently twice; the
+    object may already be named by a commit, so it is left alone and the task fails (a new run
+    writes under new keys).
     """
     try:
         store.put(key, data, if_none_match=True)
-        return
+        return data
     except PreconditionFailed:
         pass
     try:
-        if store.get(key) == data:
-            return
+        existing = store.get(key)
+        if (same_content or data.__eq__)(existing):
+            return existing
     except ObjectNotFound:
         pass
     raise TopicvaultError(

@@ -18,9 +18,9 @@ from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import open_store
 from ..formats.peers import PeerOptions, peer_layout
-from ..sink.datasource import kafka_settings_from_options, lowercase_keys, store_options_from
+from ..sink.datasource import kafka_settings_from_options, keyring_from_options, lowercase_keys, store_options_from
 from .kafka_writer import produce_partition
-from .object_reader import read_partition
+from .object_reader import check_keys_open, read_partition
 from .peer_layout import peer_state, read_peer_partition, resolve_layout
 
 
@@ -60,6 +60,10 @@ class ObjectReader(DataSourceReader):
         store = self._store()
         layout = resolve_layout(store, self.layout, self.key_template)
         state = load_state(store) if layout == "topicvault" else peer_state(store, layout, self.key_template)[0]
+        if layout == "topicvault":  # a missing or unusable key fails here, on the driver, before any task runs
+            check_keys_open(store, (o for (topic, _), ps in state.partitions.items()
+                                    if not self.topics or topic in self.topics for o in ps.objects),
+                            keyring_from_options(self.options))
         parts = [
             ObjectsPartition(tuple(ps.objects), layout)
             for (topic, _), ps in sorted(state.partitions.items())
@@ -69,7 +73,7 @@ class ObjectReader(DataSourceReader):
 
     def read(self, partition: ObjectsPartition) -> Iterator[pa.RecordBatch]:
         if partition.layout == "topicvault":
-            yield from read_partition(self._store(), list(partition.entries))
+            yield from read_partition(self._store(), list(partition.entries), keyring=keyring_from_options(self.options))
         else:
             peer = peer_layout(partition.layout, self.key_template)
             yield from read_peer_partition(self._store(), peer, self.peer_options, list(partition.entries))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
+from ..core.crypto import Keyring, is_sealed, open_data_key, require_keys, unseal
 from ..core.envelope import ARROW_SCHEMA
 from ..core.errors import CorruptObject, ObjectNotFound, TopicvaultError
 from ..core.store import ObjectStore
@@ -45,24 +46,24 @@ def check_on_error(value: str) -> str:
     return value
 
 
-def read_object(store: ObjectStore, entry: ObjectEntry) -> pa.Table:
+def read_object(store: ObjectStore, entry: ObjectEntry, keyring: Keyring | None = None) -> pa.Table:
     """Read one committed object and check it against its commit entry (checksum, count, offsets)."""
-    return pa.Table.from_batches(list(read_object_batches(store, entry)), schema=ARROW_SCHEMA)
+    return pa.Table.from_batches(list(read_object_batches(store, entry, keyring)), schema=ARROW_SCHEMA)
 
 
-def read_object_batches(store: ObjectStore, entry: ObjectEntry) -> Iterator[pa.RecordBatch]:
+def read_object_batches(store: ObjectStore, entry: ObjectEntry, keyring: Keyring | None = None) -> Iterator[pa.RecordBatch]:
     """One committed object's records as batches, checked against its commit entry first.
 
     The checksum, the record count and the offsets (first, last, ascending) are all checked
     before the first record is yielded, so a damaged object stops a restore before any of
     its records is produced; the records themselves are decoded a batch at a time.
     """
-    data = store.get(entry.key)
-    if hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise CorruptObject(
-            f"object {entry.key} does not match the checksum its commit recorded: it was changed or damaged; "
-            "restore stops before producing anything of it"
-        )
+    data = stored_bytes(store, entry)
+    if entry.key_id and not is_sealed(data):
+        # Its commit says it was encrypted: plaintext in its place is a substitution, not a backup.
+        raise CorruptObject(f"object {entry.key} was committed encrypted (key {entry.key_id}) but is not: "
+                            "it was replaced; restore stops before producing anything of it")
+    data = object_bytes(data, entry.key, keyring)
     offsets, batches = format_for_extension(extension_of(entry.key)).read_stream(data, entry.key, READ_BATCH_RECORDS)
     del data  # the reader keeps what it still needs
     count = len(offsets)
@@ -78,8 +79,41 @@ def read_object_batches(store: ObjectStore, entry: ObjectEntry) -> Iterator[pa.R
     yield from batches
 
 
+def stored_bytes(store: ObjectStore, entry: ObjectEntry) -> bytes:
+    """A committed object's stored bytes, checked against the checksum its commit recorded (over
+    the stored bytes, so damage to an encrypted object is found without its key)."""
+    data = store.get(entry.key)
+    if hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise CorruptObject(
+            f"object {entry.key} does not match the checksum its commit recorded: it was changed or damaged; "
+            "restore stops before producing anything of it"
+        )
+    return data
+
+
+def object_bytes(stored: bytes, key: str, keyring: Keyring | None) -> bytes:
+    """The format bytes of a stored object: decrypted when it is an encrypted container
+    (authenticated against its key; without the right key a one-line error names the object)."""
+    return unseal(stored, key, keyring) if is_sealed(stored) else stored
+
+
+def check_keys_open(store: ObjectStore, entries: Iterable[ObjectEntry], keyring: Keyring | None) -> None:
+    """Before anything is produced: every encrypted object names a key that was given, and each
+    key really opens a data key (the smallest object of each key is tried: a KMS key that can
+    be described but not used for Decrypt fails here, not halfway through a restore)."""
+    entries = list(entries)
+    require_keys(entries, keyring)
+    smallest: dict[str, ObjectEntry] = {}
+    for entry in entries:
+        if entry.key_id and (entry.key_id not in smallest or entry.bytes < smallest[entry.key_id].bytes):
+            smallest[entry.key_id] = entry
+    for entry in smallest.values():
+        open_data_key(stored_bytes(store, entry), entry.key, keyring)
+
+
 def read_partition(
     store: ObjectStore, entries: list[ObjectEntry], skip: Callable[[ObjectEntry, str], None] | None = None,
+    keyring: Keyring | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Yield a topic-partition's records in offset order, one object at a time.
 
@@ -95,12 +129,12 @@ def read_partition(
             raise CorruptObject(f"object {entry.key} overlaps the previous object (offset {entry.first_offset})")
         previous_last = entry.last_offset
         if skip is None:
-            yield from read_object_batches(store, entry)
+            yield from read_object_batches(store, entry, keyring)
             continue
         try:
             # Decoded whole before any record is yielded, so an error anywhere in it leaves it out
             # whole: never half an object (memory: one object's records, bounded by --max-bytes).
-            batches = list(read_object_batches(store, entry))
+            batches = list(read_object_batches(store, entry, keyring))
         except (CorruptObject, ObjectNotFound) as exc:  # formats raise CorruptObject for bytes they cannot decode
             # Any other error (network, credentials) says nothing about the object: it stops the restore.
             skip(entry, str(exc))

@@ -17,6 +17,7 @@ from ..core.cluster import (
     retention_ms,
 )
 from ..core.commits import BackupState, ObjectEntry, load_state
+from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
     KafkaSettings,
@@ -31,7 +32,7 @@ from ..core.spark import check_no_speculation, run_tasks
 from ..core.store import open_store
 from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
-from .object_reader import SkippedObject, read_partition
+from .object_reader import SkippedObject, check_keys_open, read_partition
 from .offset_map import OffsetMap, recording, save_offset_maps
 from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
 from .restore_state import (
@@ -82,6 +83,11 @@ class RestoreJob:
     state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri()
     on_error: str = "stop"  # or "skip": leave out objects that cannot be read (object_reader.check_on_error)
     rate: RateLimit = RateLimit()  # the whole restore's; run_restore shares it among the tasks
+    encryption_keys: tuple[str, ...] = ()  # --encryption-key specs; each worker loads them (core.crypto)
+
+    def keyring(self) -> Keyring | None:
+        """The keys encrypted objects may be wrapped by (None: none given)."""
+        return keyring_of(self.encryption_keys)
 
     def open_store(self):
         """The object store of the backup location."""
@@ -201,7 +207,8 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
         skipped.append(SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason))
 
     if job.layout == "topicvault":
-        source = read_partition(job.open_store(), list(task.objects), skip if job.on_error == "skip" else None)
+        source = read_partition(job.open_store(), list(task.objects), skip if job.on_error == "skip" else None,
+                                job.keyring())
     else:
         peer_report = PeerReadReport(f"{task.source_topic}[{task.partition}]")
         source = read_peer_partition(job.open_store(), peer_layout(job.layout, job.key_template), job.peer_options,
@@ -331,6 +338,10 @@ def plan_restore(
         raise TopicvaultError(f"target topics missing: {', '.join(sorted(to_create))}: create them or drop --no-create-topics")
 
     _check_until(state, selected, selection.until_ms)
+    # A missing key stops the restore here, before any topic is created or record produced.
+    if layout == "topicvault":
+        check_keys_open(store, (o for (t, _), ps in sorted(state.partitions.items()) if t in topic_map
+                                for o in ps.objects), job.keyring())
     restore_id = restore_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     records = job.restore_records()
     saved = load_restore_state(records, restore_id)
