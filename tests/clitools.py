@@ -12,3 +12,12 @@ def run_cli(*args: str, expect_exit: int = 0) -> str:
     output = result.output  # click >= 8.2: stdout and stderr interleaved
     assert result.exit_code == expect_exit, f"exit {result.exit_code} for {args}:\n{output}\n{result.exception!r}"
     return output
+
+
+def assert_one_line_error(output: str, *needles: str) -> None:
+    """The output holds exactly one `error:` line, containing every needle, and no traceback."""
+    lines = [line for line in output.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, output
+    assert "Traceback" not in output
+    for needle in needles:
+        assert needle in lines[0], lines[0]

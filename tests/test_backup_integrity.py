@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from clitools import assert_one_line_error, run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafkatools import consume_all, create_topic, produce_records
@@ -35,14 +35,6 @@ def records(topic: str, start: int, count: int, tag: str) -> list[Record]:
 def commits(location: Path) -> list[dict]:
     folder = location / "_topicvault" / "commits"
     return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
-
-
-def assert_one_line_error(output: str, *needles: str) -> None:
-    lines = [line for line in output.strip().splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, output
-    assert "Traceback" not in output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def recreate(bootstrap: str, topic: str, partitions: int = 1) -> None:

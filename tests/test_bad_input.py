@@ -7,18 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from clitools import assert_one_line_error, run_cli
 from kafkatools import consume_all, produce_records, topic_exists
 from nasty import nasty_records
 from topicvault.core.embedded_broker import free_port
-
-
-def assert_one_line_error(output: str, *needles: str) -> None:
-    lines = [line for line in output.strip().splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, output
-    assert "Traceback" not in output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 @pytest.fixture
