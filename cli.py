@@ -209,7 +209,7 @@ def backup(
                                for p in backup_plan.partitions],
             }))
             return
-        typer.echo(f"{'plan' if dry_run else 'nothing new to back up'}: {len(backup_plan.tasks)} tasks")
+        typer.echo(f"{'plan' if dry_run else 'nothing new to back up'}: {len(backup_plan.tasks)} offset ranges")
         for p in backup_plan.partitions:
             typer.echo(f"  {p.topic}[{p.partition}] offsets {p.start}..{p.end - 1} (up to {p.records_at_most} records)")
         if committed:
