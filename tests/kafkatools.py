@@ -92,3 +92,23 @@ def consume_all(bootstrap: str, topic: str, isolation: str = "read_committed") -
     finally:
         consumer.close()
     return found
+
+
+def transactional_producer(bootstrap: str) -> Producer:
+    """A producer with a fresh transactional id, its transactions initialised."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"})
+    producer.init_transactions(30)
+    return producer
+
+
+def produce_committed_transactions(bootstrap: str, topic: str, transactions: int, per_transaction: int = 3) -> None:
+    """Committed transactions of records `v<t>-<i>` to partition 0 (each commit marker takes an
+    offset, so the records have offset gaps), then a single-record batch `last` (tansu: so the
+    high watermark is the true end)."""
+    producer = transactional_producer(bootstrap)
+    for batch in range(transactions):
+        producer.begin_transaction()
+        for i in range(per_transaction):
+            producer.produce(topic, f"v{batch}-{i}".encode(), b"k", partition=0, timestamp=1_700_000_000_000 + i)
+        producer.commit_transaction(30)
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, b"last", b"last", 1_700_000_000_009, 0, ())])

@@ -5,36 +5,21 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from clitools import run_cli
-from confluent_kafka import Producer
-from kafkatools import consume_all, produce_records
+from kafkatools import consume_all, produce_committed_transactions, produce_records, transactional_producer
 from nasty import nasty_records
 from topicvault.core.envelope import Record
-
-
-def transactional_producer(bootstrap: str) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"})
-    producer.init_transactions(30)
-    return producer
 
 
 def test_offset_gaps_from_transaction_markers_are_kept(bootstrap, spark, topic_factory, tmp_path):
     # Commit markers occupy offsets, so committed records have gaps: the backup must keep the
     # real offsets and the restore must still produce every record once, in order.
     topic = topic_factory(1, prefix="gaps")
-    producer = transactional_producer(bootstrap)
-    for batch in range(5):
-        producer.begin_transaction()
-        for i in range(3):
-            producer.produce(topic, f"v{batch}-{i}".encode(), b"k", partition=0, timestamp=1_700_000_000_000 + i)
-        producer.commit_transaction(30)
-    # tansu: end with a single-record batch so the high watermark is the true end.
-    produce_records(bootstrap, topic, [Record(topic, 0, 0, b"last", b"last", 1_700_000_000_009, 0, ())])
+    produce_committed_transactions(bootstrap, topic, 5)
     source = consume_all(bootstrap, topic)[0]
     offsets = [r.offset for r in source]
     assert offsets != list(range(offsets[0], offsets[0] + len(offsets))), "expected offset gaps"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from clitools import run_cli
-from kafkatools import consume_all, create_topic, produce_records
+from kafkatools import consume_all, create_topic, produce_committed_transactions, produce_records
 from nasty import nasty_records
 
 
@@ -134,17 +134,8 @@ def test_a_bad_allow_offset_gaps_value_is_a_one_line_error(tmp_path):
 
 def test_transaction_markers_need_allow_offset_gaps_and_then_restore_exactly(bootstrap, spark, topic_factory,
                                                                            tmp_path):
-    from test_backup_edges import transactional_producer
-    from topicvault.core.envelope import Record
-
     topic = topic_factory(1, prefix="df.tx")
-    producer = transactional_producer(bootstrap)
-    for batch in range(4):
-        producer.begin_transaction()
-        for i in range(3):
-            producer.produce(topic, f"v{batch}-{i}".encode(), b"k", partition=0, timestamp=1_700_000_000_000 + i)
-        producer.commit_transaction(30)
-    produce_records(bootstrap, topic, [Record(topic, 0, 0, b"last", b"last", 1_700_000_000_009, 0, ())])
+    produce_committed_transactions(bootstrap, topic, 4)
     root = tmp_path / "b"
     rows = kafka_rows(spark, bootstrap, topic)
     with pytest.raises(Exception, match="allowOffsetGaps=true"):
