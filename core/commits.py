@@ -140,11 +140,6 @@ class PartitionState:
     def records(self) -> int:
         return sum(o.records for o in self.objects)
 
-    @property
-    def lost_offsets(self) -> int:
-        """How many offsets of the range were lost to retention (an upper bound on lost records)."""
-        return sum(r.end - r.start for r in self.lost)
-
     def lost_notes(self) -> list[str]:
         """One line per lost range, as ls, verify and restore report it."""
         return [
@@ -330,13 +325,3 @@ def _is_own_write(store: ObjectStore, key: str, data: bytes) -> bool:
         return store.get(key) == data
     except TopicvaultError:
         return False
-
-
-def objects_by_partition(objects: Iterable[ObjectEntry]) -> dict[tuple[str, int], list[ObjectEntry]]:
-    """Group object entries by topic-partition, each list in offset order."""
-    grouped: dict[tuple[str, int], list[ObjectEntry]] = {}
-    for entry in objects:
-        grouped.setdefault((entry.topic, entry.partition), []).append(entry)
-    for entries in grouped.values():
-        entries.sort(key=lambda o: o.first_offset)
-    return grouped

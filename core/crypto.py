@@ -246,11 +246,6 @@ def seal(data: bytes, object_key: str, provider: KeyProvider) -> bytes:
     return prefix + AESGCM(data_key).encrypt(nonce, data, _aad(prefix, object_key))
 
 
-def sealed_key_id(data: bytes, object_key: str) -> str:
-    """The key id in a sealed object's header (readable without any key)."""
-    return _header(data, object_key)[0]["key_id"]
-
-
 def _header(data: bytes, object_key: str) -> tuple[dict, bytes, bytes]:
     try:
         (length,) = _HEADER_LENGTH.unpack_from(data, len(MAGIC))
