@@ -6,6 +6,7 @@ tuning need no code here.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -26,6 +27,11 @@ from .errors import OffsetDeleted, TopicvaultError
 from .profiles import is_secret
 
 T = TypeVar("T")
+
+# librdkafka prints its log lines straight to stderr unless a client has a Python logger; under
+# spark-submit the driver's stderr joins stdout, where a notice would break `--json` output. Through
+# `logging`, notices are dropped and warnings still reach stderr (logging's last-resort handler).
+CLIENT_LOG = logging.getLogger("topicvault.kafka")
 
 # Bounded failure when the cluster is unreachable (see issue: fail within 30 s).
 METADATA_TIMEOUT_S = 20.0
@@ -90,9 +96,10 @@ def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
 
 
 def new_client(factory: Callable[..., T], settings: KafkaSettings, config: dict[str, object], *args: object) -> T:
-    """`factory(config, *args)`, with a setting librdkafka rejects reported as one line naming it."""
+    """`factory(config, *args)`, logging through `CLIENT_LOG` unless `config` names a logger, with a
+    setting librdkafka rejects reported as one line naming it."""
     try:
-        return factory(config, *args)
+        return factory({"logger": CLIENT_LOG, **config}, *args)
     except KafkaException as exc:
         raise TopicvaultError(setting_error(settings, exc)) from None
 

@@ -3,6 +3,7 @@ with no traceback and no secret, --debug included."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,26 @@ def test_a_rejected_client_setting_is_one_line_naming_it(tmp_path, command, sett
         assert result.stderr.strip() == errors[0], output
         assert "Traceback" not in output
     assert not (tmp_path / "b").exists(), "nothing may be written"
+
+
+def test_librdkafka_notices_never_reach_stderr():
+    """librdkafka writes its own log lines (notices such as "Purging 1 unserved events from background
+    queue") straight to stderr unless the client has a Python logger; under spark-submit the driver's
+    stderr is merged into stdout, so one such line broke `--json` output. Clients topicvault builds
+    route them through `logging` (notices dropped, warnings shown)."""
+    script = (
+        "import logging, time\n"
+        "from confluent_kafka.admin import AdminClient\n"
+        "from topicvault.core.kafka import KafkaSettings, new_client\n"
+        "settings = KafkaSettings.of('127.0.0.1:1')\n"
+        "admin = new_client(AdminClient, settings, settings.client_config(debug='generic', log_level=7))\n"
+        "time.sleep(1)\n"
+        "admin.poll(0.5)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    # librdkafka's own format is "%LEVEL|time|FACILITY|client| message"; through logging only
+    # warnings and errors remain (here: the refused connection), none of the debug lines.
+    assert not re.search(r"^%\d\|", done.stderr, re.M), done.stderr[:2000]
+    assert "Connection refused" in done.stderr and len(done.stderr.splitlines()) < 10, done.stderr[:2000]
