@@ -4,7 +4,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 trap 'bash ci/broker-engine.sh stop' EXIT
 source ci/broker-engine.sh start
-.venv/bin/python -m pytest "$@"
+# Two workers (pytest-xdist), each with its own broker, S3 server and Spark: much of a test's time
+# is waiting (JVM start, broker round trips, idle limits), so two overlap well on two cores.
+# Work stealing evens out the few long tests. Pass -n 0 in PYTEST_ARGS to run in one process.
+.venv/bin/python -m pytest -n 2 --dist worksteal "$@"
 status=$?
 # pytest exit code 5 means no tests ran: that is a failure too (any non-zero status is kept).
 exit $status

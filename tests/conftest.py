@@ -29,6 +29,7 @@ def restore_state_dir(tmp_path_factory):
 
 
 def pytest_configure(config):
+    register_broker_kind_reporting(config)  # noqa: F405  (harness_broker)
     config.addinivalue_line("markers", "network: talks to sockets (e.g. waits on an unreachable broker): not unit tier")
 
 

@@ -79,8 +79,33 @@ def topic_factory(bootstrap):
     return make
 
 
+def pytest_sessionfinish(session):
+    """In a pytest-xdist worker: hand which broker it ran on to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["broker_kind"] = dict(_broker_kind)
+
+
+def register_broker_kind_reporting(config) -> None:
+    """Called from conftest's pytest_configure: under pytest-xdist, gather the workers' broker kinds."""
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_WorkerBrokerKinds(), "topicvault-broker-kinds")
+
+
+class _WorkerBrokerKinds:
+    """Under pytest-xdist the fixtures run in workers: gather what each says (controller side)."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        reported = getattr(node, "workeroutput", {}).get("broker_kind")
+        if reported and reported["kind"] != "not started" and _broker_kind["kind"] in ("not started", reported["kind"]):
+            _broker_kind.update(reported)
+        elif reported and reported["kind"] != "not started":
+            _broker_kind.update(kind="mixed", detail=f"{_broker_kind['kind']} and {reported['kind']}")
+
+
 def pytest_terminal_summary(terminalreporter):
     """Say which broker the suite ran on."""
     kind, detail = _broker_kind["kind"], _broker_kind["detail"]
     terminalreporter.write_line(f"broker: {kind} ({detail})" if detail else f"broker: {kind}",
-                                red=kind == "embedded", bold=True)
+                                red=kind in ("embedded", "mixed"), bold=True)

@@ -10,6 +10,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 from topicvault.core.envelope import Record
 
+# Client settings under which a read that cannot progress gives up in seconds (the derived idle
+# limit is about twice the socket timeout plus the reconnect backoff): for tests that expect one.
+FAST_FAILING = {"socket.timeout.ms": "2000", "reconnect.backoff.max.ms": "1000"}
+
 
 def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> str:
     """Create a topic and wait until its metadata shows every partition."""

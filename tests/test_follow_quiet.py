@@ -22,7 +22,7 @@ from kafkatools import produce_records
 from topicvault.core.envelope import Record
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
-IDLE_WINDOW_S = 20.0
+IDLE_WINDOW_S = 12.0  # the old follower read the whole state every second
 
 
 @pytest.fixture

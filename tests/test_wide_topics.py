@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 from clitools import run_cli
-from kafkatools import consume_all, produce_records
+from kafkatools import FAST_FAILING, consume_all, produce_records
 from nasty import nasty_records
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
@@ -227,7 +227,9 @@ def test_grouped_read_fails_naming_the_partition_whose_offsets_are_gone(bootstra
     produce_records(bootstrap, topic, records(topic, 3, 5))
     tasks = [OffsetRange(topic, 0, 0, 5), OffsetRange(topic, 1, 1000, 1010), OffsetRange(topic, 2, 0, 5)]
     with pytest.raises(TopicvaultError, match=rf"{topic}\[1\] no longer holds offset 1000"):
-        list(read_ranges(KafkaSettings.of(bootstrap), tasks, idle_timeout_s=20))
+        # Short client timeouts: real Kafka answers OFFSET_OUT_OF_RANGE at once, and on tansu the
+        # expected failure (an idle timeout) then comes in seconds, not the default's ~50 s.
+        list(read_ranges(KafkaSettings.of(bootstrap, FAST_FAILING), tasks, idle_timeout_s=5))
 
 
 def test_dataframe_read_of_many_partitions_groups_them_per_task(bootstrap, spark, topic_factory):
