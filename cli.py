@@ -486,8 +486,11 @@ def list_backup(
         typer.echo(to_json(data))
         return
     rows = [{**p, "offsets": f"{p['start']}..{p['end'] - 1}"} for p in data["partitions"]]
-    typer.echo(table(rows, ["topic", "partition", "offsets", "records", "objects", "bytes", "first_time", "last_time"]))
-    typer.echo(f"{len(rows)} partitions, {data['records']:,} records, {data['commits']} commits"
+    typer.echo(table(rows, ["topic", "partition", "offsets", "records", "objects", "median_object_bytes", "bytes",
+                            "first_time", "last_time"]))
+    median = f" (median {data['median_object_bytes']:,} bytes)" if data["objects"] else ""
+    typer.echo(f"{len(rows)} partitions, {data['records']:,} records, {data['objects']:,} objects{median}, "
+               f"{data['commits']} commits"
                + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else ""))
     spans = data["group_snapshots"].values()
     if spans:
