@@ -179,7 +179,10 @@ class _BatchWatch:
         records: list[CommitRecord] = []
         state = read_forward(store, state, on_commit=records.append)
         for record in own_commits(records, self.stream_id):
-            self.metrics.observe_commit(record, self.durations.pop(int(record.stream["batch"]), None))
+            batch = int(record.stream["batch"])
+            self.metrics.observe_commit(record, self.durations.get(batch))
+            # Commits come in batch order: durations of this batch and earlier ones are done with.
+            self.durations = {b: d for b, d in self.durations.items() if b > batch}
         self.metrics.observe_state(state)
         return state
 
