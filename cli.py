@@ -166,6 +166,8 @@ def backup(
                                          "(each commits its objects)."),
     max_records_per_trigger: Optional[int] = typer.Option(None, "--max-records-per-trigger",
                                                           help="With --follow: records per micro-batch at most."),
+    metrics_port: int = typer.Option(0, "--metrics-port", help="With --follow: serve Prometheus metrics on this "
+                                     "port (all interfaces, /metrics); 0: none."),
     config: Optional[str] = CONFIG,
     cluster: Optional[str] = CLUSTER,
     store: Optional[str] = STORE,
@@ -189,8 +191,10 @@ def backup(
         rotation=Rotation(max_records, max_bytes),
         encryption_keys=settings.encryption_keys,
     )
+    if metrics_port and not follow:
+        raise TopicvaultError("--metrics-port works with --follow: add --follow (a one-shot backup serves no metrics)")
     if follow:
-        _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master)
+        _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master, metrics_port)
         return
     backup_plan = plan(job, topic, topics_regex, records_per_task, full)
     for warning in [] if as_json else backup_plan.warnings:  # with --json, warnings are part of the JSON
@@ -253,7 +257,21 @@ def _time_partitioned_template(unit: str, key_template: Optional[str]) -> str:
 
 
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
-            max_records_per_trigger: Optional[int], master: Optional[str]) -> None:
+            max_records_per_trigger: Optional[int], master: Optional[str], metrics_port: int) -> None:
+    if not metrics_port:
+        _run_follow(job, topics, topics_regex, flush_interval, max_records_per_trigger, master, None)
+        return
+    from .sink.metrics import FollowMetrics, MetricsServer
+
+    metrics = FollowMetrics()
+    # Bound before Spark starts or anything is written: a port in use is a one-line error at once.
+    with MetricsServer(metrics, metrics_port):
+        typer.echo(f"serving Prometheus metrics on port {metrics_port} (/metrics)")
+        _run_follow(job, topics, topics_regex, flush_interval, max_records_per_trigger, master, metrics)
+
+
+def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
+                max_records_per_trigger: Optional[int], master: Optional[str], metrics) -> None:
     from .core.spark import get_spark
     from .sink.follow import run_follow
 
@@ -270,7 +288,7 @@ def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval:
     typer.echo(f"following {', '.join(topics) or topics_regex} into {job.store_uri} "
                f"(a micro-batch every {flush_interval:g} s); SIGTERM or Ctrl-C stops")
     result = run_follow(spark, job, topics, topics_regex, flush_interval, max_records_per_trigger,
-                        lambda: bool(stop_requested), typer.echo)
+                        lambda: bool(stop_requested), typer.echo, metrics)
     typer.echo(f"stopped: {result.commits} commits, {result.records:,} records backed up in this run; "
                f"lag {sum(result.lag.values()):,} records at the last commit")
 
@@ -468,8 +486,11 @@ def list_backup(
         typer.echo(to_json(data))
         return
     rows = [{**p, "offsets": f"{p['start']}..{p['end'] - 1}"} for p in data["partitions"]]
-    typer.echo(table(rows, ["topic", "partition", "offsets", "records", "objects", "bytes", "first_time", "last_time"]))
-    typer.echo(f"{len(rows)} partitions, {data['records']:,} records, {data['commits']} commits"
+    typer.echo(table(rows, ["topic", "partition", "offsets", "records", "objects", "median_object_bytes", "bytes",
+                            "first_time", "last_time"]))
+    median = f" (median {data['median_object_bytes']:,} bytes)" if data["objects"] else ""
+    typer.echo(f"{len(rows)} partitions, {data['records']:,} records, {data['objects']:,} objects{median}, "
+               f"{data['commits']} commits"
                + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else ""))
     spans = data["group_snapshots"].values()
     if spans:

@@ -13,6 +13,9 @@
     rows.write.format("topicvault-kafka").option("kafka.bootstrap.servers", B).mode("append").save()
     # A retried task of this writer produces nothing and fails the job (the target holds a prefix);
     # `topicvault restore` is the resumable path.
+    # .option("maxRecordsPerSecond", N) / .option("maxBytesPerSecond", N) limit the whole write (shared by
+    # the tasks at once: a local[N] master's cores, else give .option("concurrentTasks", N)); a session
+    # with spark.speculation=true is refused before anything is produced.
     # continuous: start at the location's committed ends, one commit record per micro-batch
     (spark.readStream.format("topicvault-kafka").option("kafka.bootstrap.servers", B).option("subscribe", "orders")
         .option("startFromLocation", "s3://bucket/backup").load()

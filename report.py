@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections import Counter
 from typing import Iterable
@@ -57,6 +58,12 @@ def topic_summary(objects: Iterable[ObjectEntry], elapsed_s: float) -> list[dict
     ]
 
 
+def median_size(entries: Iterable[ObjectEntry]) -> int | None:
+    """The median stored size of objects in bytes (rounded), or None when there are none."""
+    sizes = [e.bytes for e in entries]
+    return round(statistics.median(sizes)) if sizes else None
+
+
 SUMMARY_COLUMNS = ["topic", "partitions", "records", "bytes", "first_time", "last_time", "elapsed_s"]
 
 
@@ -71,6 +78,8 @@ def listing(state: BackupState) -> dict:
             "end": ps.end,
             "records": ps.records,
             "objects": len(ps.objects),
+            # Many small objects make a restore slow and a listing long: compact them.
+            "median_object_bytes": median_size(ps.objects),
             "bytes": sum(o.bytes for o in ps.objects),
             "first_time": iso(min((o.min_timestamp_ms for o in ps.objects), default=None)),
             "last_time": iso(max((o.max_timestamp_ms for o in ps.objects), default=None)),
@@ -79,6 +88,8 @@ def listing(state: BackupState) -> dict:
     return {
         "partitions": partitions,
         "records": sum(p["records"] for p in partitions),
+        "objects": sum(p["objects"] for p in partitions),
+        "median_object_bytes": median_size(o for ps in state.partitions.values() for o in ps.objects),
         "commits": state.last_sequence,
         "topics": state.topics,
         "groups": sorted(state.groups),

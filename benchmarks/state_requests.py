@@ -1,12 +1,16 @@
-"""Store requests and time of a state read, against the number of commits (issue #18).
+"""Store requests of a state read against the number of commits, and wide-topic backup times,
+side by side (issue #18 "Done when").
 
-    .venv/bin/python benchmarks/state_requests.py [--histories 10,500,1000,3000]
+    .venv/bin/python benchmarks/state_requests.py [--histories 10,500,1000] [--no-wide] [--master local[2]]
 
 For each history length, commits small synthetic records through the real committer (so
 checkpoints are written as a backup writes them) into a fresh bucket of an in-process moto
 S3 server, then counts the requests the server answered (one werkzeug log line each) for:
-`topicvault ls`, one `backup --follow` micro-batch commit, and a fold of every commit
-record without checkpoints (what every state read cost before checkpoints).
+`topicvault ls`, one `backup --follow` micro-batch (its commit and the follower's read-forward
+of it), and a fold of every commit record without checkpoints (what every state read cost
+before checkpoints). Then backs up a narrow (8) and a wide (256 partitions) topic of 20
+records per partition on the embedded broker (benchmarks/run.py's measure_wide): job time and
+Spark tasks.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 
 import boto3
 from moto.server import ThreadedMotoServer
-from topicvault.core.checkpoints import commit_with_checkpoint
+from topicvault.core.checkpoints import commit_with_checkpoint, read_forward
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, fold_commits
 from topicvault.core.store import open_store
 from topicvault.sink.datasource import ObjectsWritten
@@ -72,7 +76,12 @@ def measure_history(counter: RequestCounter, app, history: int) -> tuple[tuple[i
     start = state.end_offset("t", 0)
     entry = ObjectEntry(f"topic=t/partition=0/{start:019d}.parquet", "t", 0, start, start, 1, 10, 0, 0, "0")
     writer = ObjectStreamWriter({"path": uri, "streamId": "other"})
-    batch = measure(counter, lambda: writer.commit([ObjectsWritten([entry])], 1))
+
+    def micro_batch() -> None:
+        writer.commit([ObjectsWritten([entry])], 1)
+        read_forward(store, state)  # the follower's own state, held in memory
+
+    batch = measure(counter, micro_batch)
     fold = measure(counter, lambda: fold_commits(store))
     return ls, batch, fold
 
@@ -80,7 +89,26 @@ def measure_history(counter: RequestCounter, app, history: int) -> tuple[tuple[i
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--histories", default="10,500,1000", help="comma-separated commit counts")
+    parser.add_argument("--wide", action=argparse.BooleanOptionalAction, default=True,
+                        help="also back up 8 and 256 partitions x 20 records (starts the embedded broker and Spark)")
+    parser.add_argument("--master", default="local[2]", help="Spark master of the wide-topic backups")
     args = parser.parse_args()
+    requests = measure_requests([int(h) for h in args.histories.split(",")])
+    wide = measure_wide_topics(args.master) if args.wide else None
+    print("--- state reads: S3 requests (and seconds) per history length")
+    print(f"{'commits':>8} {'ls req':>7} {'ls s':>6} {'batch req':>9} {'batch s':>7} {'fold-all req':>12} {'fold-all s':>10}")
+    for history, (ls, batch, fold) in requests.items():
+        print(f"{history:>8} {ls[0]:>7} {ls[1]:>6.2f} {batch[0]:>9} {batch[1]:>7.2f} {fold[0]:>12} {fold[1]:>10.2f}")
+    if wide is not None:
+        from run import report_wide
+
+        print(f"--- wide topics ({args.master}, embedded broker, local directory)")
+        report_wide(wide)
+    return 0
+
+
+def measure_requests(histories: list[int]) -> dict[int, tuple[tuple[int, float], ...]]:
+    """measure_history for each history length, against an in-process moto S3 server."""
     from topicvault.cli import app
 
     counter = RequestCounter()
@@ -94,13 +122,25 @@ def main() -> int:
     os.environ.update({"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "bench",
                        "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
     try:
-        print(f"{'commits':>8} {'ls req':>7} {'ls s':>6} {'batch req':>9} {'batch s':>7} {'fold-all req':>12} {'fold-all s':>10}")
-        for history in (int(h) for h in args.histories.split(",")):
-            ls, batch, fold = measure_history(counter, app, history)
-            print(f"{history:>8} {ls[0]:>7} {ls[1]:>6.2f} {batch[0]:>9} {batch[1]:>7.2f} {fold[0]:>12} {fold[1]:>10.2f}")
+        return {history: measure_history(counter, app, history) for history in histories}
     finally:
         server.stop()
-    return 0
+
+
+def measure_wide_topics(master: str) -> dict:
+    """benchmarks/run.py's wide-topic figures: 8 and 256 partitions x 20 records."""
+    import tempfile
+    from pathlib import Path
+
+    import run  # benchmarks/ is on sys.path when this runs as a script
+    from pyspark import cloudpickle
+    from topicvault.core.embedded_broker import EmbeddedBroker
+
+    # Spark's workers cannot import benchmarks/run.py: ship its functions by value.
+    cloudpickle.register_pickle_by_value(run)
+
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch:
+        return run.measure_wide(master, broker, str(Path(scratch) / "backup"), size=200)
 
 
 if __name__ == "__main__":

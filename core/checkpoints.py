@@ -35,7 +35,7 @@ import json
 import logging
 import types
 import typing
-from typing import Any
+from typing import Any, Callable
 
 from .commits import (
     COMMITS_PREFIX,
@@ -240,13 +240,15 @@ def read_state(store: ObjectStore) -> BackupState:
     return _read_forward(store, BackupState(), None)
 
 
-def read_forward(store: ObjectStore, state: BackupState) -> BackupState:
+def read_forward(store: ObjectStore, state: BackupState,
+                 on_commit: Callable[[CommitRecord], None] | None = None) -> BackupState:
     """Fold the commits after `state.last_sequence` into `state` (in place) and return it:
-    one listing, plus one GET per new commit."""
-    return _read_forward(store, state, None)
+    one listing, plus one GET per new commit. `on_commit` sees each new record once folded."""
+    return _read_forward(store, state, None, on_commit)
 
 
-def _read_forward(store: ObjectStore, state: BackupState, commit_sha256: str | None) -> BackupState:
+def _read_forward(store: ObjectStore, state: BackupState, commit_sha256: str | None,
+                  on_commit: Callable[[CommitRecord], None] | None = None) -> BackupState:
     """Fold the commits after `state`; with `commit_sha256`, first check that the last commit
     folded into `state` (a checkpoint's) is still the one the location holds."""
     known = state.last_sequence
@@ -265,6 +267,8 @@ def _read_forward(store: ObjectStore, state: BackupState, commit_sha256: str | N
         if record.sequence != expected:
             raise TopicvaultError(f"commit record {info.key} has sequence {record.sequence}, expected {expected}")
         state.apply(record, info.key)
+        if on_commit is not None:
+            on_commit(record)
         expected += 1
     if infos:
         _sort_objects(state)

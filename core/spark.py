@@ -73,7 +73,13 @@ def check_no_speculation(spark, job: str) -> None:
     reads spark.speculation once, when the SparkContext starts, so it cannot be switched off
     for one job of a running session.
     """
-    if spark.sparkContext.getConf().get("spark.speculation", "false").strip().lower() == "true":
+    refuse_speculation(spark.sparkContext.getConf().get("spark.speculation"), job)
+
+
+def refuse_speculation(setting: str | None, job: str) -> None:
+    """check_no_speculation for a `spark.speculation` value already read (e.g. by a task, from its
+    local properties, where Spark SQL passes the session's settings)."""
+    if (setting or "false").strip().lower() == "true":
         raise TopicvaultError(
             f"the Spark session runs speculative task attempts (spark.speculation=true), which would make {job} "
             "write records twice: start the session with spark.speculation=false"

@@ -16,9 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..core.checkpoints import read_forward
-from ..core.commits import load_state
+from ..core.commits import CommitRecord, load_state
 from ..core.errors import TopicvaultError
 from .backup import BackupJob, commit_backup, plan
+from .metrics import FollowMetrics, batch_durations, own_commits
 
 # How long a graceful stop waits for the running micro-batch to finish and commit.
 STOP_GRACE_S = 120.0
@@ -50,8 +51,10 @@ def run_follow(
     max_records_per_trigger: int | None,
     should_stop: Callable[[], bool],
     report: Callable[[str], None],
+    metrics: FollowMetrics | None = None,
 ) -> FollowResult:
-    """Back up continuously until `should_stop()`; then finish the running micro-batch and return."""
+    """Back up continuously until `should_stop()`; then finish the running micro-batch and return.
+    `metrics` (if given) are kept up to date from the commits and Spark's progress."""
     from ..datasources import register
 
     if flush_interval_s <= 0:
@@ -77,12 +80,13 @@ def run_follow(
         reader = reader.option("subscribePattern", topics_regex)
     if max_records_per_trigger:
         reader = reader.option("maxRecordsPerTrigger", str(max_records_per_trigger))
+    stream_id = uuid.uuid4().hex
     writer_options = {
         **common,
         "format": job.format_name,
         "maxRecords": str(job.rotation.max_records),
         "maxBytes": str(job.rotation.max_bytes),
-        "streamId": uuid.uuid4().hex,
+        "streamId": stream_id,
         # The rows come unfiltered from our own reader: their offset gaps are the topic's own.
         "allowOffsetGaps": "true",
         # Group offsets with every micro-batch that changed them: restore --until TIME --groups needs them over time.
@@ -96,6 +100,8 @@ def run_follow(
     store = job.open_store()
     state = load_state(store)  # kept in memory and read forward: never reloaded on a timer
     first_sequence, first_records = state.last_sequence, _records(state)
+    if metrics is not None:
+        metrics.observe_state(state)
     query = (
         reader.load()
         .writeStream.format("topicvault")
@@ -104,17 +110,16 @@ def run_follow(
         .trigger(processingTime=f"{flush_interval_s} seconds")
         .start(job.store_uri)
     )
+    watch = _BatchWatch(spark, query, stream_id, metrics)
     try:
-        reported_batch = None
         while query.isActive and not should_stop():
             _await(query, 1)
-            # Spark's progress (held in memory) tells when a micro-batch ran; only then are the
-            # commits after the known sequence read, so an idle follower makes no store request.
-            batch = (query.lastProgress or {}).get("batchId")
-            if batch == reported_batch:
+            # Spark's progress (held in memory) tells when a micro-batch read records; only then
+            # are the commits after the known sequence read, so an idle follower makes no store request.
+            if not watch.batches_ran():
                 continue
-            reported_batch, seen = batch, state.last_sequence
-            state = read_forward(store, state)
+            seen = state.last_sequence
+            state = watch.read_forward(store, state)
             if state.last_sequence != seen:
                 lag = (state.last_stream or {}).get("lag", {})
                 report(f"commit {state.last_sequence}: {_records(state):,} records backed up; "
@@ -122,14 +127,79 @@ def run_follow(
         _stop_after_batch(query)
         if query.exception() is not None:
             raise TopicvaultError(f"followed backup failed: {_reason(str(query.exception()))}")
+    except TopicvaultError:
+        if metrics is not None:
+            metrics.observe_errors("micro_batch")
+        raise
     finally:
         if query.isActive:
             query.stop()
         shutil.rmtree(checkpoint, ignore_errors=True)
-    state = read_forward(store, state)
+    watch.batches_ran()  # the last micro-batch's duration, for the metrics
+    state = watch.read_forward(store, state)
     return FollowResult(
         state.last_sequence - first_sequence, _records(state) - first_records, (state.last_stream or {}).get("lag", {})
     )
+
+
+class _BatchWatch:
+    """What the follow loop learns of its micro-batches from Spark (in memory, no store request):
+    whether one read records since the last look, how long each took and which task attempts
+    failed; and, with metrics, the commit records a read-forward finds, counted once each."""
+
+    def __init__(self, spark, query, stream_id: str, metrics: FollowMetrics | None) -> None:
+        self.spark = spark
+        self.query = query
+        self.stream_id = stream_id
+        self.metrics = metrics
+        self.last_report = ""  # timestamp of the newest progress report handled (ISO-8601, sortable)
+        self.durations: dict[int, float] = {}
+        self.jobs_counted: set[int] = set()
+
+    def batches_ran(self) -> bool:
+        """True if a micro-batch that read records reported progress since the last call.
+
+        Idle triggers report progress too (every 10 s by default), so reports are told apart by
+        their timestamps and a micro-batch is one that read records."""
+        progress = self.query.lastProgress
+        if not progress or progress.get("timestamp", "") <= self.last_report:
+            return False
+        fresh = [p for p in self.query.recentProgress if p.get("timestamp", "") > self.last_report]
+        self.last_report = max([progress["timestamp"]] + [p["timestamp"] for p in fresh])
+        ran = batch_durations(fresh)
+        self.durations.update(ran)
+        if ran and self.metrics is not None:
+            self.metrics.observe_errors("task_attempt", self._new_failed_attempts())
+        return bool(ran)
+
+    def read_forward(self, store, state):
+        """read_forward, feeding the metrics with this stream's new commit records."""
+        if self.metrics is None:
+            return read_forward(store, state)
+        records: list[CommitRecord] = []
+        state = read_forward(store, state, on_commit=records.append)
+        for record in own_commits(records, self.stream_id):
+            batch = int(record.stream["batch"])
+            self.metrics.observe_commit(record, self.durations.get(batch))
+            # Commits come in batch order: durations of this batch and earlier ones are done with.
+            self.durations = {b: d for b, d in self.durations.items() if b > batch}
+        self.metrics.observe_state(state)
+        return state
+
+    def _new_failed_attempts(self) -> int:
+        """Task attempts that failed (and were retried) in the stream's jobs not counted yet.
+        Spark runs a query's jobs under the job group of its run id."""
+        tracker = self.spark.sparkContext.statusTracker()
+        failed = 0
+        jobs = tracker.getJobIdsForGroup(str(self.query.runId))
+        self.jobs_counted &= set(jobs)  # Spark forgets old jobs; so does this set
+        for job in jobs:
+            info = tracker.getJobInfo(job)
+            if job in self.jobs_counted or info is None or info.status == "RUNNING":
+                continue
+            self.jobs_counted.add(job)
+            failed += sum(stage.numFailedTasks for stage in map(tracker.getStageInfo, info.stageIds) if stage)
+        return failed
 
 
 def _await(query, seconds: float) -> None:

@@ -5,6 +5,8 @@ They call the same functions as the fused CLI path (`read_partition`, `produce_p
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
@@ -16,12 +18,20 @@ from ..core.commits import ObjectEntry, load_state
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
+from ..core.spark import refuse_speculation
 from ..core.store import open_store
 from ..formats.peers import PeerOptions, peer_layout
-from ..sink.datasource import kafka_settings_from_options, keyring_from_options, lowercase_keys, store_options_from
+from ..sink.datasource import (
+    kafka_settings_from_options,
+    keyring_from_options,
+    lowercase_keys,
+    positive_option,
+    store_options_from,
+)
 from .kafka_writer import produce_partition
 from .object_reader import check_keys_open, read_partition
 from .peer_layout import peer_state, read_peer_partition, resolve_layout
+from .throttle import RateLimit, TokenBucket
 
 
 @dataclass(frozen=True)
@@ -89,7 +99,14 @@ class Produced(WriterCommitMessage):
 class KafkaPartitionWriter(DataSourceArrowWriter):
     """Produces rows to the partition number they carry, in the order received per partition.
 
-    Option `topic` overrides the rows' topic (restore under another name).
+    Option `topic` overrides the rows' topic (restore under another name). Options
+    `maxRecordsPerSecond` and `maxBytesPerSecond` (payload: key + value + headers) limit the
+    whole write, as `restore --max-records-per-second` does: each task takes an equal share of
+    the tasks that run at once, which is the cores of a local[N] master, or option
+    `concurrentTasks` (needed on a cluster, where the writer cannot tell).
+
+    A session with spark.speculation=true is refused before a task produces anything, as
+    `topicvault restore` refuses it: a speculative copy of a task is a second producer.
 
     A task runs once: a retried attempt (or a re-run stage) refuses to produce. Its first
     attempt may have produced part of its rows, and this writer keeps no state to tell how
@@ -99,20 +116,66 @@ class KafkaPartitionWriter(DataSourceArrowWriter):
     """
 
     def __init__(self, options: Mapping[str, str]) -> None:
+        # Runs on the driver when the write is planned: bad options fail before any task runs.
         self.options = lowercase_keys(options)
         self.kafka = kafka_settings_from_options(options)
+        self.rate = rate_limit_from_options(self.options)
+        self.concurrent_tasks = (positive_option(self.options, "concurrentTasks", 1)
+                                 if "concurrenttasks" in self.options else None)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Produced:
+        context = TaskContext.get()
+        # Spark SQL hands the session's settings to its tasks as local properties.
+        refuse_speculation(context.getLocalProperty("spark.speculation") if context else None,
+                           "the topicvault-kafka writer")
         refuse_retry()
+        bucket = None
+        if self.rate.limited:
+            master = context.getLocalProperty("spark.master") if context else None
+            # One bucket for the whole task, so its pace carries over from one partition to the next.
+            bucket = TokenBucket(self.rate.shared_by(tasks_at_once(master, self.concurrent_tasks)))
         total = 0
         for run in runs_by_partition(iterator):
             batches = list(run)
             first = batches[0]
             topic = self.options.get("topic") or first.column("topic")[0].as_py()
-            total += produce_partition(self.kafka, topic, first.column("partition")[0].as_py(), batches).records
+            total += produce_partition(self.kafka, topic, first.column("partition")[0].as_py(), batches,
+                                       bucket=bucket).records
             if crash_after("kafka_writer.partition") == 1:  # test hook: fail after a partition was delivered
                 crash_now()
         return Produced(total)
+
+
+def rate_limit_from_options(options: Mapping[str, str]) -> RateLimit:
+    """The write's rate limit from options maxRecordsPerSecond / maxBytesPerSecond (as from
+    lowercase_keys), or a one-line error naming the option."""
+    rates = []
+    for name in ("maxRecordsPerSecond", "maxBytesPerSecond"):
+        value = options.get(name.lower())
+        try:
+            rate = None if value is None else float(value)
+        except ValueError:
+            rate = float("nan")
+        if rate is not None and not rate > 0:
+            raise TopicvaultError(f"option {name} must be a positive number, not {value!r}: leave it out for no limit")
+        rates.append(rate)
+    return RateLimit(*rates)
+
+
+def tasks_at_once(master: str | None, concurrent_tasks: int | None) -> int:
+    """How many writer tasks share the rate limit: option concurrentTasks, else the cores of a
+    local master (a DataFrame of fewer partitions then runs below the limit, never above it)."""
+    if concurrent_tasks is not None:
+        return concurrent_tasks
+    found = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", (master or "").strip())
+    if found:
+        cores = found.group(1) or "1"
+        return os.cpu_count() or 1 if cores == "*" else int(cores)
+    raise TopicvaultError(
+        f"the topicvault-kafka writer cannot tell how many of its tasks run at once on master {master!r}, so "
+        "it cannot share maxRecordsPerSecond/maxBytesPerSecond among them: give option concurrentTasks "
+        "(executors x cores per executor, or fewer)"
+    )
 
 
 def refuse_retry() -> None:

@@ -72,9 +72,10 @@ def produce_partition(
     batches: Iterable[pa.RecordBatch],
     flush_timeout_s: float = 300.0,
     rate: RateLimit = RateLimit(),
+    bucket: TokenBucket | None = None,
 ) -> ProduceResult:
     """Produce every record of the batches to `topic`[`partition`] (see produce_streams)."""
-    return produce_streams(settings, [(topic, partition, batches)], flush_timeout_s, rate)[0]
+    return produce_streams(settings, [(topic, partition, batches)], flush_timeout_s, rate, bucket)[0]
 
 
 def produce_streams(
@@ -82,6 +83,7 @@ def produce_streams(
     streams: list[tuple[str, int, Iterable[pa.RecordBatch]]],
     flush_timeout_s: float = 300.0,
     rate: RateLimit = RateLimit(),
+    bucket: TokenBucket | None = None,
 ) -> list[ProduceResult]:
     """Produce each stream's records to its (topic, partition) with key, value, headers and
     timestamp, through one producer, taking a batch from each stream in turn; wait for all
@@ -89,7 +91,8 @@ def produce_streams(
 
     One producer for several partitions batches requests across them, as a plain producer
     would; within each partition the order is the stream's order. `rate` is this producer's
-    share of the restore's limit: batches go in pieces, each after the bucket lets it.
+    share of the restore's limit: batches go in pieces, each after the bucket lets it. A `bucket`
+    given instead is one that earlier calls of the same task used, so their pace carries over.
     """
     failures: list[str] = []
 
@@ -99,7 +102,8 @@ def produce_streams(
 
     producer = restore_producer(settings, on_delivery)
     # Waiting for the bucket polls the producer, so deliveries are served meanwhile.
-    bucket = TokenBucket(rate, sleep=producer.poll) if rate.limited else None
+    if bucket is None and rate.limited:
+        bucket = TokenBucket(rate, sleep=producer.poll)
     results = [ProduceResult() for _ in streams]
     pending = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
     crash_at = crash_after("restore.produce")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -33,6 +34,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def logged_requests(log: Path, bucket: str) -> list[str]:
+    """The requests to `bucket` in a moto_server log (one werkzeug line each).
+
+    werkzeug wraps the request line of some statuses (404, 304, …) in ANSI colour escapes, so
+    they are matched too. It logs a request when it starts the response, so every request a
+    client got an answer to is in the log already: no waiting is needed."""
+    pattern = re.compile(rf'"(?:\x1b\[[0-9;]*m)?[A-Z]+ /{re.escape(bucket)}[/? ]')
+    return [line for line in log.read_text(errors="replace").splitlines() if pattern.search(line)]
 
 
 @contextmanager

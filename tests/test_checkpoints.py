@@ -10,13 +10,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 import time
 from pathlib import Path
 
 import pytest
 from clitools import run_cli
-from harness_s3 import moto_server
+from harness_s3 import logged_requests, moto_server
 from topicvault.core.checkpoints import (
     CHECKPOINT_INTERVAL,
     LAST_CHECKPOINT_KEY,
@@ -258,36 +257,50 @@ def _bucket(endpoint: str) -> str:
 
 
 def requests_during(log: Path, bucket: str, action) -> list[str]:
-    """The S3 requests to `bucket` the server logged while `action()` ran."""
-    before = log.read_text(errors="replace").count("\n")
+    """The S3 requests to `bucket` the server logged while `action()` ran (each bucket is one test's)."""
+    before = len(logged_requests(log, bucket))
     action()
-    time.sleep(0.2)  # the server logs after it answers
-    lines = log.read_text(errors="replace").splitlines()[before:]
-    return [line for line in lines if re.search(rf'"[A-Z]+ /{bucket}[/? ]', line)]
+    return logged_requests(log, bucket)[before:]
 
 
 REQUEST_COUNTS: dict[int, tuple[int, int]] = {}
 
 
-@pytest.mark.parametrize("history", [10, 60, 510])
+def expected_state_reads(history: int) -> int:
+    """S3 requests of one state read after `history` commits: the pointer GET, the checkpoint
+    listing and the commit listing, the newest checkpoint and its commit when there is one, and
+    one GET per commit after it. Bounded by 5 + CHECKPOINT_INTERVAL - 1, whatever the history."""
+    since = history % CHECKPOINT_INTERVAL
+    return 3 + (2 if history >= CHECKPOINT_INTERVAL else 0) + since
+
+
+@pytest.mark.parametrize("history", [10, 60, 500, 510])
 def test_requests_of_ls_and_of_a_micro_batch_do_not_grow_with_commits(counted_s3, history):
     endpoint, log = counted_s3
     bucket = _bucket(endpoint)
     uri = f"s3://{bucket}/loc"
     store = open_store(uri, {"endpoint_url": endpoint})
-    state = make_commits(store, history)  # 60 and 510: 10 commits after the newest checkpoint
+    state = make_commits(store, history)  # the follower's in-memory state too
     ls = requests_during(log, bucket, lambda: run_cli("ls", uri, "-S", f"endpoint_url={endpoint}"))
     writer = ObjectStreamWriter({"path": uri, "store.endpoint_url": endpoint, "streamId": "s2"})
     start = state.end_offset(TOPICS[0], 0)
     entry = ObjectEntry(f"topic={TOPICS[0]}/partition=0/{start:019d}.parquet", TOPICS[0], 0, start, start, 1, 10,
                         0, 0, "00")
-    batch = requests_during(log, bucket, lambda: writer.commit([ObjectsWritten([entry])], 7))
-    assert read_state(store).end_offset(TOPICS[0], 0) == start + 1
-    print(f"{history} commits: ls {len(ls)} S3 requests, micro-batch commit {len(batch)}")
-    # Pointer, checkpoint listing, checkpoint, its commit, commit listing, one GET per commit
-    # since the newest checkpoint (10 here); the micro-batch adds its one conditional PUT.
-    assert len(ls) <= 5 + 10, ls
-    assert len(batch) <= 5 + 10 + 1, batch
+
+    def micro_batch() -> None:
+        # The sink's commit (a state read and a conditional PUT), then the follower's read-forward.
+        writer.commit([ObjectsWritten([entry])], 7)
+        read_forward(store, state)
+
+    batch = requests_during(log, bucket, micro_batch)
+    assert state.end_offset(TOPICS[0], 0) == start + 1 and state == fold_commits(store)
+    print(f"{history} commits: ls {len(ls)} S3 requests, micro-batch {len(batch)}")
+    # Exactly what the state read needs, so 10 and 500 commits cost alike (500 sits on a
+    # checkpoint: 5; 10 folds 10 commits: 13), and 60 and 510 (10 after a checkpoint) are equal.
+    assert len(ls) == expected_state_reads(history), "\n".join(ls)
+    # Commit: the state read and one PUT; read-forward: one listing and one GET.
+    assert len(batch) == expected_state_reads(history) + 1 + 2, batch
+    assert len(ls) <= 5 + CHECKPOINT_INTERVAL - 1
     REQUEST_COUNTS[history] = (len(ls), len(batch))
     if 60 in REQUEST_COUNTS and 510 in REQUEST_COUNTS:
         assert REQUEST_COUNTS[60] == REQUEST_COUNTS[510], REQUEST_COUNTS

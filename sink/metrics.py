@@ -1,0 +1,138 @@
+"""Prometheus metrics of `backup --follow --metrics-port N`, served from the driver.
+
+Built only from what the follower holds anyway, so serving them costs no store or Kafka
+request: the commit records it reads forward after each micro-batch (records, bytes, lag,
+committed ends), Spark's progress of that micro-batch (its duration) and Spark's status
+tracker (failed task attempts). Each follower has a registry of its own (not the process-wide
+default), so tests and embedding applications can run several.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from typing import Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+
+from ..core.commits import BackupState, CommitRecord
+from ..core.errors import TopicvaultError
+
+# Micro-batch durations from sub-second (a few records) to the flush intervals people use.
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+class FollowMetrics:
+    """The metrics of one followed backup; `observe_*` update them, a scrape reads them."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.registry = CollectorRegistry()
+        self._clock = clock
+        # Until the first commit, "since the last commit" counts from the follower's start:
+        # a follower that never commits must still show up as late.
+        self._last_commit_s = clock()
+        labels = ["topic"]
+        self.records = Counter("topicvault_backup_records", "Records committed by this follower.", labels,
+                               registry=self.registry)
+        self.bytes = Counter("topicvault_backup_object_bytes", "Bytes of objects committed by this follower "
+                             "(as stored: compressed, encrypted).", labels, registry=self.registry)
+        self.commits = Counter("topicvault_commits", "Commit records written by this follower (one per "
+                               "micro-batch that had records).", registry=self.registry)
+        self.lag = Gauge("topicvault_lag_records", "Records behind the partition's end when this follower last "
+                         "committed it.", ["topic", "partition"], registry=self.registry)
+        self.committed_end = Gauge("topicvault_committed_end_offset", "The location's committed end of the "
+                                   "partition: every offset below it is backed up.", ["topic", "partition"],
+                                   registry=self.registry)
+        self.duration = Histogram("topicvault_commit_duration_seconds", "Seconds from a micro-batch's trigger to "
+                                  "its commit (read, objects written, commit record).", buckets=DURATION_BUCKETS,
+                                  registry=self.registry)
+        self.errors = Counter("topicvault_errors", "Errors: failed Spark task attempts of the stream (retried "
+                              "by Spark) and failed micro-batches (which stop the follower).", ["kind"],
+                              registry=self.registry)
+        for kind in ("task_attempt", "micro_batch"):
+            self.errors.labels(kind)  # present at 0: an alert on increase() needs the series to exist
+        self.registry.register(_SinceLastCommit(self))
+
+    def seconds_since_last_commit(self) -> float:
+        """Seconds since this follower's last commit (or since it started, before its first)."""
+        return max(self._clock() - self._last_commit_s, 0.0)
+
+    def observe_state(self, state: BackupState) -> None:
+        """The committed end of every partition of the location, as the follower's state holds it."""
+        for (topic, partition), ps in state.partitions.items():
+            self.committed_end.labels(topic, str(partition)).set(ps.end)
+
+    def observe_commit(self, record: CommitRecord, duration_s: float | None) -> None:
+        """Count one commit record this follower wrote; `duration_s` is its micro-batch's, if known."""
+        for entry in record.objects:
+            self.records.labels(entry.topic).inc(entry.records)
+            self.bytes.labels(entry.topic).inc(entry.bytes)
+        for key, behind in (record.stream or {}).get("lag", {}).items():
+            topic, _, partition = key.rpartition(":")
+            self.lag.labels(topic, partition).set(behind)
+        self.commits.inc()
+        if duration_s is not None:
+            self.duration.observe(duration_s)
+        self._last_commit_s = max(self._last_commit_s, record.created_ms / 1000)
+
+    def observe_errors(self, kind: str, count: int = 1) -> None:
+        """Count `count` errors of `kind` (task_attempt or micro_batch)."""
+        if count > 0:
+            self.errors.labels(kind).inc(count)
+
+    def exposition(self) -> bytes:
+        """The metrics in Prometheus' text format, as a scrape gets them."""
+        return generate_latest(self.registry)
+
+
+class _SinceLastCommit:
+    """Computed at scrape time, so it grows while the follower is idle or stuck."""
+
+    def __init__(self, metrics: FollowMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("topicvault_seconds_since_last_commit", "Seconds since this follower's last "
+                                "commit (since its start before the first).",
+                                value=self.metrics.seconds_since_last_commit())
+
+
+def batch_durations(progresses: Iterable[dict]) -> dict[int, float]:
+    """Seconds each micro-batch that read records took, by batch id, from Spark's progress
+    reports (`query.recentProgress`); reports of idle triggers read no records and are left out."""
+    return {int(p["batchId"]): p.get("durationMs", {}).get("triggerExecution", 0) / 1000
+            for p in progresses if p.get("numInputRows", 0) > 0}
+
+
+def own_commits(records: Iterable[CommitRecord], stream_id: str) -> list[CommitRecord]:
+    """The commit records this follower's stream wrote (not other runs' backups, compactions or expiries)."""
+    return [r for r in records if r.stream is not None and r.stream.get("id") == stream_id]
+
+
+class MetricsServer:
+    """An HTTP server of a follower's metrics; stops (and frees its port) on `close()`."""
+
+    def __init__(self, metrics: FollowMetrics, port: int, address: str = "0.0.0.0") -> None:
+        if not 0 < port < 65536:
+            raise TopicvaultError(f"bad --metrics-port {port}: give a TCP port 1-65535 (0: no metrics)")
+        try:
+            self._server, self._thread = start_http_server(port, addr=address, registry=metrics.registry)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise TopicvaultError(f"--metrics-port {port} is in use by another process: pick a free port "
+                                      "(or 0 for no metrics)") from None
+            raise TopicvaultError(f"cannot serve metrics on port {port}: {exc.strerror or exc}") from None
+        self.port = self._server.server_port
+
+    def close(self) -> None:
+        """Stop serving and close the listening socket."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(10)
+
+    def __enter__(self) -> "MetricsServer":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
