@@ -135,3 +135,35 @@ def test_commit_next_rebuilds_after_losing_the_race_and_keeps_the_winners_object
     assert built_on == [3, 4] and key == commit_key(5)
     assert [o.key for o in fold_commits(store).partitions[(T, 0)].objects] == [
         entry(0, 19, "r00000000000c").key, entry(20, 29).key, entry(30, 39).key]
+
+
+class RacedStore(LocalStore):
+    """A real local store where a compact commits first, right before the next commit record lands."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.race: CommitRecord | None = None
+
+    def put(self, key, data, *, if_none_match=False, if_match=None):
+        if key.startswith("_topicvault/commits/") and self.race is not None:
+            race, self.race = self.race, None
+            super().put(commit_key(race.sequence), race.to_json(), if_none_match=True)
+        return super().put(key, data, if_none_match=if_none_match, if_match=if_match)
+
+
+def test_a_follower_batch_that_loses_its_commit_slot_to_a_compact_commits_after_it(tmp_path, monkeypatch):
+    from topicvault.sink import stream
+    from topicvault.sink.datasource import ObjectsWritten
+
+    store = RacedStore(str(tmp_path / "loc"))
+    state = three_small_objects(store)
+    store.race = CommitRecord(4, 4, (), (entry(0, 19, "r00000000000c"),), kind="compact",
+                              removed=(RemovedObject(T, 0, entry(0, 9).key), RemovedObject(T, 0, entry(10, 19).key)))
+    monkeypatch.setattr(stream, "open_store", lambda uri, options=None: store)  # this very store
+    writer = stream.ObjectStreamWriter({"path": store.uri, "streamId": "s2"})
+    writer.commit([ObjectsWritten([entry(30, 39)])], 7)
+    folded = fold_commits(store)
+    assert folded.last_sequence == 5 and folded.last_stream["batch"] == 7
+    assert [o.key for o in folded.partitions[(T, 0)].objects] == [
+        entry(0, 19, "r00000000000c").key, entry(20, 29).key, entry(30, 39).key]
+    assert state.last_sequence == 3
