@@ -632,6 +632,54 @@ def compact_command(
     typer.echo(_collected_line(result.collected))
 
 
+@app.command("expire")
+@reports_errors
+def expire_command(
+    uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
+    before: str = typer.Option(..., "--before", help="Drop each partition's oldest whole objects whose records are "
+                               "all older than TIME: ISO-8601, epoch ms, or an age such as 30d or 12h."),
+    grace: str = GRACE,
+    store_option: List[str] = STORE_OPTION,
+    config: Optional[str] = CONFIG,
+    store: Optional[str] = STORE,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; write nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
+    from .core.instants import instant_or_age_to_epoch_ms
+    from .core.store import open_store
+    from .sink.expire import expire
+
+    try:
+        before_ms = instant_or_age_to_epoch_ms(before, int(time.time() * 1000))
+    except ValueError:
+        raise TopicvaultError(f"bad --before {before!r}: give ISO-8601 (2026-11-01T00:00:00Z), epoch milliseconds "
+                              "or an age such as 30d, 12h") from None
+    settings = _settings(config, None, store, None, [], uri, store_option)
+    grace_ms = _grace_ms(grace)
+    result = expire(open_store(_uri_of(settings, "URI"), settings.store_options), before_ms, grace_ms, dry_run)
+    if as_json:
+        typer.echo(to_json({
+            "dry_run": dry_run, "before": iso(before_ms), "before_ms": before_ms, "commit": result.commit_key,
+            "partitions": [{"topic": e.topic, "partition": e.partition, "objects": len(e.dropped),
+                            "records": e.records, "new_start": e.new_start} for e in result.expiries],
+            "deleted_retired": result.collected.retired, "deleted_orphans": result.collected.orphans,
+            "waiting": result.collected.waiting,
+        }))
+        return
+    for e in result.expiries:
+        typer.echo(f"  {e.topic}[{e.partition}]: offsets {e.dropped[0].first_offset}..{e.new_start - 1} "
+                   f"({e.records:,} records in {len(e.dropped)} objects); the archive then starts at {e.new_start}")
+    records = sum(e.records for e in result.expiries)
+    if dry_run:
+        typer.echo(f"plan: {records:,} records older than {iso(before_ms)} would go; "
+                   + _collected_line(result.collected, "would delete"))
+        return
+    typer.echo(f"expired {records:,} records older than {iso(before_ms)}"
+               + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))
+    typer.echo(_collected_line(result.collected))
+
+
 @app.command()
 @reports_errors
 def keygen(path: str = typer.Argument(..., help="File to create (never overwritten); keep it safe: "
