@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from clitools import assert_one_line_error, run_cli
 from confluent_kafka import Producer
 from kafkatools import consume_all, produce_records
@@ -257,3 +258,22 @@ def test_compact_bad_input_is_one_line_before_anything_is_written(bootstrap, spa
     assert all("/date=" in o.key for o in live_objects(str(location)))
     assert len(live_objects(str(location))) < objects_before
     assert_restores_exactly(bootstrap, topic, str(location))
+
+
+def test_a_restore_planned_before_a_compact_whose_grace_passed_stops_clearly_then_resumes(
+        bootstrap, spark, topic_factory, tmp_path):
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+
+    topic = topic_factory(1, prefix="compact-late")
+    location = str(tmp_path / "b")
+    backed_up_in_rounds(bootstrap, topic, location, rounds=2, per_round=40, max_records=20, partitions=1)
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    target = f"{topic}-late"
+    restore_plan = plan_restore(job, [topic], {topic: target}, "late-restore")
+    run_cli("compact", location, "--grace", "0s")  # the planned objects are retired and deleted at once
+    with pytest.raises(Exception, match="is gone from"):
+        run_restore(spark, job, restore_plan)
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
+            "--restore-id", "late-restore")
+    assert strip(consume_all(bootstrap, target)[0]) == strip(consume_all(bootstrap, topic)[0])
