@@ -277,3 +277,24 @@ def test_a_restore_planned_before_a_compact_whose_grace_passed_stops_clearly_the
     run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
             "--restore-id", "late-restore")
     assert strip(consume_all(bootstrap, target)[0]) == strip(consume_all(bootstrap, topic)[0])
+
+
+def test_compact_on_s3_deletes_only_what_no_commit_needs(bootstrap, spark, topic_factory, s3_uri):
+    from topicvault.core.commits import load_state
+    from topicvault.core.store import open_store
+
+    topic = topic_factory(1, prefix="compact-s3")
+    backed_up_in_rounds(bootstrap, topic, s3_uri, rounds=2, per_round=30, max_records=10, partitions=1)
+    store = open_store(s3_uri)
+    orphan = f"topic={topic}/partition=0/{0:019d}-r0123456789ab.parquet"
+    store.put(orphan, b"written by a run that never committed")
+    assert all(i.modified_ms and abs(i.modified_ms - time.time() * 1000) < 600_000 for i in store.list())
+
+    out = json.loads(run_cli("compact", s3_uri, "--grace", "1h", "--json"))
+    assert out["replaced"] == 6 and out["deleted_orphans"] == [] and out["waiting"] == 7
+    out = json.loads(run_cli("compact", s3_uri, "--grace", "0s", "--json"))
+    assert out["deleted_orphans"] == [orphan] and len(out["deleted_retired"]) == 6
+    live = {o.key for ps in load_state(store).partitions.values() for o in ps.objects}
+    assert {i.key for i in store.list() if not i.key.startswith("_topicvault/")} == live
+    assert "ok:" in run_cli("verify", s3_uri, "-b", bootstrap)
+    assert_restores_exactly(bootstrap, topic, s3_uri)
