@@ -116,11 +116,13 @@ class CommitRecord:
     kind: str = "backup"
     removed: tuple[RemovedObject, ...] = ()
     starts: tuple[PartitionStart, ...] = ()
+    # Retired objects found deleted: the state stops remembering them (so it does not grow for ever).
+    forgotten: tuple[str, ...] = ()
 
     @property
     def is_maintenance(self) -> bool:
         """Removes objects or moves a start: unreadable to topicvault before format_version 2."""
-        return bool(self.removed or self.starts) or self.kind != "backup"
+        return bool(self.removed or self.starts or self.forgotten) or self.kind != "backup"
 
     def to_json(self) -> bytes:
         """Serialise (stable key order, so identical records give identical bytes)."""
@@ -148,6 +150,8 @@ class CommitRecord:
             body["removed"] = [asdict(r) for r in self.removed]
         if self.starts:
             body["starts"] = [asdict(s) for s in self.starts]
+        if self.forgotten:
+            body["forgotten"] = list(self.forgotten)
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
@@ -174,6 +178,7 @@ class CommitRecord:
                 kind=body.get("kind", "backup"),
                 removed=tuple(RemovedObject(**r) for r in body.get("removed", ())),
                 starts=tuple(PartitionStart(**r) for r in body.get("starts", ())),
+                forgotten=tuple(str(k) for k in body.get("forgotten", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -240,6 +245,8 @@ class BackupState:
                 )
             else:
                 state.end = r.end
+        for gone in record.forgotten:
+            self.retired.pop(gone, None)
         self._remove(record, key)
         for entry in record.objects:
             state = self.partitions.get((entry.topic, entry.partition))

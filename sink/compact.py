@@ -40,7 +40,7 @@ from ..formats import ObjectFormat, extension_of, format_for_extension, resolve_
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from ..source.object_reader import check_keys_open, read_object_batches
 from .objects import PartitionObjects, Rotation
-from .retire import DEFAULT_GRACE_MS, Collected, collect_garbage
+from .retire import DEFAULT_GRACE_MS, Collected, collect_garbage, deleted_retirees
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,8 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
     if done:
         if crash_after("compact.commit") is not None:
             crash_now()
-        commit_key, _ = commit_next(store, state, lambda current: _record(current, done))
+        forgotten = deleted_retirees(store, state)
+        commit_key, _ = commit_next(store, state, lambda current: _record(current, done, forgotten))
     collected = collect_garbage(store, state, job.grace_ms, _now(now_ms))
     return CompactResult(tuple(merges), tuple(o for m, _ in done for o in m.objects),
                          tuple(o for _, w in done for o in w), commit_key, collected)
@@ -188,7 +189,7 @@ def _format_of(merge: Merge, compression: str | None) -> ObjectFormat:
     return resolve_format(object_format.name, compression) if compression else object_format
 
 
-def _record(state: BackupState, done: list[tuple[Merge, list[ObjectEntry]]]) -> CommitRecord:
+def _record(state: BackupState, done: list[tuple[Merge, list[ObjectEntry]]], forgotten: tuple[str, ...]) -> CommitRecord:
     """The compact commit on top of `state`, if every object it replaces is still committed."""
     for merge, _ in done:
         held = {o.key for o in state.partitions[(merge.topic, merge.partition)].objects}
@@ -205,6 +206,7 @@ def _record(state: BackupState, done: list[tuple[Merge, list[ObjectEntry]]]) -> 
         objects=tuple(o for _, written in done for o in written),
         kind="compact",
         removed=tuple(RemovedObject(m.topic, m.partition, o.key) for m, _ in done for o in m.objects),
+        forgotten=forgotten,
     )
 
 

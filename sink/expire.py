@@ -25,7 +25,7 @@ from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStar
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore
-from .retire import Collected, collect_garbage
+from .retire import Collected, collect_garbage, deleted_retirees
 
 
 @dataclass(frozen=True)
@@ -83,11 +83,12 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
     if expiries:
         if crash_after("expire.commit") is not None:
             crash_now()
-        commit_key, _ = commit_next(store, state, lambda current: _record(current, expiries))
+        forgotten = deleted_retirees(store, state)
+        commit_key, _ = commit_next(store, state, lambda current: _record(current, expiries, forgotten))
     return ExpireResult(before_ms, tuple(expiries), commit_key, collect_garbage(store, state, grace_ms, now))
 
 
-def _record(state: BackupState, expiries: list[Expiry]) -> CommitRecord:
+def _record(state: BackupState, expiries: list[Expiry], forgotten: tuple[str, ...]) -> CommitRecord:
     """The expire commit on top of `state`, if the dropped objects are still each partition's first ones."""
     for expiry in expiries:
         held = state.partitions[(expiry.topic, expiry.partition)].objects[:len(expiry.dropped)]
@@ -104,4 +105,5 @@ def _record(state: BackupState, expiries: list[Expiry]) -> CommitRecord:
         kind="expire",
         removed=tuple(RemovedObject(e.topic, e.partition, o.key) for e in expiries for o in e.dropped),
         starts=tuple(PartitionStart(e.topic, e.partition, e.new_start) for e in expiries),
+        forgotten=forgotten,
     )

@@ -51,6 +51,15 @@ class Collected:
         return len(self.retired) + len(self.orphans)
 
 
+def deleted_retirees(store: ObjectStore, state: BackupState) -> tuple[str, ...]:
+    """Retired objects the store no longer holds (an earlier run deleted them): the next
+    maintenance commit lists them as `forgotten`, so the state stops carrying them."""
+    if not state.retired:
+        return ()
+    held = {info.key for info in store.list() if not info.key.startswith(STATE_PREFIX)}
+    return tuple(sorted(key for key in state.retired if key not in held))
+
+
 def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_ms: int,
                     dry_run: bool = False) -> Collected:
     """Delete retired objects whose retiring commit is older than `grace_ms`, and objects no

@@ -112,6 +112,11 @@ def test_replaced_objects_stay_for_the_grace_period_and_orphans_go(bootstrap, sp
     assert not any((location / key).exists() for key in replaced) and not young.exists() and foreign.exists()
     assert "ok:" in run_cli("verify", str(location))
     assert_restores_exactly(bootstrap, topic, str(location))
+    # The next compact commit makes the state forget the deleted ones: it does not grow for ever.
+    backed_up_in_rounds(bootstrap, topic, str(location), rounds=1, per_round=40, max_records=20, partitions=1)
+    run_cli("compact", str(location), "--grace", "1h")
+    retired = fold_commits(LocalStore(str(location))).retired
+    assert len(retired) == 3 and not set(replaced) & set(retired)
 
 
 def run_compact_process(args: list[str], log: Path, crash_at: str | None = None) -> int:

@@ -63,6 +63,15 @@ def test_a_compact_commit_replaces_objects_and_remembers_them_as_retired(tmp_pat
     assert read_state(store) == folded == state
 
 
+def test_forgotten_retirees_leave_the_state(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    state = three_small_objects(store)
+    commit(store, state, CommitRecord(4, 4, (), (entry(0, 19, "r00000000000c"),), kind="compact",
+                                      removed=(RemovedObject(T, 0, entry(0, 9).key), RemovedObject(T, 0, entry(10, 19).key))))
+    commit(store, state, CommitRecord(5, 5, (), (), kind="compact", forgotten=(entry(0, 9).key,)))
+    assert fold_commits(store).retired == {entry(10, 19).key: 4} == read_state(store).retired
+
+
 def test_an_expire_commit_moves_the_start_and_clips_lost_ranges(tmp_path):
     store = LocalStore(str(tmp_path / "loc"))
     state = BackupState()
