@@ -17,8 +17,9 @@ objects first and commits them at its end. An object it is about to commit is th
 most as old as that run (or micro-batch); as long as `grace` is longer than the longest run,
 a young uncommitted object is left alone. The state is read forward after the listing, so any
 commit that landed before the deletes start is known. Only keys that carry a run id
-(`<offset>-r<12 hex>`, the names topicvault writes since run ids) are ever deleted: objects of
-older versions, peer sinks or people are never touched. Everything under `_topicvault/`
+(`<offset>-r<12 hex>`, the names topicvault writes since run ids) and name one of the
+location's topics are ever deleted, and nothing under a nested location (a `_topicvault/` below
+the root): objects of older versions, peer sinks, other locations or people are never touched. Everything under `_topicvault/`
 (commits, checkpoints) is left as it is: commits are the truth, and checkpoints are few.
 """
 
@@ -67,8 +68,15 @@ def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_m
 
     `state` is read forward (in place) after the listing. Crash point: `retire.delete:N` (after
     N deletes; 0 is before the first)."""
-    listed = [info for info in store.list() if not info.key.startswith(STATE_PREFIX) and _RUN_ID_KEY.search(info.key)]
+    everything = list(store.list())
+    # Another location nested inside this one (its own _topicvault/ below our root) is not ours.
+    nested = {i.key[:i.key.index("/" + STATE_PREFIX) + 1] for i in everything if "/" + STATE_PREFIX in i.key}
     state = read_forward(store, state)
+    topics = {topic for topic, _ in state.partitions}
+    listed = [info for info in everything
+              if not info.key.startswith(STATE_PREFIX) and _RUN_ID_KEY.search(info.key)
+              and not any(info.key.startswith(root) for root in nested)
+              and any(topic in info.key for topic in topics)]  # names one of this location's topics
     live = {o.key for ps in state.partitions.values() for o in ps.objects}
     found = Collected()
     for info in listed:

@@ -94,7 +94,13 @@ def test_replaced_objects_stay_for_the_grace_period_and_orphans_go(bootstrap, sp
     young.write_bytes(b"a running backup is about to commit me")
     foreign = location / f"topic={topic}/partition=0/notes.txt"
     foreign.write_bytes(b"not ours")
-    os.utime(foreign, (0, 0))
+    nested = location / "nested" / f"topic={topic}/partition=0/{0:019d}-r0123456789ad.parquet"
+    nested.parent.mkdir(parents=True)
+    nested.write_bytes(b"another location's, inside this one")
+    (location / "nested" / "_topicvault" / "commits").mkdir(parents=True)
+    (location / "nested" / "_topicvault" / "commits" / f"{1:019d}.json").write_bytes(b"{}")
+    for old in (foreign, nested):
+        os.utime(old, (0, 0))
 
     out = json.loads(run_cli("compact", str(location), "--grace", "1h", "--json"))
     assert out["replaced"] == 4 and out["written"] == 1
@@ -109,7 +115,8 @@ def test_replaced_objects_stay_for_the_grace_period_and_orphans_go(bootstrap, sp
     assert all((location / key).exists() for key in replaced), "--dry-run deleted"
     out = json.loads(run_cli("compact", str(location), "--grace", "0s", "--json"))
     assert sorted(out["deleted_retired"]) == sorted(replaced)
-    assert not any((location / key).exists() for key in replaced) and not young.exists() and foreign.exists()
+    assert not any((location / key).exists() for key in replaced) and not young.exists()
+    assert foreign.exists() and nested.exists()
     assert "ok:" in run_cli("verify", str(location))
     assert_restores_exactly(bootstrap, topic, str(location))
     # The next compact commit makes the state forget the deleted ones: it does not grow for ever.
