@@ -86,7 +86,7 @@ def stored_bytes(store: ObjectStore, entry: ObjectEntry) -> bytes:
         data = store.get(entry.key)
     except ObjectNotFound:
         raise ObjectNotFound(
-            f"object {entry.key} named by the commit records is gone from {store.uri}: if a compact or expire "
+            f"object {entry.key} named by the commit records was not found in {store.uri}: if a compact or expire "
             "replaced it after this was planned and its --grace has passed, run again (a restore with the same "
             "--restore-id continues from the current state); otherwise the archive was damaged"
         ) from None

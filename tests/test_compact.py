@@ -22,6 +22,7 @@ from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
 from topicvault.sink.compact import CompactJob, compact
+from topicvault.sink.expire import expire
 from topicvault.sink.objects import Rotation
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
@@ -163,7 +164,7 @@ def test_compact_killed_before_during_and_after_its_commit_then_rerun(bootstrap,
     assert_restores_exactly(bootstrap, topic, str(location))
 
 
-def test_compact_beside_a_running_follower_keeps_every_record(bootstrap, spark, topic_factory, tmp_path):
+def test_compact_and_expire_beside_a_running_follower_keep_every_record(bootstrap, spark, topic_factory, tmp_path):
     topic = topic_factory(2, prefix="compact-follow")
     location = tmp_path / "b"
     log = tmp_path / "follow.log"
@@ -199,11 +200,13 @@ def test_compact_beside_a_running_follower_keeps_every_record(bootstrap, spark, 
                                      "--flush-interval", "1", "--max-records", "50", "--master", "local[2]"],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     job = CompactJob(str(location), rotation=Rotation(max_records=400), grace_ms=3_600_000)
-    compacted = 0
+    compacted, expired = 0, ()
     try:
         for _ in range(3):
             seen = commit_count()
             wait_for(lambda s=seen: commit_count() >= s + 3, "three commits of the follower")
+            if not expired:  # once an expire commit (before compact merges them): records older than T0 + 100 go
+                expired = expire(LocalStore(str(location)), 1_700_000_000_100, 3_600_000).expiries
             compacted += len(compact(job).replaced)  # library call: a compact commit among the micro-batches
         done.set()
         producer_thread.join(60)
@@ -226,7 +229,13 @@ def test_compact_beside_a_running_follower_keeps_every_record(bootstrap, spark, 
     run_cli("compact", str(location), "--grace", "0s", "--max-records", "400")
     assert set(data_files(location)) == {o.key for o in live_objects(str(location))}
     assert all(len(source[p]) > 100 for p in (0, 1))
-    assert_restores_exactly(bootstrap, topic, str(location))
+    starts = {p: ps.start for (_, p), ps in fold_commits(LocalStore(str(location))).partitions.items()}
+    assert {e.partition: e.new_start for e in expired} == starts and all(0 < s <= 100 for s in starts.values())
+    target = f"{topic}-r"
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}")
+    restored = consume_all(bootstrap, target)
+    for partition in (0, 1):
+        assert strip(restored[partition]) == strip(r for r in source[partition] if r.offset >= starts[partition])
 
 
 def test_compact_reencrypts_with_the_key_it_is_given(bootstrap, spark, topic_factory, tmp_path):
@@ -284,7 +293,7 @@ def test_a_restore_planned_before_a_compact_whose_grace_passed_stops_clearly_the
     target = f"{topic}-late"
     restore_plan = plan_restore(job, [topic], {topic: target}, "late-restore")
     run_cli("compact", location, "--grace", "0s")  # the planned objects are retired and deleted at once
-    with pytest.raises(Exception, match="is gone from"):
+    with pytest.raises(Exception, match="named by the commit records was not found"):
         run_restore(spark, job, restore_plan)
     run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
             "--restore-id", "late-restore")
