@@ -124,6 +124,7 @@ def _runs(objects: list[ObjectEntry], rotation: Rotation, sealing_key_id: str | 
             runs.append([])
     return [run for run in runs if run]
 
+
 def check_names(merges: list[Merge], codec: KeyCodec) -> None:
     """Every object to merge is named like the codec names objects, so the new ones follow the
     location's layout (time folders included); otherwise the backups used another template."""

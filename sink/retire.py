@@ -72,11 +72,14 @@ def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_m
     # Another location nested inside this one (its own _topicvault/ below our root) is not ours.
     nested = {i.key[:i.key.index("/" + STATE_PREFIX) + 1] for i in everything if "/" + STATE_PREFIX in i.key}
     state = read_forward(store, state)
-    topics = {topic for topic, _ in state.partitions}
+    if not state.partitions:
+        return Collected()
+    # One alternation (longest first), not a loop over topics per key: locations hold many of both.
+    names_a_topic = re.compile("|".join(map(re.escape, sorted({t for t, _ in state.partitions}, key=len, reverse=True))))
     listed = [info for info in everything
               if not info.key.startswith(STATE_PREFIX) and _RUN_ID_KEY.search(info.key)
               and not any(info.key.startswith(root) for root in nested)
-              and any(topic in info.key for topic in topics)]  # names one of this location's topics
+              and names_a_topic.search(info.key)]
     live = {o.key for ps in state.partitions.values() for o in ps.objects}
     found = Collected()
     for info in listed:
