@@ -60,14 +60,16 @@ def assert_restores_exactly(bootstrap, topic: str, location: str, *extra: str) -
 def test_compact_writes_what_one_backup_would_have_and_restores_exactly(bootstrap, spark, topic_factory, tmp_path):
     topic = topic_factory(2, prefix="compact")
     small, reference = tmp_path / "small", tmp_path / "reference"
-    backed_up_in_rounds(bootstrap, topic, str(small))
-    before = live_objects(str(small))
-    assert len(before) >= 2 * 4 * 3
+    backed_up_in_rounds(bootstrap, topic, str(small), rounds=3)
+    assert len(live_objects(str(small))) == 2 * 3 * 3
 
+    files = data_files(small)
+    dry = json.loads(run_cli("compact", str(small), "--max-records", "100", "--dry-run", "--json"))
+    assert [(m["partition"], m["objects"], m["records"]) for m in dry["merges"]] == [(0, 9, 180), (1, 9, 180)]
+    assert data_files(small) == files and dry["commit"] is None, "--dry-run wrote"
     out = run_cli("compact", str(small), "--max-records", "100", "--grace", "0s")
-    assert "committed _topicvault/commits/0000000000000000005.json" in out, out
-    after = live_objects(str(small))
-    assert len(after) == 2 * 3  # 240 records per partition in objects of 100
+    assert "committed _topicvault/commits/0000000000000000004.json" in out, out
+    assert len(live_objects(str(small))) == 2 * 2  # 180 records per partition in objects of 100
     assert "ok:" in run_cli("verify", str(small), "-b", bootstrap)
     # Byte for byte what one backup of the same records with --max-records 100 writes (keys differ by run id).
     run_cli("backup", "-b", bootstrap, "--to", str(reference), "-t", topic, "--max-records", "100")
@@ -77,10 +79,6 @@ def test_compact_writes_what_one_backup_would_have_and_restores_exactly(bootstra
     assert_restores_exactly(bootstrap, topic, str(small))
     # Nothing left to merge: a second run commits nothing.
     assert "nothing to commit" in run_cli("compact", str(small), "--max-records", "100")
-    # A backup continues after the compacted range.
-    produce_records(bootstrap, topic, nasty_records(topic, 2, 30, seed=99, big_values=0))
-    run_cli("backup", "-b", bootstrap, "--to", str(small), "-t", topic)
-    assert_restores_exactly(bootstrap, topic, str(small))
 
 
 def test_replaced_objects_stay_for_the_grace_period_and_orphans_go(bootstrap, spark, topic_factory, tmp_path):
@@ -202,9 +200,9 @@ def test_compact_and_expire_beside_a_running_follower_keep_every_record(bootstra
     job = CompactJob(str(location), rotation=Rotation(max_records=400), grace_ms=3_600_000)
     compacted, expired = 0, ()
     try:
-        for _ in range(3):
+        for _ in range(2):
             seen = commit_count()
-            wait_for(lambda s=seen: commit_count() >= s + 3, "three commits of the follower")
+            wait_for(lambda s=seen: commit_count() >= s + 2, "two commits of the follower")
             if not expired:  # once an expire commit (before compact merges them): records older than T0 + 100 go
                 expired = expire(LocalStore(str(location)), 1_700_000_000_100, 3_600_000).expiries
             compacted += len(compact(job).replaced)  # library call: a compact commit among the micro-batches
