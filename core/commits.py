@@ -94,7 +94,7 @@ class CommitConflict(TopicvaultError):
 
 @dataclass(frozen=True)
 class CommitRecord:
-    """What one backup run added."""
+    """What one backup run added, or what one compact or expire run replaced or dropped."""
 
     sequence: int
     created_ms: int
