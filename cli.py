@@ -582,6 +582,125 @@ def inspect(
         typer.echo(json_line(record) if as_json else text_line(record))
 
 
+GRACE = typer.Option("24h", "--grace", help="Delete replaced/expired objects only this long after the commit that "
+                     "retired them, and uncommitted objects only this long after they were written: longer than "
+                     "your longest restore and backup run (e.g. 24h, 90m, 0s).")
+
+
+def _grace_ms(text: str) -> int:
+    from .core.instants import duration_to_ms
+
+    try:
+        return duration_to_ms(text)
+    except ValueError:
+        raise TopicvaultError(f"bad --grace {text!r}: give a duration such as 24h, 90m, 30s or 0s") from None
+
+
+def _collected_line(collected, verb: str = "deleted") -> str:
+    return (f"{verb} {collected.deleted} unreferenced objects ({len(collected.retired)} retired, "
+            f"{len(collected.orphans)} never committed); {collected.waiting} wait for the grace period")
+
+
+@app.command("compact")
+@reports_errors
+def compact_command(
+    uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
+    max_records: int = typer.Option(500_000, "--max-records", help="Records per merged object at most."),
+    max_bytes: int = typer.Option(64 * 1024 * 1024, "--max-bytes", help="Payload bytes per merged object at most."),
+    compression: Optional[str] = typer.Option(None, "--compression", help="Codec of merged objects (default: "
+                                              "their format's default)."),
+    key_template: Optional[str] = typer.Option(None, "--key-template", help="The key template the backups used."),
+    time_partition: Optional[str] = typer.Option(None, "--time-partition", help="day or hour, if the backups used it."),
+    grace: str = GRACE,
+    encryption_key: List[str] = ENCRYPTION_KEY,
+    store_option: List[str] = STORE_OPTION,
+    config: Optional[str] = CONFIG,
+    store: Optional[str] = STORE,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be merged and deleted; write nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Merge each partition's small committed objects into objects of the rotation size, in one
+    commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
+    from .sink.compact import CompactJob, compact
+    from .sink.objects import Rotation
+
+    settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
+    if time_partition:
+        key_template = _time_partitioned_template(time_partition, key_template)
+    job = CompactJob(_uri_of(settings, "URI"), _store_of(settings), Rotation(max_records, max_bytes), compression,
+                     key_template, settings.encryption_keys, _grace_ms(grace))
+    result = compact(job, dry_run)
+    if as_json:
+        typer.echo(to_json({
+            "dry_run": dry_run, "commit": result.commit_key,
+            "merges": [{"topic": m.topic, "partition": m.partition, "objects": len(m.objects), "records": m.records,
+                        "first_offset": m.objects[0].first_offset, "last_offset": m.objects[-1].last_offset}
+                       for m in result.merges],
+            "replaced": len(result.replaced), "written": len(result.written),
+            "deleted_retired": result.collected.retired, "deleted_orphans": result.collected.orphans,
+            "waiting": result.collected.waiting,
+        }))
+        return
+    for m in result.merges:
+        typer.echo(f"  {m.topic}[{m.partition}] offsets {m.objects[0].first_offset}..{m.objects[-1].last_offset}: "
+                   f"{len(m.objects)} objects, {m.records:,} records" + (" (re-encrypt)" if m.reencrypt else ""))
+    if dry_run:
+        typer.echo(f"plan: {len(result.merges)} runs of objects to merge; "
+                   + _collected_line(result.collected, "would delete"))
+        return
+    typer.echo(f"compacted {len(result.replaced)} objects into {len(result.written)}"
+               + (f"; committed {result.commit_key}" if result.commit_key else "; nothing to commit"))
+    typer.echo(_collected_line(result.collected))
+
+
+@app.command("expire")
+@reports_errors
+def expire_command(
+    uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
+    before: str = typer.Option(..., "--before", help="Drop each partition's oldest whole objects whose records are "
+                               "all older than TIME: ISO-8601, epoch ms, or an age such as 30d or 12h."),
+    grace: str = GRACE,
+    store_option: List[str] = STORE_OPTION,
+    config: Optional[str] = CONFIG,
+    store: Optional[str] = STORE,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; write nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
+    from .core.instants import instant_or_age_to_epoch_ms
+    from .core.store import open_store
+    from .sink.expire import expire
+
+    try:
+        before_ms = instant_or_age_to_epoch_ms(before, int(time.time() * 1000))
+    except ValueError:
+        raise TopicvaultError(f"bad --before {before!r}: give ISO-8601 (2026-11-01T00:00:00Z), epoch milliseconds "
+                              "or an age such as 30d, 12h") from None
+    settings = _settings(config, None, store, None, [], uri, store_option)
+    grace_ms = _grace_ms(grace)
+    result = expire(open_store(_uri_of(settings, "URI"), settings.store_options), before_ms, grace_ms, dry_run)
+    if as_json:
+        typer.echo(to_json({
+            "dry_run": dry_run, "before": iso(before_ms), "before_ms": before_ms, "commit": result.commit_key,
+            "partitions": [{"topic": e.topic, "partition": e.partition, "objects": len(e.dropped),
+                            "records": e.records, "new_start": e.new_start} for e in result.expiries],
+            "deleted_retired": result.collected.retired, "deleted_orphans": result.collected.orphans,
+            "waiting": result.collected.waiting,
+        }))
+        return
+    for e in result.expiries:
+        typer.echo(f"  {e.topic}[{e.partition}]: offsets {e.dropped[0].first_offset}..{e.new_start - 1} "
+                   f"({e.records:,} records in {len(e.dropped)} objects); the archive then starts at {e.new_start}")
+    records = sum(e.records for e in result.expiries)
+    if dry_run:
+        typer.echo(f"plan: {records:,} records older than {iso(before_ms)} would go; "
+                   + _collected_line(result.collected, "would delete"))
+        return
+    typer.echo(f"expired {records:,} records older than {iso(before_ms)}"
+               + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))
+    typer.echo(_collected_line(result.collected))
+
+
 @app.command()
 @reports_errors
 def keygen(path: str = typer.Argument(..., help="File to create (never overwritten); keep it safe: "

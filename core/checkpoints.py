@@ -41,6 +41,7 @@ from .commits import (
     COMMITS_PREFIX,
     STATE_PREFIX,
     BackupState,
+    CommitConflict,
     CommitRecord,
     commit_key,
     write_commit,
@@ -202,6 +203,31 @@ def commit_with_checkpoint(store: ObjectStore, state: BackupState, record: Commi
     if record.sequence % CHECKPOINT_INTERVAL == 0:
         write_checkpoint(store, state, record)
     return key
+
+
+# How often a committer re-reads the state and rebuilds its record after losing a race.
+COMMIT_ATTEMPTS = 5
+
+
+def commit_next(store: ObjectStore, state: BackupState,
+                build: Callable[[BackupState], CommitRecord]) -> tuple[str, CommitRecord]:
+    """Commit the record `build` makes from `state` (the location's state as last read); return
+    its key and the record.
+
+    When another run committed that sequence first (a follower's micro-batch beside a compact,
+    say), the commits it added are read forward into `state` and `build` runs again on the new
+    state: `build` re-checks whatever its record depends on (a backup that the ranges still
+    continue, a compact that the objects it replaces are still there) and raises if not.
+    """
+    for attempt in range(COMMIT_ATTEMPTS):
+        record = build(state)
+        try:
+            return commit_with_checkpoint(store, state, record), record
+        except CommitConflict:
+            if attempt == COMMIT_ATTEMPTS - 1:
+                raise
+            state = read_forward(store, state)
+    raise AssertionError("unreachable")
 
 
 def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecord) -> bool:

@@ -5,6 +5,13 @@ Each backup run that moved data writes one JSON record
 raced from the same previous state cannot both commit. A record names, per topic-partition,
 the offset range it covers and every object in it. Objects no record names are not part
 of the backup.
+
+Maintenance commits (`compact`, `expire`) also remove objects from the state (`removed`) and
+move a partition's start (`starts`). A reader that ignored those would see the replaced and
+the replacing objects (every record twice), so such records carry format_version 2, which
+topicvault before them refuses to read ("unsupported format_version 2"); backups still write
+version 1, readable by every version. Removed objects are remembered as `retired` (with the
+time of the commit) until they are deleted after a grace period (see sink.retire).
 """
 
 from __future__ import annotations
@@ -19,6 +26,10 @@ from .store import ObjectStore
 STATE_PREFIX = "_topicvault/"
 COMMITS_PREFIX = STATE_PREFIX + "commits/"
 FORMAT_VERSION = 1
+# Written only by commits that remove objects or move a start: older readers must refuse them.
+MAINTENANCE_FORMAT_VERSION = 2
+READABLE_FORMAT_VERSIONS = (FORMAT_VERSION, MAINTENANCE_FORMAT_VERSION)
+COMMIT_KINDS = ("backup", "compact", "expire")
 # Group snapshots kept per group in the folded state; beyond it the older half is thinned
 # (every other one dropped), so the history keeps its whole span at a coarser step.
 MAX_GROUP_SNAPSHOTS = 2000
@@ -60,8 +71,30 @@ class PartitionRange:
 
 
 @dataclass(frozen=True)
+class RemovedObject:
+    """A committed object a maintenance commit takes out of the state (replaced or expired)."""
+
+    topic: str
+    partition: int
+    key: str
+
+
+@dataclass(frozen=True)
+class PartitionStart:
+    """The new first offset of a topic-partition's archive (expire dropped what lies before)."""
+
+    topic: str
+    partition: int
+    start: int
+
+
+class CommitConflict(TopicvaultError):
+    """Another run wrote the commit record with this sequence first."""
+
+
+@dataclass(frozen=True)
 class CommitRecord:
-    """What one backup run added."""
+    """What one backup run added, or what one compact or expire run replaced or dropped."""
 
     sequence: int
     created_ms: int
@@ -79,11 +112,22 @@ class CommitRecord:
     lost: tuple[PartitionRange, ...] = ()
     # Topics whose groups `groups` covers, when not `topics` (a streamed commit saves no topic settings).
     group_topics: tuple[str, ...] | None = None
+    # backup | compact | expire: only backups add offsets; the other two rewrite or drop objects.
+    kind: str = "backup"
+    removed: tuple[RemovedObject, ...] = ()
+    starts: tuple[PartitionStart, ...] = ()
+    # Retired objects found deleted: the state stops remembering them (so it does not grow for ever).
+    forgotten: tuple[str, ...] = ()
+
+    @property
+    def is_maintenance(self) -> bool:
+        """Removes objects or moves a start: unreadable to topicvault before format_version 2."""
+        return bool(self.removed or self.starts or self.forgotten) or self.kind != "backup"
 
     def to_json(self) -> bytes:
         """Serialise (stable key order, so identical records give identical bytes)."""
         body = {
-            "format_version": FORMAT_VERSION,
+            "format_version": MAINTENANCE_FORMAT_VERSION if self.is_maintenance else FORMAT_VERSION,
             "sequence": self.sequence,
             "created_ms": self.created_ms,
             "topics": self.topics,
@@ -100,6 +144,14 @@ class CommitRecord:
             body["lost"] = [asdict(r) for r in self.lost]
         if self.group_topics is not None:
             body["group_topics"] = list(self.group_topics)
+        if self.kind != "backup":
+            body["kind"] = self.kind
+        if self.removed:
+            body["removed"] = [asdict(r) for r in self.removed]
+        if self.starts:
+            body["starts"] = [asdict(s) for s in self.starts]
+        if self.forgotten:
+            body["forgotten"] = list(self.forgotten)
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
@@ -107,8 +159,11 @@ class CommitRecord:
         """Parse a commit record; a damaged one is a clear error naming its key."""
         try:
             body = json.loads(data)
-            if body.get("format_version") != FORMAT_VERSION:
-                raise ValueError(f"unsupported format_version {body.get('format_version')}")
+            if body.get("format_version") not in READABLE_FORMAT_VERSIONS:
+                raise ValueError(f"unsupported format_version {body.get('format_version')} (written by a newer "
+                                 "topicvault? upgrade to read it)")
+            if body.get("kind", "backup") not in COMMIT_KINDS:
+                raise ValueError(f"unknown kind {body.get('kind')!r}")
             return cls(
                 sequence=int(body["sequence"]),
                 created_ms=int(body["created_ms"]),
@@ -120,6 +175,10 @@ class CommitRecord:
                 topic_ids=body.get("topic_ids"),
                 lost=tuple(PartitionRange(**r) for r in body.get("lost", ())),
                 group_topics=tuple(body["group_topics"]) if "group_topics" in body else None,
+                kind=body.get("kind", "backup"),
+                removed=tuple(RemovedObject(**r) for r in body.get("removed", ())),
+                starts=tuple(PartitionStart(**r) for r in body.get("starts", ())),
+                forgotten=tuple(str(k) for k in body.get("forgotten", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -164,6 +223,9 @@ class BackupState:
     group_history: dict[str, list[dict]] = field(default_factory=dict)
     last_stream: dict | None = None  # `stream` of the latest commit, if a followed backup wrote it
     topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> Kafka topic ID the latest commit saw
+    # Objects maintenance commits removed from the state, by key: created_ms of that commit. They
+    # stay in the store for a grace period (a restore planned before may still read them).
+    retired: dict[str, int] = field(default_factory=dict)
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -183,17 +245,52 @@ class BackupState:
                 )
             else:
                 state.end = r.end
+        for gone in record.forgotten:
+            self.retired.pop(gone, None)
+        self._remove(record, key)
         for entry in record.objects:
-            self.partitions[(entry.topic, entry.partition)].objects.append(entry)
+            state = self.partitions.get((entry.topic, entry.partition))
+            if state is None:
+                raise TopicvaultError(f"commit record {key} names object {entry.key} of {entry.topic}"
+                                      f"[{entry.partition}], which no commit covers: the backup state is inconsistent")
+            state.objects.append(entry)
         for lost in record.lost:
             self.partitions[(lost.topic, lost.partition)].lost.append(lost)
+        self._move_starts(record, key)
         self.topic_ids.update(record.topic_ids or {})
         for topic, info in record.topics.items():
             self.topics[topic] = info
         if record.groups is not None:
             self._apply_groups(record)
-        self.last_stream = record.stream
+        if record.kind == "backup":  # compact and expire back nothing up: the follower's last batch stays
+            self.last_stream = record.stream
         self.last_sequence = record.sequence
+
+    def _remove(self, record: CommitRecord, key: str) -> None:
+        by_partition: dict[tuple[str, int], set[str]] = {}
+        for removed in record.removed:
+            by_partition.setdefault((removed.topic, removed.partition), set()).add(removed.key)
+        for (topic, partition), keys in by_partition.items():
+            state = self.partitions.get((topic, partition))
+            kept = [o for o in state.objects if o.key not in keys] if state else []
+            if state is None or len(state.objects) - len(kept) != len(keys):
+                raise TopicvaultError(f"commit record {key} removes objects of {topic}[{partition}] that the "
+                                      "commits before it do not hold: the backup state is inconsistent")
+            state.objects = kept
+            self.retired.update(dict.fromkeys(sorted(keys), record.created_ms))
+
+    def _move_starts(self, record: CommitRecord, key: str) -> None:
+        for moved in record.starts:
+            state = self.partitions.get((moved.topic, moved.partition))
+            if state is None or not state.start <= moved.start <= state.end or any(
+                    o.first_offset < moved.start for o in state.objects):
+                raise TopicvaultError(f"commit record {key} starts {moved.topic}[{moved.partition}] at offset "
+                                      f"{moved.start}, which its objects or range contradict: the backup state "
+                                      "is inconsistent")
+            state.start = moved.start
+            # Offsets before the start are gone from the archive, lost or not.
+            state.lost = [PartitionRange(r.topic, r.partition, max(r.start, moved.start), r.end)
+                          for r in state.lost if r.end > moved.start]
 
     def _apply_groups(self, record: CommitRecord) -> None:
         # A run that read the groups of a topic read every group's offsets on it: replace what older runs saw.
@@ -312,7 +409,7 @@ def write_commit(store: ObjectStore, record: CommitRecord) -> str:
     except PreconditionFailed:
         if _is_own_write(store, key, data):
             return key
-        raise TopicvaultError(
+        raise CommitConflict(
             f"another backup committed to {store.uri} at the same time ({key} exists): "
             "nothing of this run was committed; run the backup again to continue from its position"
         ) from None

@@ -6,7 +6,9 @@
 been passed `count` times: the CLI, its JVM and every Python worker go at once, as in a
 machine failure. Points: backup.consume (records read), backup.object (objects stored),
 backup.commit (before the commit record), restore.produce (records handed to the producer),
-kafka_writer.partition:1 (a `topicvault-kafka` writer task, after its first partition was delivered).
+kafka_writer.partition:1 (a `topicvault-kafka` writer task, after its first partition was delivered),
+compact.commit (before compact's commit record; backup.object counts the objects compact writes too),
+expire.commit (before expire's commit record), retire.delete (deletes of retired and orphan objects).
 """
 
 from __future__ import annotations

@@ -22,3 +22,29 @@ def iso_to_epoch_ms(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return (moment - _EPOCH) // _ONE_MS
+
+
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+def duration_to_ms(text: str) -> int:
+    """Milliseconds of a duration such as `30d`, `12h`, `90m`, `45s`, `500ms` or `2w` (one number,
+    one unit; no unit: milliseconds). Raises ValueError for anything else, negative included."""
+    stripped = text.strip().lower()
+    number = stripped.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = stripped[len(number):] or "ms"
+    if not number.isdigit() or unit not in _DURATION_UNITS_MS:
+        raise ValueError(f"not a duration: {text!r}")
+    return int(number) * _DURATION_UNITS_MS[unit]
+
+
+def instant_or_age_to_epoch_ms(text: str, now_ms: int) -> int:
+    """An instant given as epoch ms (digits only), ISO-8601, or a duration before `now_ms`
+    (`30d`: thirty days ago). Raises ValueError for anything else."""
+    stripped = text.strip()
+    if stripped.isdigit():
+        return int(stripped)
+    try:
+        return now_ms - duration_to_ms(stripped)
+    except ValueError:
+        return iso_to_epoch_ms(stripped)

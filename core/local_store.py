@@ -209,7 +209,8 @@ class LocalStore(ObjectStore):
                 path = directory / name
                 try:
                     # No ETag: hashing every file would make a listing read the whole store.
-                    info = ObjectInfo(key, path.stat().st_size, None)
+                    stat = path.stat()
+                    info = ObjectInfo(key, stat.st_size, None, stat.st_mtime_ns // 1_000_000)
                 except (FileNotFoundError, IsADirectoryError):
                     continue  # deleted or replaced while listing
                 yield info

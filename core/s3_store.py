@@ -226,7 +226,9 @@ class S3Store(ObjectStore):
         try:
             for page in self.client.get_paginator("list_objects_v2").paginate(**arguments):
                 for item in page.get("Contents", []):
-                    yield ObjectInfo(item["Key"][cut:], item["Size"], item["ETag"].strip('"'))
+                    modified = item.get("LastModified")
+                    yield ObjectInfo(item["Key"][cut:], item["Size"], item["ETag"].strip('"'),
+                                     int(modified.timestamp() * 1000) if modified else None)
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, prefix, listing=True) from None
 

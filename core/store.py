@@ -16,12 +16,14 @@ class ObjectInfo:
     """One object: its key relative to the store root, its size in bytes and its ETag.
 
     A listing's ETag is None where the store learns it only by reading the whole object
-    (the local store hashes files): ask `head` for it.
+    (the local store hashes files): ask `head` for it. `modified_ms` (epoch ms of the last write,
+    when the listing says) tells garbage collection how old an uncommitted object is.
     """
 
     key: str
     size: int
     etag: str | None
+    modified_ms: int | None = None
 
 
 class ObjectStore(ABC):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..core.checkpoints import commit_with_checkpoint
+from ..core.checkpoints import commit_next
 from ..core.cluster import group_offsets, topic_settings
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, load_state
 from ..core.crypto import Keyring, keyring_of
@@ -205,24 +205,29 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     # A topic deleted and re-created while this run read it must not be committed as the old one.
     check_topic_ids(backup_plan.topic_ids, topic_ids(job.kafka, backup_plan.topic_ids), job.store_uri)
     ranges = tuple(extent.ranges)
-    record = CommitRecord(
-        sequence=state.last_sequence + 1,
-        created_ms=int(time.time() * 1000),
-        ranges=ranges,
-        objects=tuple(extent.objects),
-        topics=backup_plan.topic_settings or {t: {"partitions": n} for t, n in backup_plan.topics.items()},
-        groups=backup_plan.groups,
-        topic_ids=dict(backup_plan.topic_ids),
-        lost=tuple(backup_plan.lost),
-    )
-    # Re-check continuity against the state as it is now: a concurrent run may have moved it.
-    for r in ranges:
-        committed = state.end_offset(r.topic, r.partition)
-        if committed is not None and committed != r.start:
-            raise TopicvaultError(
-                f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
-                "nothing of this run was committed; run the backup again"
-            )
+
+    def build(state: BackupState) -> CommitRecord:
+        # Re-check continuity against the state as it is now: a concurrent run may have moved it.
+        # (A compact or expire that committed meanwhile moves no end: commit_next rebuilds on it.)
+        for r in ranges:
+            committed = state.end_offset(r.topic, r.partition)
+            if committed is not None and committed != r.start:
+                raise TopicvaultError(
+                    f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
+                    "nothing of this run was committed; run the backup again"
+                )
+        return CommitRecord(
+            sequence=state.last_sequence + 1,
+            created_ms=int(time.time() * 1000),
+            ranges=ranges,
+            objects=tuple(extent.objects),
+            topics=backup_plan.topic_settings or {t: {"partitions": n} for t, n in backup_plan.topics.items()},
+            groups=backup_plan.groups,
+            topic_ids=dict(backup_plan.topic_ids),
+            lost=tuple(backup_plan.lost),
+        )
+
+    build(state)  # fails before the crash point below when the ranges no longer continue
     if crash_after("backup.commit") is not None:
         crash_now()
-    return commit_with_checkpoint(store, state, record)
+    return commit_next(store, state, build)[0]

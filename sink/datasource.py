@@ -15,7 +15,7 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.checkpoints import commit_with_checkpoint
+from ..core.checkpoints import commit_next
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, load_state
 from ..core.crypto import Keyring, keyring_of
 from ..core.envelope import runs_by_partition
@@ -211,26 +211,30 @@ def commit_written(
         return None
     state = state if state is not None else load_state(store)
     check_topic_ids(state.topic_ids, topic_ids or {}, store.uri)
-    ranges = []
-    for topic, partition in sorted({(e.topic, e.partition) for e in entries}):
-        mine = [e for e in entries if (e.topic, e.partition) == (topic, partition)]
-        for before, after in zip(mine, mine[1:]):
-            if after.first_offset <= before.last_offset:
-                raise TopicvaultError(f"{topic}[{partition}]: rows of overlapping offsets were written twice")
-        committed = state.end_offset(topic, partition)
-        if committed is not None and mine[0].first_offset < committed:
-            raise TopicvaultError(f"{topic}[{partition}] offset {mine[0].first_offset} is already backed up at {store.uri}")
-        start = committed if committed is not None else mine[0].first_offset
-        missing = None if allow_offset_gaps else missing_offsets(start, mine)
-        if missing:
-            raise TopicvaultError(
-                f"{topic}[{partition}]: {missing} in the rows written to {store.uri}, so nothing was committed: "
-                "write every row of the offsets (a filtered DataFrame is not a backup), or set option "
-                "allowOffsetGaps=true if the topic itself has these gaps (transaction markers, compaction)"
-            )
-        ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
-    record = CommitRecord(
-        state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream,
-        topic_ids=topic_ids, groups=groups, group_topics=group_topics,
-    )
-    return commit_with_checkpoint(store, state, record)
+
+    def build(state: BackupState) -> CommitRecord:
+        # Rebuilt on the newer state when a compact or expire committed first (see commit_next).
+        ranges = []
+        for topic, partition in sorted({(e.topic, e.partition) for e in entries}):
+            mine = [e for e in entries if (e.topic, e.partition) == (topic, partition)]
+            for before, after in zip(mine, mine[1:]):
+                if after.first_offset <= before.last_offset:
+                    raise TopicvaultError(f"{topic}[{partition}]: rows of overlapping offsets were written twice")
+            committed = state.end_offset(topic, partition)
+            if committed is not None and mine[0].first_offset < committed:
+                raise TopicvaultError(f"{topic}[{partition}] offset {mine[0].first_offset} is already backed up at {store.uri}")
+            start = committed if committed is not None else mine[0].first_offset
+            missing = None if allow_offset_gaps else missing_offsets(start, mine)
+            if missing:
+                raise TopicvaultError(
+                    f"{topic}[{partition}]: {missing} in the rows written to {store.uri}, so nothing was committed: "
+                    "write every row of the offsets (a filtered DataFrame is not a backup), or set option "
+                    "allowOffsetGaps=true if the topic itself has these gaps (transaction markers, compaction)"
+                )
+            ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
+        return CommitRecord(
+            state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream,
+            topic_ids=topic_ids, groups=groups, group_topics=group_topics,
+        )
+
+    return commit_next(store, state, build)[0]

@@ -82,7 +82,14 @@ def read_object_batches(store: ObjectStore, entry: ObjectEntry, keyring: Keyring
 def stored_bytes(store: ObjectStore, entry: ObjectEntry) -> bytes:
     """A committed object's stored bytes, checked against the checksum its commit recorded (over
     the stored bytes, so damage to an encrypted object is found without its key)."""
-    data = store.get(entry.key)
+    try:
+        data = store.get(entry.key)
+    except ObjectNotFound:
+        raise ObjectNotFound(
+            f"object {entry.key} named by the commit records was not found in {store.uri}: if a compact or expire "
+            "replaced it after this was planned and its --grace has passed, run again (a restore with the same "
+            "--restore-id continues from the current state); otherwise the archive was damaged"
+        ) from None
     if hashlib.sha256(data).hexdigest() != entry.sha256:
         raise CorruptObject(
             f"object {entry.key} does not match the checksum its commit recorded: it was changed or damaged; "

@@ -1,0 +1,109 @@
+"""`topicvault expire URI --before TIME`: drop each partition's oldest whole objects.
+
+Per partition, the longest prefix of committed objects whose records are ALL older than TIME
+(the object's max timestamp < TIME; with out-of-order timestamps one young record keeps its
+object, and every object after it) is dropped: one commit (kind "expire", format version 2)
+removes those objects and records the partition's new start, one past the last dropped
+object, so `ls`, `verify` and `restore` agree the archive now starts there. A record at or
+after TIME is never dropped, and no object is ever cut. Dropped objects are retired and
+deleted after the grace period, as compact's are (sink.retire).
+
+Bucket lifecycle rules are no substitute: they delete objects by age under the commits'
+feet, so the state names objects that are gone; restore and verify then fail on them, and a
+rule that removes a commit record breaks every later backup. Use `expire` (from cron, say),
+and if a lifecycle rule is wanted as a backstop, make it much longer than the expiry and
+keep it off `_topicvault/`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..core.checkpoints import commit_next
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject, load_state
+from ..core.errors import TopicvaultError
+from ..core.faults import crash_after, crash_now
+from ..core.store import ObjectStore
+from .retire import Collected, collect_garbage, deleted_retirees
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """What expire drops of one partition: its first objects, and where the archive then starts."""
+
+    topic: str
+    partition: int
+    dropped: tuple[ObjectEntry, ...]
+    new_start: int
+
+    @property
+    def records(self) -> int:
+        return sum(o.records for o in self.dropped)
+
+
+@dataclass(frozen=True)
+class ExpireResult:
+    """What an expire run did (or, dry, would do)."""
+
+    before_ms: int
+    expiries: tuple[Expiry, ...]
+    commit_key: str | None
+    collected: Collected
+
+
+def plan_expire(state: BackupState, before_ms: int) -> list[Expiry]:
+    """Per partition, the longest prefix of whole objects whose every record is older than `before_ms`."""
+    expiries = []
+    for (topic, partition), ps in sorted(state.partitions.items()):
+        dropped: list[ObjectEntry] = []
+        for entry in ps.objects:  # in offset order
+            if entry.max_timestamp_ms >= before_ms:
+                break
+            dropped.append(entry)
+        if dropped:
+            expiries.append(Expiry(topic, partition, tuple(dropped), dropped[-1].last_offset + 1))
+    return expiries
+
+
+def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = False,
+           now_ms: int | None = None) -> ExpireResult:
+    """Drop what plan_expire finds in one commit, then delete retired objects and orphans older
+    than the grace period. With `dry_run`, only plan and count."""
+    if grace_ms < 0:
+        raise TopicvaultError("--grace must not be negative")
+    state = load_state(store)
+    if not state.partitions:
+        raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
+    expiries = plan_expire(state, before_ms)
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    if dry_run:
+        return ExpireResult(before_ms, tuple(expiries), None, collect_garbage(store, state, grace_ms, now, dry_run=True))
+    commit_key = None
+    if expiries:
+        if crash_after("expire.commit") is not None:
+            crash_now()
+        forgotten = deleted_retirees(store, state)
+        commit_key, _ = commit_next(store, state, lambda current: _record(current, expiries, forgotten))
+    return ExpireResult(before_ms, tuple(expiries), commit_key, collect_garbage(store, state, grace_ms, now))
+
+
+def _record(state: BackupState, expiries: list[Expiry], forgotten: tuple[str, ...]) -> CommitRecord:
+    """The expire commit on top of `state`, if the dropped objects are still each partition's first ones."""
+    for expiry in expiries:
+        held = state.partitions[(expiry.topic, expiry.partition)].objects[:len(expiry.dropped)]
+        if [o.key for o in held] != [o.key for o in expiry.dropped]:
+            raise TopicvaultError(
+                f"another compact or expire changed {expiry.topic}[{expiry.partition}] while this expire ran: "
+                "nothing was committed; run expire again"
+            )
+    return CommitRecord(
+        sequence=state.last_sequence + 1,
+        created_ms=int(time.time() * 1000),
+        ranges=(),
+        objects=(),
+        kind="expire",
+        removed=tuple(RemovedObject(e.topic, e.partition, o.key) for e in expiries for o in e.dropped),
+        starts=tuple(PartitionStart(e.topic, e.partition, e.new_start) for e in expiries),
+        forgotten=forgotten,
+    )

@@ -1,0 +1,102 @@
+"""Deleting objects no commit needs any more: retired ones and orphans, after a grace period.
+
+Two kinds of object under a location are named by no current commit:
+
+- **retired**: replaced by `compact` or dropped by `expire`. The commit that removed them is the
+  moment they stopped being part of the archive (`BackupState.retired`), but a restore planned
+  before that commit may still be reading them, so they are deleted only once `grace` has
+  passed since that commit. A restore running longer than the grace over such objects stops
+  with "object … not found" (never wrong data: every object is checked against its checksum);
+  run it again with the same --restore-id and it continues from the current state.
+- **orphans**: written by a run that never committed them (killed, lost a commit race, or a
+  compact whose merge was not worth it). They are deleted once their last write is older than
+  `grace`.
+
+Why the grace protects a running backup: a backup (or a follower's micro-batch) writes its
+objects first and commits them at its end. An object it is about to commit is therefore at
+most as old as that run (or micro-batch); as long as `grace` is longer than the longest run,
+a young uncommitted object is left alone. The state is read forward after the listing, so any
+commit that landed before the deletes start is known. Only keys that carry a run id
+(`<offset>-r<12 hex>`, the names topicvault writes since run ids) and name one of the
+location's topics are ever deleted, and nothing under a nested location (a `_topicvault/` below
+the root): objects of older versions, peer sinks, other locations or people are never touched. Everything under `_topicvault/`
+(commits, checkpoints) is left as it is: commits are the truth, and checkpoints are few.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..core.checkpoints import read_forward
+from ..core.commits import STATE_PREFIX, BackupState
+from ..core.faults import crash_after, crash_now
+from ..core.store import ObjectStore
+from ..keys.codec import RUN_ID_PATTERN
+
+DEFAULT_GRACE_MS = 24 * 3_600_000
+# A run-id key: the start offset's digits, the run id, then an extension or nothing.
+_RUN_ID_KEY = re.compile(rf"\d-{RUN_ID_PATTERN}(?:\.[A-Za-z][A-Za-z0-9.]*)?$")
+
+
+@dataclass
+class Collected:
+    """What a garbage collection deleted (or, dry, would delete), and what it left for later."""
+
+    retired: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    waiting: int = 0  # unreferenced objects younger than the grace period
+
+    @property
+    def deleted(self) -> int:
+        return len(self.retired) + len(self.orphans)
+
+
+def deleted_retirees(store: ObjectStore, state: BackupState) -> tuple[str, ...]:
+    """Retired objects the store no longer holds (an earlier run deleted them): the next
+    maintenance commit lists them as `forgotten`, so the state stops carrying them."""
+    if not state.retired:
+        return ()
+    held = {info.key for info in store.list() if not info.key.startswith(STATE_PREFIX)}
+    return tuple(sorted(key for key in state.retired if key not in held))
+
+
+def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_ms: int,
+                    dry_run: bool = False) -> Collected:
+    """Delete retired objects whose retiring commit is older than `grace_ms`, and objects no
+    commit ever named that were last written more than `grace_ms` ago; see the module doc.
+
+    `state` is read forward (in place) after the listing. Crash point: `retire.delete:N` (after
+    N deletes; 0 is before the first)."""
+    everything = list(store.list())
+    # Another location nested inside this one (its own _topicvault/ below our root) is not ours.
+    nested = {i.key[:i.key.index("/" + STATE_PREFIX) + 1] for i in everything if "/" + STATE_PREFIX in i.key}
+    state = read_forward(store, state)
+    if not state.partitions:
+        return Collected()
+    # One alternation (longest first), not a loop over topics per key: locations hold many of both.
+    names_a_topic = re.compile("|".join(map(re.escape, sorted({t for t, _ in state.partitions}, key=len, reverse=True))))
+    listed = [info for info in everything
+              if not info.key.startswith(STATE_PREFIX) and _RUN_ID_KEY.search(info.key)
+              and not any(info.key.startswith(root) for root in nested)
+              and names_a_topic.search(info.key)]
+    live = {o.key for ps in state.partitions.values() for o in ps.objects}
+    found = Collected()
+    for info in listed:
+        if info.key in live:
+            continue
+        retired_ms = state.retired.get(info.key)
+        if retired_ms is not None and retired_ms + grace_ms <= now_ms:
+            found.retired.append(info.key)
+        elif retired_ms is None and info.modified_ms is not None and info.modified_ms + grace_ms <= now_ms:
+            found.orphans.append(info.key)
+        else:
+            found.waiting += 1
+    if not dry_run:
+        crash_at = crash_after("retire.delete")
+        for count, key in enumerate(found.retired + found.orphans):
+            if crash_at is not None and count >= crash_at:
+                crash_now()
+            store.delete(key)
+    return found
+
