@@ -194,8 +194,8 @@ def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: in
         sequence, archive = plan.archive.last_sequence, _with_newer_commits(job, plan.archive)
     return FollowRound(
         number, plan.restore_id, result.produced, sum(r.already_present for r in result.results), result.bytes,
-        result.elapsed_s, tuple(standby_lag(archive, plan.topic_map, maps)), sequence,
-        _commit_age_s(job, sequence), tuple(result.skipped), groups, notes, archive.last_sequence,
+        result.elapsed_s, tuple(standby_lag(archive, plan.topic_map, maps)), sequence, _commit_age_s(job, sequence),
+        newest_sequence=archive.last_sequence, skipped=tuple(result.skipped), groups_committed=groups, notes=notes,
     )
 
 

@@ -10,12 +10,14 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from clitools import assert_one_line_error, run_cli
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
+from test_cluster_state import commit_offsets, committed
 from test_peer_layouts import FIELDS, aiven_csv
 from topicvault.core.commits import BackupState, ObjectEntry, PartitionState
 from topicvault.core.envelope import Record
@@ -229,6 +231,31 @@ def test_a_partition_empty_when_the_standby_started_is_restored_once_it_has_reco
     standby.finish()
     assert {p: exact(r) for p, r in consume_all(bootstrap, target).items()} == \
            {p: exact(r) for p, r in consume_all(bootstrap, topic).items()}
+
+
+def test_standby_moves_group_positions_each_round_never_past_the_restored_records(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="standby-groups")
+    target = f"{topic}-standby"
+    location = str(tmp_path / "archive")
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    produce_records(bootstrap, topic, batch(topic, 1, 100, 1))
+    commit_offsets(bootstrap, group, {(topic, 0): 60})
+    backup_now(spark, bootstrap, location, topic)
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    # Offsets up to 149 only: the group's later position lies past what the standby holds.
+    request = StandbyRequest(renames={topic: target}, restore_id="groups", poll_interval_s=0.3, groups=True,
+                             only_groups=(group,), selection=Selection(to_offsets=(("*", 149),)))
+    standby = Standby(spark, job, request)
+    assert standby.wait_rounds(1).groups_committed == (group,)
+    assert committed(bootstrap, group, target, 1) == {0: 60}
+    produce_records(bootstrap, topic, batch(topic, 1, 100, 2))
+    commit_offsets(bootstrap, group, {(topic, 0): 180})
+    backup_now(spark, bootstrap, location, topic)
+    moved = standby.wait_rounds(2)
+    assert (moved.produced, moved.groups_committed) == (50, (group,))
+    assert committed(bootstrap, group, target, 1) == {0: 150}  # the restored end, not 180
+    standby.finish()
 
 
 def test_standby_of_a_peer_archive_restores_new_objects_in_offset_order(bootstrap, spark, tmp_path):
