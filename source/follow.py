@@ -165,22 +165,42 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         topics = tuple(saved.topic_map) if saved is not None else ()
     restore_id, number, produced, skipped = request.restore_id, 0, 0, []
     committed_groups: dict[str, dict] = {}
+    seen: set[str] | None = None  # a peer archive's objects at the last round (None: no round in this run yet)
     while True:
         plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
                             request.create_missing, request.selection, request.apply_configs, continue_saved=True)
         restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
+        late = late_peer_objects(plan, seen) if seen is not None and plan.layout != "topicvault" else []
+        seen = {o.key for ps in plan.archive.partitions.values() for o in ps.objects}
         result = run_restore(spark, job, plan, configure=number == 0)
         number += 1
         group_notes: list[str] = []
         moved: list[str] = []
         if request.groups:
             moved, group_notes = _commit_groups(job, restore_id, request.only_groups, committed_groups)
-        this_round = _round(job, plan, result, number, tuple(moved), tuple(group_notes))
+        this_round = _round(job, plan, result, number, tuple(moved), tuple(late + group_notes))
         produced += this_round.produced
         skipped.extend(this_round.skipped)
         report(this_round)
         if stop.is_set() or not _wait_for_news(job, plan, request.poll_interval_s, stop):
             return FollowSummary(restore_id, number, produced, tuple(skipped))
+
+
+def late_peer_objects(plan: RestorePlan, seen: set[str]) -> list[str]:
+    """Notes naming peer objects new since the last round whose name's offset is at or before what
+    was restored: a standby restores a partition in offset order, so it does not read them."""
+    notes = []
+    for (source, partition), ps in sorted(plan.archive.partitions.items()):
+        done = plan.restored.get((source, partition))
+        through = done.last_source_offset if done is not None else None
+        if source not in plan.topic_map or through is None:
+            continue
+        for entry in ps.objects:
+            if entry.key not in seen and entry.first_offset <= through:
+                notes.append(f"{source}[{partition}]: object {entry.key} appeared after offsets up to {through} were "
+                             "restored, so it is not read: a re-delivery by the sink holds nothing new; if it holds "
+                             "records the standby lacks, restore them with a new --restore-id")
+    return notes
 
 
 def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: int, groups: tuple[str, ...],

@@ -280,6 +280,9 @@ def test_standby_of_a_peer_archive_restores_new_objects_in_offset_order(bootstra
     land(0, 20, 29)
     land(1, 20, 24)
     assert standby.wait_rounds(2).produced == 15
+    late = f"{topic}-1-{rows[1][22].offset}.gz"  # named inside what was restored: the standby names it
+    (archive / late).write_bytes(gzip.compress(aiven_csv(rows[1][22:25])))
+    assert any(late in note for note in standby.wait_rounds(3).notes)
     land(1, 25, 39)
     land(0, 30, 39)
     wait_for(lambda: sum(r.produced for r in standby.rounds) == 80 or standby.failure is not None, 180,
