@@ -342,10 +342,16 @@ def restore(
     store_option: List[str] = STORE_OPTION,
     master: Optional[str] = MASTER,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
+    follow: bool = typer.Option(False, "--follow", help="A warm standby: restore what the location holds, then "
+                                "keep restoring what lands in it until SIGTERM or Ctrl-C, which finish the running "
+                                "round first. Resume after a crash with the same --restore-id."),
+    poll_interval: Optional[float] = typer.Option(None, "--poll-interval", help="With --follow: seconds between "
+                                                  "looks for new commits or objects (default 10)."),
     config: Optional[str] = CONFIG,
     cluster: Optional[str] = CLUSTER,
     store: Optional[str] = STORE,
-    as_json: bool = typer.Option(False, "--json", help="Print the plan or the final summary as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan or the final summary as JSON (with "
+                                 "--follow: one JSON line per round)."),
     quiet: bool = QUIET,
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
@@ -371,6 +377,17 @@ def restore(
     )
     if group and not groups:
         raise TopicvaultError("--group works with --groups: add --groups")
+    if poll_interval is not None and not follow:
+        raise TopicvaultError("--poll-interval works with --follow: add --follow")
+    if follow:
+        from .source.follow import DEFAULT_POLL_INTERVAL_S, StandbyRequest, check_follow_options
+
+        interval = DEFAULT_POLL_INTERVAL_S if poll_interval is None else poll_interval
+        check_follow_options(selection, interval, dry_run)
+        _follow_restore(job, StandbyRequest(tuple(topic), parse_renames(rename), restore_id, selection,
+                                            allow_nonempty, create_topics, configs, groups, tuple(group), interval),
+                        master, as_json, quiet)
+        return
     restore_plan = plan_restore(
         job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics, selection, configs
     )
@@ -443,6 +460,51 @@ def restore(
         if not committed_groups:
             typer.echo("no consumer-group offsets saved for the restored topics")
     _exit_if_skipped(result)
+
+
+def _follow_restore(job, request, master: Optional[str], as_json: bool, quiet: bool) -> None:
+    """Run a standby until SIGTERM/SIGINT; a second signal ends the process at once (the state of
+    the last finished round is saved, and a restart with the same --restore-id continues exactly)."""
+    import json
+    import os
+    import threading
+
+    from .core.spark import get_spark
+    from .source.follow import follow_restore
+
+    stop = threading.Event()
+
+    def request_stop(signum, frame) -> None:
+        if stop.is_set():
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        typer.echo("stopping: finishing the running round, then saving its state", err=True)
+        stop.set()
+
+    def report(finished) -> None:
+        for left_out in finished.skipped:  # on stderr with --json too: a hole must not go unnoticed
+            typer.echo(f"skipped: {left_out.describe()}", err=True)
+        if as_json:
+            typer.echo(json.dumps(finished.to_json(), sort_keys=True))
+            return
+        for note in finished.notes:
+            typer.echo(f"note: {note}", err=True)
+        if not quiet:
+            typer.echo(finished.line())
+
+    spark = get_spark(master)
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    typer.echo(f"following {job.store_uri} (looking for new data every {request.poll_interval_s:g} s); "
+               "SIGTERM or Ctrl-C stops", err=True)
+    summary = follow_restore(spark, job, request, stop, report)
+    typer.echo(f"stopped: {summary.rounds} rounds, {summary.produced:,} records restored in this run; restore id "
+               f"{summary.restore_id} (run again with --restore-id {summary.restore_id} to continue)", err=True)
+    if summary.skipped:
+        typer.echo(f"{len(summary.skipped)} unreadable objects were left out (listed above); exit status "
+                   f"{EXIT_SKIPPED}", err=True)
+        raise typer.Exit(EXIT_SKIPPED)
 
 
 def _exit_if_skipped(result) -> None:

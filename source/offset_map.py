@@ -72,6 +72,30 @@ class OffsetMap:
                 return
         self.ranges.append((source_first, self.target_end, length))
 
+    @property
+    def last_source_offset(self) -> int | None:
+        """The last source offset this map accounts for, restored or left out (None: none yet)."""
+        ends = [first + length - 1 for first, _, length in self.ranges[-1:]] + [last for _, last in self.holes[-1:]]
+        return max(ends, default=None)
+
+    def followed_by(self, later: "OffsetMap") -> "OffsetMap":
+        """This map with `later` appended: the map of a run that continued at this one's target end."""
+        if (later.source_topic, later.partition, later.target_topic) != (self.source_topic, self.partition,
+                                                                          self.target_topic):
+            raise ValueError(f"offset maps of different partitions: {self.source_topic}[{self.partition}], "
+                             f"{later.source_topic}[{later.partition}]")
+        if later.target_start != self.target_end:
+            raise ValueError(f"{later.source_topic}[{later.partition}]: a map continuing at target offset "
+                             f"{later.target_start} does not follow one ending at {self.target_end}")
+        ranges = list(self.ranges)
+        for source, target, length in later.ranges:
+            if ranges and source == ranges[-1][0] + ranges[-1][2] and target == ranges[-1][1] + ranges[-1][2]:
+                ranges[-1] = (ranges[-1][0], ranges[-1][1], ranges[-1][2] + length)
+            else:
+                ranges.append((source, target, length))
+        return OffsetMap(self.source_topic, self.partition, self.target_topic, self.target_start, ranges,
+                         later.target_end, self.holes + later.holes)
+
     def source_offsets(self) -> Iterator[int]:
         """Every restored record's source offset, in order."""
         for source_first, _, length in self.ranges:
@@ -157,6 +181,22 @@ def load_offset_maps(records: RestoreRecords, restore_id: str) -> dict[tuple[str
         )
     maps = [OffsetMap.from_json(p) for p in json.loads(raw)["partitions"]]
     return {(m.source_topic, m.partition): m for m in maps}
+
+
+def saved_offset_maps(records: RestoreRecords, restore_id: str) -> dict[tuple[str, int], OffsetMap]:
+    """The maps an earlier run of this restore saved, by (source topic, partition); empty if none."""
+    raw = records.read(restore_id, OFFSET_MAP_NAME)
+    maps = [OffsetMap.from_json(p) for p in json.loads(raw)["partitions"]] if raw is not None else []
+    return {(m.source_topic, m.partition): m for m in maps}
+
+
+def continued(earlier: dict[tuple[str, int], OffsetMap], later: Iterable[OffsetMap]) -> list[OffsetMap]:
+    """Every partition's whole map: `earlier` (saved by previous runs) followed by what `later` (this run's) added."""
+    merged = dict(earlier)
+    for offset_map in later:
+        where = (offset_map.source_topic, offset_map.partition)
+        merged[where] = merged[where].followed_by(offset_map) if where in merged else offset_map
+    return [merged[where] for where in sorted(merged)]
 
 
 def _order(offset_map: OffsetMap) -> tuple[str, int]:

@@ -33,7 +33,7 @@ from ..core.store import open_store
 from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import SkippedObject, check_keys_open, read_partition
-from .offset_map import OffsetMap, recording, save_offset_maps
+from .offset_map import OffsetMap, continued, recording, save_offset_maps, saved_offset_maps
 from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
 from .restore_state import (
     RestoreRecords,
@@ -128,6 +128,12 @@ class RestorePlan:
     replication: dict[str, int] = field(default_factory=dict)  # target topic -> replication factor
     selection: Selection = Selection()
     layout: str = "topicvault"
+    # With continue_saved: the offset maps earlier runs of this restore saved; the tasks start after them.
+    restored: dict[tuple[str, int], OffsetMap] = field(default_factory=dict)
+    archive: BackupState = field(default_factory=BackupState)  # the archive's state this plan was made from
+    # "target-topic:partition" -> where the restore began writing, for every target partition (not only
+    # those with objects now: a resumed or followed restore finds objects in the others later).
+    target_starts: dict[str, int] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -300,8 +306,14 @@ def plan_restore(
     create_missing: bool = True,
     selection: Selection = Selection(),
     apply_configs: bool = True,
+    continue_saved: bool = False,
 ) -> RestorePlan:
-    """Plan a restore; on a first start this also records where each target partition stands."""
+    """Plan a restore; on a first start this also records where each target partition stands.
+
+    With `continue_saved` (restore --follow), a resumed restore starts each partition after the
+    offset map its earlier runs saved, instead of counting from its first start: a round reads
+    only objects it has not restored, and counts only what the target got since that map.
+    """
     store = job.open_store()
     layout = resolve_layout(store, job.layout, job.key_template)
     if job.on_error == "skip" and layout != "topicvault":
@@ -350,15 +362,29 @@ def plan_restore(
         starts = saved.start_offsets
     else:
         starts = _target_starts(job.kafka, records, partitions_needed, existing, allow_nonempty)
+    restored = saved_offset_maps(records, restore_id) if continue_saved and saved is not None else {}
     tasks = []
     for (source, partition), ps in sorted(state.partitions.items()):
         if source not in topic_map:
             continue
-        # A peer object's offsets and times are known only once it is read: select records, not objects.
-        objects = selection.objects(source, partition, ps.objects) if layout == "topicvault" else ps.objects
+        target = topic_map[source]
+        if f"{target}:{partition}" not in starts:
+            raise TopicvaultError(
+                f"{source}[{partition}] is in the archive but was not when restore {restore_id} started, so it has "
+                f"no saved start on {target}: restore it with a new --restore-id (into a new topic)"
+            )
+        done = restored.get((source, partition))
+        through = done.last_source_offset if done is not None else None
+        chosen = selection.after(source, partition, through)
+        if layout == "topicvault":
+            objects = chosen.objects(source, partition, ps.objects)
+        else:
+            # A peer object's offsets and times are known only once it is read: select records, not objects.
+            # Its name's offset (first or last of the object) orders it; what it holds up to `through` is left out.
+            objects = [o for o in ps.objects if through is None or o.first_offset > through]
         if objects:
-            target = topic_map[source]
-            tasks.append(RestoreTask(source, partition, target, starts[f"{target}:{partition}"], tuple(objects), selection))
+            start = done.target_end if done is not None else starts[f"{target}:{partition}"]
+            tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen))
     # Record times of a peer's objects are known only once they are read (its entries say 0).
     earliest = {
         topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),
@@ -377,7 +403,8 @@ def plan_restore(
             job.kafka, to_create, {topic_map[t]: s for t, s in saved_settings.items()}, apply_configs)
     notes = layout_found + lost_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
-                       topic_configs=topic_configs, replication=replication, selection=selection, layout=layout)
+                       topic_configs=topic_configs, replication=replication, selection=selection, layout=layout,
+                       restored=restored, archive=state, target_starts=starts)
 
 
 def _plan_topic_settings(
@@ -530,11 +557,10 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
     if not plan.resumed:
         # Saved before the topics are created, so a run that dies in between still knows, when
         # resumed, which topics are its own to create and to configure at the end.
-        starts = {f"{t.target_topic}:{t.partition}": t.target_start for t in plan.tasks}
         save_restore_state(
             job.restore_records(),
-            RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, starts, plan.selection.to_json(),
-                         plan.topic_configs),
+            RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, plan.target_starts,
+                         plan.selection.to_json(), plan.topic_configs),
         )
     # Saved configs are applied after the data is in (see run_restore): retention, compaction or
     # LogAppendTime acting on a partition while it is restored would lose or change records.
@@ -542,8 +568,12 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
                   configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {})) for t in plan.topics_to_create})
 
 
-def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
-    """Create topics, save state, produce every partition; resumable with the same restore id."""
+def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = True) -> RestoreResult:
+    """Create topics, save state, produce every partition; resumable with the same restore id.
+
+    The saved offset map is the plan's earlier maps followed by this run's; `configure` False
+    leaves topic configs as they are (a follow round after the first).
+    """
     check_no_speculation(spark, "a restore")
     started = time.monotonic()
     start_restore(job, plan)
@@ -553,6 +583,7 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     # The groups run at the same time (one per core), so each gets an equal share of the limit.
     share = job.rate.shared_by(len(groups)) if groups else job.rate
     results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks, share), groups) for r in group]
-    save_offset_maps(job.restore_records(), plan.restore_id, [r.offset_map for r in results])
-    apply_topic_configs(job.kafka, plan.topic_configs)
+    save_offset_maps(job.restore_records(), plan.restore_id, continued(plan.restored, [r.offset_map for r in results]))
+    if configure:
+        apply_topic_configs(job.kafka, plan.topic_configs)
     return RestoreResult(plan, results, time.monotonic() - started)

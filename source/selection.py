@@ -35,6 +35,15 @@ class Selection:
         """(first, last) source offsets selected in a partition; last None means no bound."""
         return _bound(self.from_offsets, topic, partition, 0), _bound(self.to_offsets, topic, partition, None)
 
+    def after(self, topic: str, partition: int, offset: int | None) -> "Selection":
+        """This selection without a partition's source offsets up to `offset` (those restored before)."""
+        if offset is None:
+            return self
+        first, _ = self.bounds(topic, partition)
+        where = f"{topic}:{partition}"
+        bounds = dict(self.from_offsets) | {where: max(first, offset + 1)}
+        return Selection(self.until_ms, self.until_mode, tuple(sorted(bounds.items())), self.to_offsets)
+
     def to_json(self) -> dict:
         """Stored with the restore state, so a resumed restore selects the same records."""
         return {

@@ -1,0 +1,299 @@
+"""`restore --follow`: a warm standby that keeps restoring what lands in the archive.
+
+A follow is one restore (one restore id) run in rounds. Each round plans from the archive's
+current state and restores only what earlier rounds did not: it starts every partition after
+the offset map the restore saved (plan_restore(continue_saved=True)), so a round reads only
+new objects and counts only what the target got since that map. The map is saved after the
+round's producers flushed, so a run killed at any point and started again with the same
+--restore-id finds the target holding a prefix of the round it was in, counts it and goes on:
+nothing twice, nothing lost (the same guard as any resumed restore).
+
+Between rounds the follower waits `poll_interval_s`, then asks the archive whether anything is
+new with one request (topicvault: does the next commit record exist; a peer archive: one
+listing, compared with the objects of the last round). A stop request is seen while waiting
+and after a round; the running round always finishes, so its state is saved.
+
+Topic configs: the first round of a run applies the saved configs once its data is in, like a
+one-shot restore, so the standby looks like its source (later rounds leave them alone).
+Consumer groups (`groups`): after each round the saved offsets are translated through the whole
+map and committed, so a group never points past what the standby holds; a group with members on
+the target (the standby is in use) is left alone and named.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..core.checkpoints import read_forward
+from ..core.cluster import check_group_inactive, commit_group_offsets
+from ..core.commits import BackupState, CommitRecord, PartitionState, commit_key
+from ..core.errors import ObjectNotFound, TopicvaultError
+from .object_reader import SkippedObject
+from .offset_map import OffsetMap, continued
+from .peer_layout import peer_state
+from .restore import RestoreJob, RestorePlan, RestoreResult, plan_restore, run_restore
+from .restore_state import load_restore_state
+from .selection import Selection
+
+DEFAULT_POLL_INTERVAL_S = 10.0
+
+
+@dataclass(frozen=True)
+class StandbyRequest:
+    """What to keep restoring, as a one-shot restore takes it, and how often to look for more."""
+
+    topics: tuple[str, ...] = ()
+    renames: Mapping[str, str] = field(default_factory=dict)
+    restore_id: str | None = None
+    selection: Selection = Selection()
+    allow_nonempty: bool = False
+    create_missing: bool = True
+    apply_configs: bool = True
+    groups: bool = False  # commit translated consumer-group offsets after every round
+    only_groups: tuple[str, ...] = ()  # with groups: these groups only (empty: every saved group)
+    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+
+
+def check_follow_options(selection: Selection, poll_interval_s: float, dry_run: bool) -> None:
+    """Refuse options a standby cannot honour, before anything is read or written."""
+    if poll_interval_s <= 0:
+        raise TopicvaultError(f"bad --poll-interval {poll_interval_s:g}: give a positive number of seconds")
+    if selection.until_ms is not None:
+        raise TopicvaultError("--until restores the archive as of a past moment, --follow keeps restoring what "
+                              "lands: drop one of them")
+    if dry_run:
+        raise TopicvaultError("--dry-run shows one plan and --follow runs until stopped: drop --follow to see the plan")
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """How far one partition of the standby is behind the archive, in source offsets."""
+
+    source_topic: str
+    partition: int
+    target_topic: str
+    archive_end: int  # the offset after the newest record the archive holds
+    restored_end: int  # the offset after the newest record restored (or left out as unreadable)
+
+    @property
+    def behind(self) -> int:
+        return max(0, self.archive_end - self.restored_end)
+
+
+@dataclass(frozen=True)
+class FollowRound:
+    """What one round restored, and where the standby stands after it."""
+
+    number: int
+    restore_id: str
+    produced: int
+    already_present: int  # found in the target when the round started (a restart resumed them)
+    bytes: int
+    elapsed_s: float
+    lag: tuple[PartitionLag, ...]
+    archive_sequence: int  # the newest commit restored (topicvault archives; 0 for a peer's)
+    commit_age_s: float | None  # how long ago that commit was written: how stale the standby is
+    newest_sequence: int = 0  # the archive's newest commit when the round ended (later ones: the next round's)
+    skipped: tuple[SkippedObject, ...] = ()
+    groups_committed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def behind_by_topic(self) -> dict[str, int]:
+        """Source offsets not yet restored, per target topic."""
+        behind: dict[str, int] = {}
+        for lag in self.lag:
+            behind[lag.target_topic] = behind.get(lag.target_topic, 0) + lag.behind
+        return behind
+
+    def line(self) -> str:
+        """One human-readable line."""
+        topics = "; ".join(
+            f"{t}: archive offset {sum(x.archive_end for x in self.lag if x.target_topic == t):,} restored "
+            f"{sum(x.restored_end for x in self.lag if x.target_topic == t):,} ({n:,} behind)"
+            for t, n in sorted(self.behind_by_topic().items()))
+        as_of = ""
+        if self.archive_sequence:
+            age = f", written {self.commit_age_s:.1f} s ago" if self.commit_age_s is not None else ""
+            newer = self.newest_sequence - self.archive_sequence
+            as_of = f"; as of commit {self.archive_sequence}{age}" + (f" ({newer} newer to restore)" if newer > 0 else "")
+        resumed = f" ({self.already_present:,} already there)" if self.already_present else ""
+        who = f" of restore {self.restore_id}" if self.number == 1 else ""
+        return (f"round {self.number}{who}: restored {self.produced:,} records{resumed} in {self.elapsed_s:.1f} s; "
+                f"{topics or 'nothing to restore yet'}{as_of}")
+
+    def to_json(self) -> dict:
+        """For `--json`: one object per round."""
+        return {
+            "round": self.number, "restore_id": self.restore_id, "produced": self.produced,
+            "already_present": self.already_present, "bytes": self.bytes, "elapsed_s": round(self.elapsed_s, 3),
+            "archive_sequence": self.archive_sequence, "newest_sequence": self.newest_sequence,
+            "commit_age_s": None if self.commit_age_s is None else round(self.commit_age_s, 3),
+            "behind": self.behind_by_topic(),
+            "partitions": [{"source_topic": x.source_topic, "target_topic": x.target_topic,
+                            "partition": x.partition, "archive_end": x.archive_end, "restored_end": x.restored_end,
+                            "behind": x.behind} for x in self.lag],
+            "skipped": [vars(s) for s in self.skipped], "groups": list(self.groups_committed),
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class FollowSummary:
+    """What a follow run did until it was stopped."""
+
+    restore_id: str
+    rounds: int
+    produced: int
+    skipped: tuple[SkippedObject, ...]
+
+
+def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: threading.Event,
+                   report: Callable[[FollowRound], None]) -> FollowSummary:
+    """Restore what the archive holds, then what lands in it, until `stop` is set.
+
+    Each finished round is passed to `report`. Resumable like any restore: run again with the
+    same restore id after a kill and it continues exactly once.
+    """
+    topics = request.topics
+    if not topics and request.restore_id:
+        # A restarted standby follows the topics it started with, even if the archive has more now.
+        saved = load_restore_state(job.restore_records(), request.restore_id)
+        topics = tuple(saved.topic_map) if saved is not None else ()
+    restore_id, number, produced, skipped = request.restore_id, 0, 0, []
+    committed_groups: dict[str, dict] = {}
+    seen: set[str] | None = None  # a peer archive's objects at the last round (None: no round in this run yet)
+    while True:
+        plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
+                            request.create_missing, request.selection, request.apply_configs, continue_saved=True)
+        restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
+        late = late_peer_objects(plan, seen) if seen is not None and plan.layout != "topicvault" else []
+        seen = {o.key for ps in plan.archive.partitions.values() for o in ps.objects}
+        result = run_restore(spark, job, plan, configure=number == 0)
+        number += 1
+        group_notes: list[str] = []
+        moved: list[str] = []
+        if request.groups:
+            moved, group_notes = _commit_groups(job, restore_id, request.only_groups, committed_groups)
+        this_round = _round(job, plan, result, number, tuple(moved), tuple(late + group_notes))
+        produced += this_round.produced
+        skipped.extend(this_round.skipped)
+        report(this_round)
+        if stop.is_set() or not _wait_for_news(job, plan, request.poll_interval_s, stop):
+            return FollowSummary(restore_id, number, produced, tuple(skipped))
+
+
+def late_peer_objects(plan: RestorePlan, seen: set[str]) -> list[str]:
+    """Notes naming peer objects new since the last round whose name's offset is at or before what
+    was restored: a standby restores a partition in offset order, so it does not read them."""
+    notes = []
+    for (source, partition), ps in sorted(plan.archive.partitions.items()):
+        done = plan.restored.get((source, partition))
+        through = done.last_source_offset if done is not None else None
+        if source not in plan.topic_map or through is None:
+            continue
+        for entry in ps.objects:
+            if entry.key not in seen and entry.first_offset <= through:
+                notes.append(f"{source}[{partition}]: object {entry.key} appeared after offsets up to {through} were "
+                             "restored, so it is not read: a re-delivery by the sink holds nothing new; if it holds "
+                             "records the standby lacks, restore them with a new --restore-id")
+    return notes
+
+
+def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: int, groups: tuple[str, ...],
+           group_notes: tuple[str, ...]) -> FollowRound:
+    maps = continued(plan.restored, [r.offset_map for r in result.results])
+    notes = tuple(plan.notes if number == 1 else ()) + tuple(
+        line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()) + group_notes
+    sequence, archive = 0, plan.archive
+    if plan.layout == "topicvault":
+        # Commits that landed while the round ran: what the standby is behind by now.
+        sequence, archive = plan.archive.last_sequence, _with_newer_commits(job, plan.archive)
+    return FollowRound(
+        number, plan.restore_id, result.produced, sum(r.already_present for r in result.results), result.bytes,
+        result.elapsed_s, tuple(standby_lag(archive, plan.topic_map, maps)), sequence, _commit_age_s(job, sequence),
+        newest_sequence=archive.last_sequence, skipped=tuple(result.skipped), groups_committed=groups, notes=notes,
+    )
+
+
+def _with_newer_commits(job: RestoreJob, archive: BackupState) -> BackupState:
+    """The partitions of `archive` with the objects of the commits after it (one listing, one GET each);
+    `archive` itself is left as it is."""
+    newer = BackupState(archive.last_sequence, {
+        where: PartitionState(ps.topic, ps.partition, ps.start, ps.end, ps.objects[-1:])
+        for where, ps in archive.partitions.items()})
+    return read_forward(job.open_store(), newer)
+
+
+def standby_lag(archive: BackupState, topic_map: Mapping[str, str], maps: list[OffsetMap]) -> list[PartitionLag]:
+    """Per restored partition: the archive's newest offset against the newest restored one."""
+    restored = {(m.source_topic, m.partition): m.last_source_offset for m in maps}
+    lags = []
+    for (source, partition), ps in sorted(archive.partitions.items()):
+        if source not in topic_map:
+            continue
+        # A peer's entries carry the offset in the object's name (first or last of the object).
+        if not ps.objects:
+            continue
+        done = restored.get((source, partition))
+        lags.append(PartitionLag(source, partition, topic_map[source], max(o.last_offset for o in ps.objects) + 1,
+                                 0 if done is None else done + 1))
+    return lags
+
+
+def _commit_age_s(job: RestoreJob, sequence: int) -> float | None:
+    if not sequence:
+        return None
+    try:
+        record = CommitRecord.from_json(job.open_store().get(commit_key(sequence)), commit_key(sequence))
+    except ObjectNotFound:
+        return None
+    return max(0.0, time.time() - record.created_ms / 1000)
+
+
+def _wait_for_news(job: RestoreJob, plan: RestorePlan, interval_s: float, stop: threading.Event) -> bool:
+    """Wait until the archive holds something the plan did not (True) or `stop` is set (False)."""
+    store = job.open_store()
+    if plan.layout == "topicvault":
+        next_commit = commit_key(plan.archive.last_sequence + 1)
+
+        def news() -> bool:
+            return store.head(next_commit) is not None  # one request per poll
+    else:
+        known = {o.key for ps in plan.archive.partitions.values() for o in ps.objects}
+
+        def news() -> bool:
+            state, _ = peer_state(store, plan.layout, job.key_template)  # one listing per poll
+            return any(o.key not in known for ps in state.partitions.values() for o in ps.objects)
+    while not stop.wait(interval_s):
+        if news():
+            return True
+    return False
+
+
+def _commit_groups(job: RestoreJob, restore_id: str, only: tuple[str, ...],
+                   committed: dict[str, dict]) -> tuple[list[str], list[str]]:
+    """Commit each saved group's translated offsets that moved since the last round; returns the
+    groups moved and notes (groups active on the target are left alone)."""
+    from .groups import translate_groups  # groups imports restore: loaded when groups are followed
+
+    positions: dict[str, dict] = {}
+    for offset in translate_groups(job, restore_id):
+        if not only or offset.group in only:
+            positions.setdefault(offset.group, {})[(offset.target_topic, offset.partition)] = offset.target_offset
+    moved, notes = [], []
+    for group, offsets in sorted(positions.items()):
+        if committed.get(group) == offsets:
+            continue
+        try:
+            check_group_inactive(job.kafka, group)
+        except TopicvaultError as exc:
+            notes.append(f"{exc}; its offsets are not moved while it is active")
+            continue
+        commit_group_offsets(job.kafka, group, offsets)
+        committed[group] = offsets
+        moved.append(group)
+    return moved, notes

@@ -1,0 +1,409 @@
+"""Issue #19 item 4: `restore --follow`, a warm standby that restores what lands in the archive, exactly once."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from clitools import assert_one_line_error, run_cli
+from kafkatools import consume_all, produce_records
+from nasty import nasty_records
+from test_cluster_state import commit_offsets, committed
+from test_peer_layouts import FIELDS, aiven_csv
+from topicvault.core.commits import BackupState, ObjectEntry, PartitionState
+from topicvault.core.envelope import Record
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.kafka import KafkaSettings
+from topicvault.formats.peers import PeerOptions
+from topicvault.sink.backup import BackupJob, plan, run_backup
+from topicvault.source.follow import (
+    FollowRound,
+    PartitionLag,
+    StandbyRequest,
+    check_follow_options,
+    follow_restore,
+    standby_lag,
+)
+from topicvault.source.offset_map import OffsetMap, continued
+from topicvault.source.restore import RestoreJob, plan_restore, restore_group
+from topicvault.source.selection import Selection
+
+CLI = str(Path(sys.executable).with_name("topicvault"))
+BASE = 1_700_000_000_000
+
+
+def exact(records) -> list[tuple]:
+    """Everything a restore must keep, offsets included (the standby topics here start empty)."""
+    return [(r.offset, r.key, r.value, r.headers, r.timestamp_ms, r.timestamp_type) for r in records]
+
+
+def wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+class Standby:
+    """follow_restore in a thread of this process (sharing the test session's Spark), stopped by an event."""
+
+    def __init__(self, spark, job: RestoreJob, request: StandbyRequest) -> None:
+        self.rounds: list[FollowRound] = []
+        self.stop = threading.Event()
+        self.failure: BaseException | None = None
+        self.summary = None
+
+        def run() -> None:
+            try:
+                self.summary = follow_restore(spark, job, request, self.stop, self.rounds.append)
+            except BaseException as exc:  # noqa: BLE001 — handed to the test thread
+                self.failure = exc
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def wait_rounds(self, count: int, timeout_s: float = 180) -> FollowRound:
+        wait_for(lambda: len(self.rounds) >= count or self.failure is not None or not self.thread.is_alive(),
+                 timeout_s, f"round {count}")
+        if self.failure is not None:
+            raise self.failure
+        assert len(self.rounds) >= count, "the standby ended early"
+        return self.rounds[count - 1]
+
+    def finish(self, timeout_s: float = 180):
+        self.stop.set()
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), "the standby did not stop"
+        if self.failure is not None:
+            raise self.failure
+        return self.summary
+
+
+# --- pure logic ----------------------------------------------------------------------------------------------
+
+
+def test_offset_maps_of_rounds_join_into_the_whole_map():
+    first = OffsetMap("s", 0, "t", 5)
+    first.ranges = [(0, 5, 10)]
+    second = OffsetMap("s", 0, "t", 15, [(10, 15, 5), (20, 20, 3)])
+    joined = first.followed_by(second)
+    assert joined.ranges == [(0, 5, 15), (20, 20, 3)]
+    assert joined.target_end == 23 and joined.last_source_offset == 22
+    assert joined.translate(12) == 17 and joined.translate(17) == 20
+
+    holed = OffsetMap("s", 0, "t", 23)
+    holed.add_hole(23, 40)
+    assert joined.followed_by(holed).last_source_offset == 40  # a left-out object counts as passed
+    assert OffsetMap("s", 0, "t", 0).last_source_offset is None
+    with pytest.raises(ValueError, match="does not follow"):
+        joined.followed_by(OffsetMap("s", 0, "t", 99))
+    other = OffsetMap("s", 1, "t", 0, [(0, 0, 1)])
+    merged = continued({("s", 0): first}, [second, other])
+    assert [(m.partition, m.ranges) for m in merged] == [(0, [(0, 5, 15), (20, 20, 3)]), (1, [(0, 0, 1)])]
+
+
+def test_selection_after_a_restored_offset_keeps_the_users_bounds():
+    selection = Selection(from_offsets=(("*", 50),), to_offsets=(("s:0", 90),))
+    assert selection.after("s", 0, None) == selection
+    assert selection.after("s", 0, 10).bounds("s", 0) == (50, 90)  # the user's first offset is later
+    assert selection.after("s", 0, 60).bounds("s", 0) == (61, 90)
+    assert selection.after("s", 0, 60).bounds("s", 1) == (50, None)  # other partitions unchanged
+    entries = [ObjectEntry(f"o{i}", "s", 0, i * 10, i * 10 + 9, 10, 1, 0, 0, "") for i in range(10)]
+    assert [e.first_offset for e in selection.after("s", 0, 69).objects("s", 0, entries)] == [70, 80, 90]
+
+
+def test_follow_refuses_options_it_cannot_honour():
+    with pytest.raises(TopicvaultError, match="--until restores the archive as of a past moment"):
+        check_follow_options(Selection(until_ms=BASE), 10, False)
+    with pytest.raises(TopicvaultError, match="drop --follow to see the plan"):
+        check_follow_options(Selection(), 10, True)
+    with pytest.raises(TopicvaultError, match="bad --poll-interval 0"):
+        check_follow_options(Selection(), 0, False)
+    check_follow_options(Selection(from_offsets=(("*", 5),)), 0.5, False)
+
+
+def test_follow_flags_are_one_line_errors_before_anything_runs(tmp_path):
+    for extra, needle in ((["--follow", "--until", str(BASE)], "--until"), (["--poll-interval", "5"], "--follow"),
+                          (["--follow", "--dry-run"], "--dry-run"), (["--follow", "--poll-interval", "-1"],
+                                                                      "--poll-interval")):
+        out = run_cli("restore", "--from", str(tmp_path / "none"), "-b", "127.0.0.1:1", *extra, expect_exit=1)
+        assert_one_line_error(out, needle)
+    assert not (tmp_path / "none").exists()
+
+
+def test_lag_compares_the_archives_newest_offset_with_the_restored_one():
+    archive = BackupState(partitions={
+        ("s", 0): PartitionState("s", 0, 0, 30, [ObjectEntry("a", "s", 0, 0, 19, 20, 1, 0, 0, ""),
+                                                 ObjectEntry("b", "s", 0, 20, 28, 9, 1, 0, 0, "")]),
+        ("s", 1): PartitionState("s", 1, 0, 5, [ObjectEntry("c", "s", 1, 0, 4, 5, 1, 0, 0, "")]),
+        ("x", 0): PartitionState("x", 0, 0, 5, [ObjectEntry("d", "x", 0, 0, 4, 5, 1, 0, 0, "")]),
+    })
+    done = OffsetMap("s", 0, "t", 0, [(0, 0, 20)])
+    lags = standby_lag(archive, {"s": "t"}, [done])
+    assert lags == [PartitionLag("s", 0, "t", 29, 20), PartitionLag("s", 1, "t", 5, 0)]
+    finished = FollowRound(2, "r1", 20, 0, 100, 1.5, tuple(lags), 7, 3.25)
+    assert finished.behind_by_topic() == {"t": 14}
+    assert "14 behind" in finished.line() and "commit 7, written 3.2 s ago" in finished.line()
+    assert json.loads(json.dumps(finished.to_json()))["behind"] == {"t": 14}
+
+
+# --- against the broker -------------------------------------------------------------------------------------
+
+
+def backup_now(spark, bootstrap: str, location: str, topic: str) -> None:
+    job = BackupJob(KafkaSettings.of(bootstrap), location)
+    backup_plan = plan(job, [topic])
+    assert backup_plan.has_work
+    run_backup(spark, job, backup_plan)
+
+
+def batch(topic: str, partitions: int, count: int, seed: int) -> list[Record]:
+    return nasty_records(topic, partitions, count, seed=seed, big_values=0)
+
+
+def test_standby_restores_each_new_commit_once_and_a_restart_after_a_kill_neither_duplicates_nor_loses(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(2, prefix="standby")
+    target = f"{topic}-standby"
+    location = str(tmp_path / "archive")
+    # Partition 1 is empty when the standby starts: it gets a saved start all the same.
+    produce_records(bootstrap, topic, [r for r in batch(topic, 2, 300, 1) if r.partition == 0])
+    backup_now(spark, bootstrap, location, topic)
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    request = StandbyRequest(renames={topic: target}, restore_id="standby-1", poll_interval_s=0.3)
+
+    standby = Standby(spark, job, request)
+    first = standby.wait_rounds(1)
+    assert (first.produced, first.archive_sequence) == (300, 1)
+    for sequence, seed in ((2, 2), (3, 3)):
+        produce_records(bootstrap, topic, batch(topic, 2, 150, seed))
+        backup_now(spark, bootstrap, location, topic)
+        done = standby.wait_rounds(sequence)
+        # Each round reads only what the new commit added.
+        assert (done.produced, done.already_present, done.archive_sequence) == (300, 0, sequence)
+        assert done.behind_by_topic() == {target: 0}
+    time.sleep(1.5)  # idle polls (five here) find nothing new and start no round
+    summary = standby.finish()
+    assert (summary.rounds, summary.produced, len(standby.rounds)) == (3, 900, 3)
+    assert {p: exact(r) for p, r in consume_all(bootstrap, target).items()} == \
+           {p: exact(r) for p, r in consume_all(bootstrap, topic).items()}
+
+    # A run killed after its producers flushed but before it saved its offset map: its round's records are in
+    # the target, the saved map ends before them.
+    produce_records(bootstrap, topic, batch(topic, 2, 100, 4))
+    backup_now(spark, bootstrap, location, topic)
+    killed = plan_restore(job, [topic], {topic: target}, "standby-1", continue_saved=True)
+    assert sum(t.records for t in killed.tasks) == 200
+    assert {t.partition: t.target_start for t in killed.tasks} == {0: 600, 1: 300}
+    restore_group(job, killed.tasks)
+    produce_records(bootstrap, topic, batch(topic, 2, 50, 5))
+    backup_now(spark, bootstrap, location, topic)
+
+    restarted = Standby(spark, job, request)
+    resumed = restarted.wait_rounds(1)
+    assert (resumed.already_present, resumed.produced, resumed.archive_sequence) == (200, 100, 5)
+    restarted.finish()
+    restored, source = consume_all(bootstrap, target), consume_all(bootstrap, topic)
+    assert {p: exact(r) for p, r in restored.items()} == {p: exact(r) for p, r in source.items()}
+    assert sum(map(len, restored.values())) == 1200
+
+
+def test_restarted_standby_continues_after_the_standbys_retention_deleted_its_old_records(
+        bootstrap, broker_kind, spark, topic_factory, tmp_path, request):
+    if broker_kind != "external":
+        # tansu has no DeleteRecords (and no retention), so a standby's log start never moves;
+        # runs for real with TOPICVAULT_TEST_BOOTSTRAP.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu does not implement DeleteRecords"))
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = topic_factory(1, prefix="standby-retention")
+    target = f"{topic}-standby"
+    location = str(tmp_path / "archive")
+    produce_records(bootstrap, topic, batch(topic, 1, 200, 1))
+    backup_now(spark, bootstrap, location, topic)
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    request_ = StandbyRequest(renames={topic: target}, restore_id="retention", poll_interval_s=0.3)
+    standby = Standby(spark, job, request_)
+    standby.wait_rounds(1)
+    standby.finish()
+    # The standby's own retention (or an operator) deletes its oldest records while it is down.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    list(admin.delete_records([TopicPartition(target, 0, 150)]).values())[0].result(30)
+    produce_records(bootstrap, topic, batch(topic, 1, 100, 2))
+    backup_now(spark, bootstrap, location, topic)
+
+    restarted = Standby(spark, job, request_)
+    assert restarted.wait_rounds(1).produced == 100  # counted from the saved map's end (200), not from 0
+    restarted.finish()
+    source = consume_all(bootstrap, topic)[0]
+    assert exact(consume_all(bootstrap, target)[0]) == exact(source[150:])
+
+
+def test_standby_moves_group_positions_each_round_never_past_the_restored_records(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="standby-groups")
+    target = f"{topic}-standby"
+    location = str(tmp_path / "archive")
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    produce_records(bootstrap, topic, batch(topic, 1, 100, 1))
+    commit_offsets(bootstrap, group, {(topic, 0): 60})
+    backup_now(spark, bootstrap, location, topic)
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    # Offsets up to 149 only: the group's later position lies past what the standby holds.
+    request = StandbyRequest(renames={topic: target}, restore_id="groups", poll_interval_s=0.3, groups=True,
+                             only_groups=(group,), selection=Selection(to_offsets=(("*", 149),)))
+    standby = Standby(spark, job, request)
+    assert standby.wait_rounds(1).groups_committed == (group,)
+    assert committed(bootstrap, group, target, 1) == {0: 60}
+    produce_records(bootstrap, topic, batch(topic, 1, 100, 2))
+    commit_offsets(bootstrap, group, {(topic, 0): 180})
+    backup_now(spark, bootstrap, location, topic)
+    moved = standby.wait_rounds(2)
+    assert (moved.produced, moved.groups_committed) == (50, (group,))
+    assert committed(bootstrap, group, target, 1) == {0: 150}  # the restored end, not 180
+    standby.finish()
+
+
+def test_standby_of_a_peer_archive_restores_new_objects_in_offset_order(bootstrap, spark, tmp_path):
+    topic = f"peer-follow-{os.getpid()}-{int(time.time())}"
+    target = f"{topic}-standby"
+    archive = tmp_path / "aiven"
+    archive.mkdir()
+    rows = {p: [Record(topic, p, 100 + i, b"k%d" % i, b"v%d-%d" % (p, i), BASE + i, 0, (("h", b"%d" % i),))
+                for i in range(40)] for p in (0, 1)}
+
+    def land(p: int, first: int, last: int) -> None:  # an Aiven csv object of offsets 100+first..100+last
+        chunk = rows[p][first:last + 1]
+        (archive / f"{topic}-{p}-{chunk[0].offset}.gz").write_bytes(gzip.compress(aiven_csv(chunk)))
+
+    for p in (0, 1):
+        land(p, 0, 9)
+        land(p, 10, 19)
+    job = RestoreJob(KafkaSettings.of(bootstrap), str(archive), layout="aiven",
+                     peer_options=PeerOptions(tuple(FIELDS.split(","))))
+    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="peer-1", poll_interval_s=0.3))
+    assert standby.wait_rounds(1).produced == 40
+    land(0, 20, 29)
+    land(1, 20, 24)
+    assert standby.wait_rounds(2).produced == 15
+    late = f"{topic}-1-{rows[1][22].offset}.gz"  # named inside what was restored: the standby names it
+    (archive / late).write_bytes(gzip.compress(aiven_csv(rows[1][22:25])))
+    assert any(late in note for note in standby.wait_rounds(3).notes)
+    land(1, 25, 39)
+    land(0, 30, 39)
+    wait_for(lambda: sum(r.produced for r in standby.rounds) == 80 or standby.failure is not None, 180,
+             "the last objects to be restored")
+    standby.finish()
+    assert sum(r.produced for r in standby.rounds) == 80
+    restored = consume_all(bootstrap, target)
+    for p in (0, 1):
+        assert [(r.key, r.value, r.headers, r.timestamp_ms) for r in restored[p]] == \
+               [(r.key, r.value, r.headers, r.timestamp_ms) for r in rows[p]]
+
+
+# --- the issue's end to end: two followers, each killed once, both stopped by SIGTERM ----------------------
+
+
+def start_cli(args: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([CLI, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True)
+
+
+def json_rounds(log: Path) -> list[dict]:
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue
+    return found
+
+
+def test_backup_follow_beside_restore_follow_keeps_an_identical_standby_across_kills(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(2, prefix="warm")
+    target = f"{topic}-standby"
+    location = str(tmp_path / "archive")
+    backup_log, restore_log = tmp_path / "backup.log", tmp_path / "restore.log"
+    backup_args = ["backup", "--follow", "-b", bootstrap, "--to", location, "-t", topic, "--flush-interval", "1",
+                   "--max-records", "200", "--master", "local[1]"]
+    restore_args = ["restore", "--follow", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
+                    "--restore-id", "warm", "--poll-interval", "0.5", "--json", "--master", "local[1]"]
+    done = threading.Event()
+    produced = [0]
+
+    def produce_continuously() -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        i = 0
+        while not done.is_set():
+            for partition in (0, 1):
+                producer.produce(topic, b"v%d" % i, None if i % 5 == 0 else b"k%d" % (i % 7), partition=partition,
+                                 timestamp=BASE + i, headers=[("n", b"%d" % i), ("n", None)])
+            i += 1
+            if i % 20 == 0:  # about 200 records a second per partition
+                producer.flush(30)
+                time.sleep(0.1)
+        producer.flush(30)
+        produced[0] = i
+
+    producer_thread = threading.Thread(target=produce_continuously, daemon=True)
+    processes: list[subprocess.Popen] = []
+    try:
+        producer_thread.start()
+        processes.append(start_cli(backup_args, backup_log))
+        # A standby of a location that holds no backup yet is refused like any restore of it: start it after
+        # the first commit.
+        wait_for(lambda: (Path(location) / "_topicvault" / "commits").is_dir(), 240, "the first commit")
+        processes.append(start_cli(restore_args, restore_log))
+        wait_for(lambda: sum(r["produced"] for r in json_rounds(restore_log)) > 0, 240, "the standby's first records")
+        os.killpg(processes[1].pid, signal.SIGKILL)  # driver, JVM and workers at once
+        assert processes[1].wait(30) == -9
+        os.killpg(processes[0].pid, signal.SIGKILL)
+        assert processes[0].wait(30) == -9
+        processes.append(start_cli(backup_args, backup_log))
+        processes.append(start_cli(restore_args, restore_log))
+        rounds_before = len(json_rounds(restore_log))
+        wait_for(lambda: len(json_rounds(restore_log)) >= rounds_before + 2, 240, "rounds of the restarted standby")
+        done.set()
+        producer_thread.join(60)
+        # tansu: end each partition with a single-record batch so its high watermark is the true end.
+        produce_records(bootstrap, topic, [Record(topic, p, 0, b"end", b"end", BASE, 0, ()) for p in (0, 1)])
+        source = consume_all(bootstrap, topic)
+        ends = {p: records[-1].offset + 1 for p, records in source.items()}
+
+        def caught_up() -> bool:
+            last = json_rounds(restore_log)[-1:]
+            return bool(last) and all(
+                any(x["partition"] == p and x["restored_end"] == end for x in last[0]["partitions"])
+                for p, end in ends.items())
+
+        wait_for(caught_up, 240, "the standby to restore the source's last records")
+        # SIGTERM to the topicvault processes only: a signal to the group would stop Spark's JVM too.
+        os.kill(processes[2].pid, signal.SIGTERM)
+        os.kill(processes[3].pid, signal.SIGTERM)
+        assert processes[2].wait(120) == 0, backup_log.read_text()[-3000:]
+        assert processes[3].wait(120) == 0, restore_log.read_text()[-3000:]
+    finally:
+        done.set()
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(30)
+    assert produced[0] > 100
+    restored = consume_all(bootstrap, target)
+    assert {p: exact(r) for p, r in restored.items()} == {p: exact(r) for p, r in source.items()}
+    assert "stopped:" in restore_log.read_text()
