@@ -14,8 +14,8 @@ import typer
 
 from . import __version__
 from .core.errors import TopicvaultError
+from .core.report import SUMMARY_COLUMNS, iso, listing, table, to_json, topic_summary
 from .formats.peers import PEERS, PeerOptions
-from .report import SUMMARY_COLUMNS, iso, listing, table, to_json, topic_summary
 
 app = typer.Typer(
     add_completion=False,
@@ -255,6 +255,7 @@ def _time_partitioned_template(unit: str, key_template: Optional[str]) -> str:
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
             max_records_per_trigger: Optional[int], master: Optional[str]) -> None:
     from .core.spark import get_spark
+    from .datasources import register
     from .sink.follow import run_follow
 
     stop_requested = []
@@ -265,6 +266,7 @@ def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval:
         stop_requested.append(signum)
 
     spark = get_spark(master)
+    register(spark)  # the stream runs through topicvault's data sources
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     typer.echo(f"following {', '.join(topics) or topics_regex} into {job.store_uri} "
@@ -455,8 +457,8 @@ def list_backup(
     as_json: bool = typer.Option(False, "--json", help="Print the listing as JSON."),
 ) -> None:
     """List what a backup location holds, from its commit records."""
-    from .core.commits import load_state
-    from .core.store import open_store
+    from .core.checkpoints import load_state
+    from .core.locations import open_store
 
     settings = _settings(config, None, store, None, [], uri, store_option)
     location = _uri_of(settings, "URI")
@@ -502,8 +504,8 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Check every committed object (checksum, count, offsets); optionally compare with the live topics."""
-    from .core.store import open_store
-    from .verify import verify_backup
+    from .core.locations import open_store
+    from .source.verify import verify_backup
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option, encryption_key)
     kafka = _kafka_of(settings) if settings.bootstrap_servers else None
@@ -545,8 +547,8 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per record (bytes as base64)."),
 ) -> None:
     """Print records of one object or of a topic(-partition) of a backup, like a console consumer."""
-    from .core.store import open_store
-    from .inspection import json_line, records_of_object, records_of_topic, text_line
+    from .core.locations import open_store
+    from .source.inspect import json_line, records_of_object, records_of_topic, text_line
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     location = open_store(_uri_of(settings, "URI"), settings.store_options)
@@ -598,7 +600,7 @@ def demo(
     master: Optional[str] = MASTER,
 ) -> None:
     """Embedded broker + local directory: back up a topic, restore it under a new name, compare."""
-    from .demo import run_demo
+    from .source.demo import run_demo
 
     if not run_demo(records, directory, master, typer.echo):
         raise typer.Exit(1)

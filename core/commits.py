@@ -285,14 +285,6 @@ def load_commits(store: ObjectStore) -> list[tuple[str, CommitRecord]]:
     return records
 
 
-def load_state(store: ObjectStore) -> BackupState:
-    """The location's state: its newest checkpoint plus the commit records after it
-    (core.checkpoints), or the fold of every commit record where no checkpoint is usable."""
-    from .checkpoints import read_state  # checkpoints build on this module
-
-    return read_state(store)
-
-
 def fold_commits(store: ObjectStore) -> BackupState:
     """Fold every commit record of the location into one state (no checkpoint used)."""
     state = BackupState()

@@ -10,16 +10,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..core.checkpoints import commit_with_checkpoint
+from ..core.checkpoints import commit_with_checkpoint, load_state
 from ..core.cluster import group_offsets, topic_settings
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, load_state
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
+from ..core.locations import open_store
 from ..core.progress import counted
 from ..core.spark import run_tasks
-from ..core.store import open_store
 from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges

@@ -15,8 +15,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from ..core.checkpoints import read_forward
-from ..core.commits import load_state
+from ..core.checkpoints import load_state, read_forward
 from ..core.errors import TopicvaultError
 from .backup import BackupJob, commit_backup, plan
 
@@ -51,9 +50,11 @@ def run_follow(
     should_stop: Callable[[], bool],
     report: Callable[[str], None],
 ) -> FollowResult:
-    """Back up continuously until `should_stop()`; then finish the running micro-batch and return."""
-    from ..datasources import register
+    """Back up continuously until `should_stop()`; then finish the running micro-batch and return.
 
+    `spark` must have topicvault's data sources registered (topicvault.datasources.register):
+    the stream runs through them.
+    """
     if flush_interval_s <= 0:
         raise TopicvaultError("--flush-interval must be positive (seconds)")
     # Plan once as a one-shot backup would: unknown topics, a recreated topic and offsets lost
@@ -66,7 +67,6 @@ def run_follow(
         # no task runs, so the only ranges committed are the lost ones (the stream starts after them).
         key = commit_backup(job, replace(start_plan, tasks=[]))
         report(f"saved topic settings, consumer-group offsets and lost offsets: committed {key}")
-    register(spark)
     common = _options(job)
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)
     # A micro-batch over hundreds of partitions runs about one task per core (see group_ranges).

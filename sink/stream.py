@@ -18,20 +18,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from ..core.checkpoints import load_state
 from ..core.cluster import group_offsets
-from ..core.commits import BackupState, check_topic_ids, load_state
+from ..core.commits import BackupState, check_topic_ids
 from ..core.errors import TopicvaultError
 from ..core.kafka import list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
-from ..core.store import open_store
-from .datasource import (
-    ObjectsWritten,
-    ObjectWriter,
-    commit_written,
-    kafka_settings_from_options,
-    lowercase_keys,
-    positive_option,
-    store_options_from,
-)
+from ..core.locations import open_store
+from ..core.options import kafka_settings_from_options, lowercase_keys, positive_option, store_options_from
+from .datasource import ObjectsWritten, ObjectWriter, commit_written
 from .kafka_reader import OffsetRange, read_whole_ranges
 from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges
 

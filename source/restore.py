@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Iterator
 
+from ..core.checkpoints import load_state
 from ..core.cluster import (
     TopicSettings,
     apply_topic_configs,
@@ -16,7 +17,7 @@ from ..core.cluster import (
     loading_configs,
     retention_ms,
 )
-from ..core.commits import BackupState, ObjectEntry, load_state
+from ..core.commits import BackupState, ObjectEntry
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
@@ -27,9 +28,9 @@ from ..core.kafka import (
     metadata_consumer,
     watermarks,
 )
+from ..core.locations import open_store
 from ..core.progress import counted
 from ..core.spark import check_no_speculation, run_tasks
-from ..core.store import open_store
 from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import SkippedObject, check_keys_open, read_partition

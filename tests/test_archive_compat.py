@@ -14,10 +14,10 @@ import uuid
 from pathlib import Path
 
 from kafkatools import consume_all
-from topicvault.core.commits import load_state
+from topicvault.core.checkpoints import load_state
 from topicvault.core.envelope import Record, batch_to_records
 from topicvault.core.kafka import KafkaSettings
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.source.object_reader import read_partition
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 

@@ -15,11 +15,12 @@ from clitools import assert_one_line_error, run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafkatools import consume_all, create_topic, produce_records
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, load_state
+from topicvault.core.checkpoints import load_state
+from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.sink.kafka_reader import OffsetRange
 from topicvault.sink.plan import PartitionPlan, plan_backup
 

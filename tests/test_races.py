@@ -15,7 +15,7 @@ from kafkatools import consume_all, produce_records
 from nasty import nasty_records
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.sink.backup import BackupJob, backup_task, plan, run_backup
 from topicvault.sink.objects import put_once
 

@@ -10,11 +10,11 @@ from typing import Callable
 
 from confluent_kafka import Producer
 
-from .core.embedded_broker import EmbeddedBroker
-from .core.kafka import KafkaSettings, confluent_timestamp_type, create_topics, metadata_consumer, read_to_eof
-from .core.spark import get_spark
-from .sink.backup import BackupJob, plan, run_backup
-from .source.restore import RestoreJob, plan_restore, run_restore
+from ..core.embedded_broker import EmbeddedBroker
+from ..core.kafka import KafkaSettings, confluent_timestamp_type, create_topics, metadata_consumer, read_to_eof
+from ..core.spark import get_spark
+from ..sink.backup import BackupJob, plan, run_backup
+from .restore import RestoreJob, plan_restore, run_restore
 
 SOURCE_TOPIC = "demo.orders"
 TARGET_TOPIC = "demo.orders.restored"
