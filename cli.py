@@ -17,6 +17,10 @@ from .core.errors import TopicvaultError
 from .core.report import SUMMARY_COLUMNS, iso, listing, table, to_json, topic_summary
 from .formats.peers import PEERS, PeerOptions
 
+# Option defaults are the library's own (one place each).
+from .sink.objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
+from .sink.plan import DEFAULT_RECORDS_PER_TASK
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -151,9 +155,9 @@ def backup(
     key_template: Optional[str] = typer.Option(None, "--key-template", help="Object key template (Aiven syntax)."),
     time_partition: Optional[str] = typer.Option(None, "--time-partition", help="day or hour: folders by record "
                                                  "time (UTC) under each partition; objects are cut at their edges."),
-    max_records: int = typer.Option(500_000, "--max-records", help="Records per object at most."),
-    max_bytes: int = typer.Option(64 * 1024 * 1024, "--max-bytes", help="Payload bytes per object at most."),
-    records_per_task: int = typer.Option(1_000_000, "--records-per-task", help="Offsets per Spark task."),
+    max_records: int = typer.Option(DEFAULT_MAX_RECORDS, "--max-records", help="Records per object at most."),
+    max_bytes: int = typer.Option(DEFAULT_MAX_BYTES, "--max-bytes", help="Payload bytes per object at most."),
+    records_per_task: int = typer.Option(DEFAULT_RECORDS_PER_TASK, "--records-per-task", help="Offsets per Spark task."),
     full: bool = typer.Option(False, "--full", help="Start over (the location must hold no backup)."),
     encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
@@ -173,12 +177,15 @@ def backup(
     quiet: bool = QUIET,
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
-    from .sink.backup import BackupJob, plan, run_backup
+    from .keys import time_partitioned_template
+    from .sink.backup import BackupJob, commit_unread, plan, run_backup
     from .sink.objects import Rotation
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
+    if time_partition and key_template:
+        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
     if time_partition:
-        key_template = _time_partitioned_template(time_partition, key_template)
+        key_template = time_partitioned_template(time_partition)
     job = BackupJob(
         kafka=_kafka_of(settings),
         store_uri=_uri_of(settings, "--to"),
@@ -196,11 +203,7 @@ def backup(
     for warning in [] if as_json else backup_plan.warnings:  # with --json, warnings are part of the JSON
         typer.echo(f"warning: {warning}", err=True)
     if dry_run or not backup_plan.has_work:
-        committed = None
-        if not dry_run and backup_plan.needs_commit:
-            from .sink.backup import commit_backup
-
-            committed = commit_backup(job, backup_plan)
+        committed = None if dry_run else commit_unread(job, backup_plan)
         if as_json:
             typer.echo(to_json({
                 "dry_run": dry_run, "tasks": len(backup_plan.tasks), "commit": committed,
@@ -240,16 +243,6 @@ def backup(
         f"in {result.elapsed_s:.1f} s ({_rate(result.records, result.elapsed_s)}; Spark start {spark_s:.1f} s); "
         f"committed {result.commit_key}"
     )
-
-
-def _time_partitioned_template(unit: str, key_template: Optional[str]) -> str:
-    if key_template:
-        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
-    folders = {"day": "date={{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}",
-               "hour": "date={{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}/hour={{timestamp:unit=HH}}"}
-    if unit not in folders:
-        raise TopicvaultError(f"bad --time-partition {unit!r}: use day or hour")
-    return f"topic={{{{topic}}}}/partition={{{{partition}}}}/{folders[unit]}/{{{{start_offset:padding=true}}}}"
 
 
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,

@@ -10,6 +10,7 @@ of the backup.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Mapping
 
@@ -293,6 +294,23 @@ def fold_commits(store: ObjectStore) -> BackupState:
     for partition in state.partitions.values():
         partition.objects.sort(key=lambda o: o.first_offset)
     return state
+
+
+def next_commit(
+    state: BackupState, ranges: Iterable[PartitionRange], objects: Iterable[ObjectEntry], **fields: object,
+) -> CommitRecord:
+    """The commit record that follows `state`: the next sequence number, stamped now, with `fields`
+    (see CommitRecord). Each range must start where `state` ends its partition: a run that another
+    one overtook while it read is refused, and nothing of it is committed."""
+    ranges = tuple(ranges)
+    for r in ranges:
+        committed = state.end_offset(r.topic, r.partition)
+        if committed is not None and committed != r.start:
+            raise TopicvaultError(
+                f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
+                "nothing of this run was committed; run the backup again"
+            )
+    return CommitRecord(state.last_sequence + 1, int(time.time() * 1000), ranges, tuple(objects), **fields)
 
 
 def write_commit(store: ObjectStore, record: CommitRecord) -> str:

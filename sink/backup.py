@@ -12,11 +12,18 @@ from dataclasses import dataclass, field
 
 from ..core.checkpoints import commit_with_checkpoint, load_state
 from ..core.cluster import group_offsets, topic_settings
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids
+from ..core.commits import ObjectEntry, check_topic_ids, next_commit
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
+from ..core.kafka import (
+    KafkaSettings,
+    all_partitions,
+    list_topic_partitions,
+    partition_watermarks,
+    select_topics,
+    topic_ids,
+)
 from ..core.locations import open_store
 from ..core.progress import counted
 from ..core.spark import run_tasks
@@ -126,15 +133,6 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     return [results[index] for index in range(len(tasks))]
 
 
-def snapshot_offsets(kafka: KafkaSettings, topics: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
-    """(low, high) watermarks of every partition of the topics, read once."""
-    consumer = metadata_consumer(kafka)
-    try:
-        return {(t, p): watermarks(consumer, t, p) for t, n in topics.items() for p in range(n)}
-    finally:
-        consumer.close()
-
-
 def plan(
     job: BackupJob,
     topics: list[str],
@@ -156,12 +154,11 @@ def plan(
     groups, warnings = _read_groups(job.kafka, selected)
     # Topic IDs are read before the offsets, and again before the commit (see commit_backup).
     ids = topic_ids(job.kafka, selected)
-    backup_plan = plan_backup(selected, snapshot_offsets(job.kafka, selected), state, records_per_task, ids, job.store_uri)
-    backup_plan.warnings.extend(warnings)
-    backup_plan.topic_settings = {t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()}
-    backup_plan.groups = groups
-    backup_plan.state_changed = _state_changed(state, backup_plan)
-    return backup_plan
+    return plan_backup(
+        selected, partition_watermarks(job.kafka, all_partitions(selected)), state, records_per_task, ids, job.store_uri,
+        topic_settings={t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()},
+        groups=groups, warnings=warnings,
+    )
 
 
 def _read_groups(kafka: KafkaSettings, topics: dict[str, int]) -> tuple[dict | None, list[str]]:
@@ -169,21 +166,6 @@ def _read_groups(kafka: KafkaSettings, topics: dict[str, int]) -> tuple[dict | N
         return group_offsets(kafka, topics), []
     except TopicvaultError as exc:  # e.g. no Describe ACL on groups: the data backup still matters more
         return None, [f"consumer-group offsets not saved: {exc}"]
-
-
-def _state_changed(state: BackupState, backup_plan: BackupPlan) -> bool:
-    if any(state.topics.get(t) != s for t, s in backup_plan.topic_settings.items()):
-        return True
-    if backup_plan.groups is None:
-        return False
-    saved = {
-        (g, t): offsets
-        for g, snapshot in state.groups.items()
-        for t, offsets in snapshot["offsets"].items()
-        if t in backup_plan.topics
-    }
-    now = {(g, t): offsets for g, snapshot in backup_plan.groups.items() for t, offsets in snapshot["offsets"].items()}
-    return saved != now
 
 
 def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
@@ -196,6 +178,13 @@ def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
     return BackupResult(backup_plan, extent.objects, commit_key, time.monotonic() - started, warnings=extent.warnings)
 
 
+def commit_unread(job: BackupJob, backup_plan: BackupPlan) -> str | None:
+    """Without running any task: commit what the plan saves by itself (changed topic settings and
+    IDs, consumer-group offsets, offsets lost to retention) when it `needs_commit`; the commit's
+    key, or None when there is nothing to save."""
+    return commit_backup(job, backup_plan) if backup_plan.needs_commit else None
+
+
 def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | None = None) -> str:
     """Write the commit record of a run: the ranges its tasks read (`extent`; None when no task
     ran), the offsets lost to retention, topic settings and IDs, and group offsets."""
@@ -204,25 +193,13 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     state = load_state(store)
     # A topic deleted and re-created while this run read it must not be committed as the old one.
     check_topic_ids(backup_plan.topic_ids, topic_ids(job.kafka, backup_plan.topic_ids), job.store_uri)
-    ranges = tuple(extent.ranges)
-    record = CommitRecord(
-        sequence=state.last_sequence + 1,
-        created_ms=int(time.time() * 1000),
-        ranges=ranges,
-        objects=tuple(extent.objects),
+    record = next_commit(
+        state, extent.ranges, extent.objects,
         topics=backup_plan.topic_settings or {t: {"partitions": n} for t, n in backup_plan.topics.items()},
         groups=backup_plan.groups,
         topic_ids=dict(backup_plan.topic_ids),
         lost=tuple(backup_plan.lost),
     )
-    # Re-check continuity against the state as it is now: a concurrent run may have moved it.
-    for r in ranges:
-        committed = state.end_offset(r.topic, r.partition)
-        if committed is not None and committed != r.start:
-            raise TopicvaultError(
-                f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
-                "nothing of this run was committed; run the backup again"
-            )
     if crash_after("backup.commit") is not None:
         crash_now()
     return commit_with_checkpoint(store, state, record)

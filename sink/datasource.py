@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
@@ -16,10 +15,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
 from ..core.checkpoints import commit_with_checkpoint, load_state
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids
+from ..core.commits import BackupState, ObjectEntry, PartitionRange, check_topic_ids, next_commit
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
-from ..core.kafka import list_topic_partitions, select_topics
+from ..core.kafka import all_partitions, list_topic_partitions, partition_watermarks, select_topics
 from ..core.locations import open_store
 from ..core.options import (
     kafka_settings_from_options,
@@ -31,10 +30,9 @@ from ..core.options import (
 from ..core.store import ObjectStore
 from ..formats import resolve_format
 from ..keys import default_codec, new_run_id, template_codec
-from .backup import snapshot_offsets
 from .kafka_reader import OffsetRange, read_whole_ranges
 from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_objects
-from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges
+from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges, split_range
 
 
 def _offset_spec(raw: str | None, default: str) -> str | dict:
@@ -79,11 +77,10 @@ class KafkaRangeReader(DataSourceReader):
         ending = _offset_spec(self.options.get("endingoffsets"), "latest")
         per_task = int(self.options.get("recordsperpartition", DEFAULT_RECORDS_PER_TASK))
         ranges = []
-        for (topic, partition), (low, high) in sorted(snapshot_offsets(self.kafka, selected).items()):
+        for (topic, partition), (low, high) in sorted(partition_watermarks(self.kafka, all_partitions(selected)).items()):
             start = _pick(starting, topic, partition, low, high)
             end = _pick(ending, topic, partition, low, high)
-            for chunk in range(start, end, per_task):
-                ranges.append(OffsetRange(topic, partition, chunk, min(chunk + per_task, end)))
+            ranges.extend(split_range(topic, partition, start, end, per_task))
         return [RangePartition(tuple(group)) for group in group_ranges(ranges, self.min_partitions, per_task)] or [
             RangePartition(())]
 
@@ -197,8 +194,6 @@ def commit_written(
                 "allowOffsetGaps=true if the topic itself has these gaps (transaction markers, compaction)"
             )
         ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
-    record = CommitRecord(
-        state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream,
-        topic_ids=topic_ids, groups=groups, group_topics=group_topics,
-    )
+    record = next_commit(state, ranges, entries, stream=stream, topic_ids=topic_ids, groups=groups,
+                         group_topics=group_topics)
     return commit_with_checkpoint(store, state, record)

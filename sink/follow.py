@@ -12,12 +12,12 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 from ..core.checkpoints import load_state, read_forward
 from ..core.errors import TopicvaultError
-from .backup import BackupJob, commit_backup, plan
+from .backup import BackupJob, commit_unread, plan
 
 # How long a graceful stop waits for the running micro-batch to finish and commit.
 STOP_GRACE_S = 120.0
@@ -62,10 +62,10 @@ def run_follow(
     start_plan = plan(job, topics, topics_regex)
     for warning in start_plan.warnings:
         report(f"warning: {warning}")
-    if start_plan.needs_commit:
-        # Topic settings, IDs, group offsets and offsets lost to retention, saved once per run;
-        # no task runs, so the only ranges committed are the lost ones (the stream starts after them).
-        key = commit_backup(job, replace(start_plan, tasks=[]))
+    # Topic settings, IDs, group offsets and offsets lost to retention, saved once per run;
+    # no task runs, so the only ranges committed are the lost ones (the stream starts after them).
+    key = commit_unread(job, start_plan)
+    if key:
         report(f"saved topic settings, consumer-group offsets and lost offsets: committed {key}")
     common = _options(job)
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)

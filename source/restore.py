@@ -26,6 +26,7 @@ from ..core.kafka import (
     create_topics,
     list_topic_partitions,
     metadata_consumer,
+    partition_watermarks,
     watermarks,
 )
 from ..core.locations import open_store
@@ -460,11 +461,7 @@ def check_log_starts(restore_id: str, starts: Mapping[tuple[str, int], int],
 
 
 def _log_starts(kafka: KafkaSettings, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    consumer = metadata_consumer(kafka, **{"isolation.level": "read_uncommitted"})
-    try:
-        return {(topic, partition): watermarks(consumer, topic, partition)[0] for topic, partition in partitions}
-    finally:
-        consumer.close()
+    return {tp: low for tp, (low, _) in partition_watermarks(kafka, partitions, "read_uncommitted").items()}
 
 
 def _check_until(state: BackupState, topics: list[str], until_ms: int | None) -> None:
