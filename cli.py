@@ -178,7 +178,7 @@ def backup(
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
     from .keys import time_partitioned_template
-    from .sink.backup import BackupJob, commit_unread, plan, run_backup
+    from .sink.backup import BackupJob, commit_unread, plan_run, run_backup
     from .sink.objects import Rotation
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
@@ -199,7 +199,7 @@ def backup(
     if follow:
         _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master)
         return
-    backup_plan = plan(job, topic, topics_regex, records_per_task, full)
+    backup_plan = plan_run(job, topic, topics_regex, records_per_task, full)
     for warning in [] if as_json else backup_plan.warnings:  # with --json, warnings are part of the JSON
         typer.echo(f"warning: {warning}", err=True)
     if dry_run or not backup_plan.has_work:

@@ -94,11 +94,6 @@ class BackupResult:
         return sum(o.bytes for o in self.objects)
 
 
-def backup_task(job: BackupJob, task: OffsetRange) -> TaskResult:
-    """Consume one offset range and write it as objects (runs in a Spark worker)."""
-    return backup_group(job, [task])[0]
-
-
 def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     """Consume ranges of distinct partitions through one consumer and write each partition's
     records as its own objects (runs in a Spark worker); return one result per range.
@@ -133,14 +128,16 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     return [results[index] for index in range(len(tasks))]
 
 
-def plan(
+def plan_run(
     job: BackupJob,
     topics: list[str],
     topics_regex: str | None = None,
     records_per_task: int = DEFAULT_RECORDS_PER_TASK,
     full: bool = False,
 ) -> BackupPlan:
-    """Plan a backup: what is new on the cluster since the location's last commit."""
+    """Plan one backup run: read the cluster (topics, group offsets, topic IDs and settings,
+    watermarks) and the location's state, then plan what is new since its last commit
+    (sink.plan.plan_backup, pure)."""
     job.codec()  # a bad template fails before anything is read
     resolve_format(job.format_name, job.compression)
     state = load_state(job.open_store())

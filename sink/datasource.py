@@ -95,7 +95,7 @@ class ObjectsWritten(WriterCommitMessage):
     entries: list[ObjectEntry]
 
 
-class ObjectWriter(DataSourceArrowWriter):
+class ObjectBatchWriter(DataSourceArrowWriter):
     """Batch writer: envelope rows to rotated objects, then one commit record on the driver."""
 
     def __init__(self, options: Mapping[str, str]) -> None:

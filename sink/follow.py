@@ -17,7 +17,7 @@ from typing import Callable
 
 from ..core.checkpoints import load_state, read_forward
 from ..core.errors import TopicvaultError
-from .backup import BackupJob, commit_unread, plan
+from .backup import BackupJob, commit_unread, plan_run
 
 # How long a graceful stop waits for the running micro-batch to finish and commit.
 STOP_GRACE_S = 120.0
@@ -59,7 +59,7 @@ def run_follow(
         raise TopicvaultError("--flush-interval must be positive (seconds)")
     # Plan once as a one-shot backup would: unknown topics, a recreated topic and offsets lost
     # to retention are reported before anything runs.
-    start_plan = plan(job, topics, topics_regex)
+    start_plan = plan_run(job, topics, topics_regex)
     for warning in start_plan.warnings:
         report(f"warning: {warning}")
     # Topic settings, IDs, group offsets and offsets lost to retention, saved once per run;

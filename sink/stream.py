@@ -31,7 +31,7 @@ from ..core.kafka import (
 )
 from ..core.locations import open_store
 from ..core.options import kafka_settings_from_options, lowercase_keys, positive_option, store_options_from
-from .datasource import ObjectsWritten, ObjectWriter, commit_written
+from .datasource import ObjectBatchWriter, ObjectsWritten, commit_written
 from .kafka_reader import OffsetRange, read_whole_ranges
 from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges, split_range
 
@@ -130,7 +130,7 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
     """Each micro-batch's rows as rotated objects, then one commit record naming the batch."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.objects = ObjectWriter(options)  # same option handling and object writing as the batch writer
+        self.objects = ObjectBatchWriter(options)  # same option handling and object writing as the batch writer
         self.options = self.objects.options
         self.stream_id = self.options.get("streamid", "")
 
