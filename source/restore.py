@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Iterator
 
@@ -60,6 +60,7 @@ class RestoreTask:
     target_start: int
     objects: tuple[ObjectEntry, ...]
     selection: Selection = Selection()
+    layout: str = "topicvault"  # the archive's layout as plan_restore resolved it (never "auto")
 
     @property
     def records(self) -> int:
@@ -79,7 +80,7 @@ class RestoreJob:
     store_uri: str
     store_options: tuple[tuple[str, str], ...] = ()
     progress_dir: str | None = None  # see core.progress
-    layout: str = "topicvault"  # or a peer layout (source.peer_layout); plan_restore resolves "auto"
+    layout: str = "topicvault"  # or a peer layout (source.peer_layout), or "auto": plan_restore resolves it into the plan
     key_template: str | None = None  # a peer's file-name template, when not its default
     peer_options: PeerOptions = PeerOptions()
     state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri()
@@ -191,7 +192,7 @@ class _Stream:
 
 
 def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
-    if job.layout == "topicvault" and present > task.records:
+    if task.layout == "topicvault" and present > task.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, "
             f"more than the {task.records} this restore writes: another producer wrote to it; "
@@ -208,12 +209,12 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
         offset_map.add_hole(first, last)
         skipped.append(SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason))
 
-    if job.layout == "topicvault":
+    if task.layout == "topicvault":
         source = read_partition(job.open_store(), list(task.objects), skip if job.on_error == "skip" else None,
                                 job.keyring())
     else:
         peer_report = PeerReadReport(f"{task.source_topic}[{task.partition}]")
-        source = read_peer_partition(job.open_store(), peer_layout(job.layout, job.key_template), job.peer_options,
+        source = read_peer_partition(job.open_store(), peer_layout(task.layout, job.key_template), job.peer_options,
                                      list(task.objects), peer_report)
     selected = task.selection.records(task.source_topic, task.partition, source)
     batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
@@ -360,7 +361,8 @@ def plan_restore(
         objects = selection.objects(source, partition, ps.objects) if layout == "topicvault" else ps.objects
         if objects:
             target = topic_map[source]
-            tasks.append(RestoreTask(source, partition, target, starts[f"{target}:{partition}"], tuple(objects), selection))
+            tasks.append(RestoreTask(source, partition, target, starts[f"{target}:{partition}"], tuple(objects), selection,
+                                     layout))
     # Record times of a peer's objects are known only once they are read (its entries say 0).
     earliest = {
         topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),
@@ -545,7 +547,6 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan) -> RestoreResult:
     check_no_speculation(spark, "a restore")
     started = time.monotonic()
     start_restore(job, plan)
-    job = replace(job, layout=plan.layout)
     # One Spark task per core, each producing its partitions through one producer.
     groups = group_tasks(plan.tasks, spark.sparkContext.defaultParallelism)
     # The groups run at the same time (one per core), so each gets an equal share of the limit.
