@@ -14,8 +14,12 @@ import typer
 
 from . import __version__
 from .core.errors import TopicvaultError
+from .core.report import SUMMARY_COLUMNS, iso, listing, table, to_json, topic_summary
 from .formats.peers import PEERS, PeerOptions
-from .report import SUMMARY_COLUMNS, iso, listing, table, to_json, topic_summary
+
+# Option defaults are the library's own (one place each).
+from .sink.objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
+from .sink.plan import DEFAULT_RECORDS_PER_TASK
 
 app = typer.Typer(
     add_completion=False,
@@ -151,9 +155,9 @@ def backup(
     key_template: Optional[str] = typer.Option(None, "--key-template", help="Object key template (Aiven syntax)."),
     time_partition: Optional[str] = typer.Option(None, "--time-partition", help="day or hour: folders by record "
                                                  "time (UTC) under each partition; objects are cut at their edges."),
-    max_records: int = typer.Option(500_000, "--max-records", help="Records per object at most."),
-    max_bytes: int = typer.Option(64 * 1024 * 1024, "--max-bytes", help="Payload bytes per object at most."),
-    records_per_task: int = typer.Option(1_000_000, "--records-per-task", help="Offsets per Spark task."),
+    max_records: int = typer.Option(DEFAULT_MAX_RECORDS, "--max-records", help="Records per object at most."),
+    max_bytes: int = typer.Option(DEFAULT_MAX_BYTES, "--max-bytes", help="Payload bytes per object at most."),
+    records_per_task: int = typer.Option(DEFAULT_RECORDS_PER_TASK, "--records-per-task", help="Offsets per Spark task."),
     full: bool = typer.Option(False, "--full", help="Start over (the location must hold no backup)."),
     encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
@@ -175,12 +179,15 @@ def backup(
     quiet: bool = QUIET,
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
-    from .sink.backup import BackupJob, plan, run_backup
+    from .keys import time_partitioned_template
+    from .sink.backup import BackupJob, commit_unread, plan_run, run_backup
     from .sink.objects import Rotation
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
+    if time_partition and key_template:
+        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
     if time_partition:
-        key_template = _time_partitioned_template(time_partition, key_template)
+        key_template = time_partitioned_template(time_partition)
     job = BackupJob(
         kafka=_kafka_of(settings),
         store_uri=_uri_of(settings, "--to"),
@@ -196,15 +203,11 @@ def backup(
     if follow:
         _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master, metrics_port)
         return
-    backup_plan = plan(job, topic, topics_regex, records_per_task, full)
+    backup_plan = plan_run(job, topic, topics_regex, records_per_task, full)
     for warning in [] if as_json else backup_plan.warnings:  # with --json, warnings are part of the JSON
         typer.echo(f"warning: {warning}", err=True)
     if dry_run or not backup_plan.has_work:
-        committed = None
-        if not dry_run and backup_plan.needs_commit:
-            from .sink.backup import commit_backup
-
-            committed = commit_backup(job, backup_plan)
+        committed = None if dry_run else commit_unread(job, backup_plan)
         if as_json:
             typer.echo(to_json({
                 "dry_run": dry_run, "tasks": len(backup_plan.tasks), "commit": committed,
@@ -246,16 +249,6 @@ def backup(
     )
 
 
-def _time_partitioned_template(unit: str, key_template: Optional[str]) -> str:
-    if key_template:
-        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
-    folders = {"day": "date={{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}",
-               "hour": "date={{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}/hour={{timestamp:unit=HH}}"}
-    if unit not in folders:
-        raise TopicvaultError(f"bad --time-partition {unit!r}: use day or hour")
-    return f"topic={{{{topic}}}}/partition={{{{partition}}}}/{folders[unit]}/{{{{start_offset:padding=true}}}}"
-
-
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
             max_records_per_trigger: Optional[int], master: Optional[str], metrics_port: int) -> None:
     if not metrics_port:
@@ -273,6 +266,7 @@ def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval:
 def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
                 max_records_per_trigger: Optional[int], master: Optional[str], metrics) -> None:
     from .core.spark import get_spark
+    from .datasources import register
     from .sink.follow import run_follow
 
     stop_requested = []
@@ -283,6 +277,7 @@ def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_inter
         stop_requested.append(signum)
 
     spark = get_spark(master)
+    register(spark)  # the stream runs through topicvault's data sources
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     typer.echo(f"following {', '.join(topics) or topics_regex} into {job.store_uri} "
@@ -535,8 +530,8 @@ def list_backup(
     as_json: bool = typer.Option(False, "--json", help="Print the listing as JSON."),
 ) -> None:
     """List what a backup location holds, from its commit records."""
-    from .core.commits import load_state
-    from .core.store import open_store
+    from .core.checkpoints import load_state
+    from .core.locations import open_store
 
     settings = _settings(config, None, store, None, [], uri, store_option)
     location = _uri_of(settings, "URI")
@@ -585,8 +580,8 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Check every committed object (checksum, count, offsets); optionally compare with the live topics."""
-    from .core.store import open_store
-    from .verify import verify_backup
+    from .core.locations import open_store
+    from .source.verify import verify_backup
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option, encryption_key)
     kafka = _kafka_of(settings) if settings.bootstrap_servers else None
@@ -628,8 +623,8 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per record (bytes as base64)."),
 ) -> None:
     """Print records of one object or of a topic(-partition) of a backup, like a console consumer."""
-    from .core.store import open_store
-    from .inspection import json_line, records_of_object, records_of_topic, text_line
+    from .core.locations import open_store
+    from .source.inspect import json_line, records_of_object, records_of_topic, text_line
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     location = open_store(_uri_of(settings, "URI"), settings.store_options)
@@ -683,12 +678,15 @@ def compact_command(
 ) -> None:
     """Merge each partition's small committed objects into objects of the rotation size, in one
     commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
-    from .sink.compact import CompactJob, compact
+    from .keys import time_partitioned_template
     from .sink.objects import Rotation
+    from .source.compact import CompactJob, compact
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
+    if time_partition and key_template:
+        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
     if time_partition:
-        key_template = _time_partitioned_template(time_partition, key_template)
+        key_template = time_partitioned_template(time_partition)
     job = CompactJob(_uri_of(settings, "URI"), _store_of(settings), Rotation(max_records, max_bytes), compression,
                      key_template, settings.encryption_keys, _grace_ms(grace))
     result = compact(job, dry_run)
@@ -730,7 +728,7 @@ def expire_command(
 ) -> None:
     """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
     from .core.instants import instant_or_age_to_epoch_ms
-    from .core.store import open_store
+    from .core.locations import open_store
     from .sink.expire import expire
 
     try:
@@ -800,7 +798,7 @@ def demo(
     master: Optional[str] = MASTER,
 ) -> None:
     """Embedded broker + local directory: back up a topic, restore it under a new name, compare."""
-    from .demo import run_demo
+    from .source.demo import run_demo
 
     if not run_demo(records, directory, master, typer.echo):
         raise typer.Exit(1)

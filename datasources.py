@@ -28,7 +28,7 @@ from pyspark.sql.datasource import DataSource
 
 from .core.envelope import SPARK_SCHEMA_DDL
 from .core.errors import TopicvaultError
-from .sink.datasource import KafkaRangeReader, ObjectWriter
+from .sink.datasource import KafkaRangeReader, ObjectBatchWriter
 from .sink.stream import KafkaStreamReader, ObjectStreamWriter
 from .source.datasource import KafkaPartitionWriter, ObjectReader
 
@@ -69,7 +69,7 @@ class Topicvault(DataSource):
 
     def writer(self, schema, overwrite: bool):
         refuse_overwrite(overwrite, "topicvault", "committed objects of a backup are never replaced")
-        return ObjectWriter(self.options)
+        return ObjectBatchWriter(self.options)
 
     def streamWriter(self, schema, overwrite: bool):
         refuse_overwrite(overwrite, "topicvault", "committed objects of a backup are never replaced")

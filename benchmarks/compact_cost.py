@@ -20,8 +20,8 @@ from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.local_store import LocalStore
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec, new_run_id
-from topicvault.sink.compact import CompactJob, compact
 from topicvault.sink.objects import Rotation, write_objects
+from topicvault.source.compact import CompactJob, compact
 
 
 def build_archive(root: str, objects: int, records: int) -> int:

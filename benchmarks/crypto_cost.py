@@ -17,7 +17,7 @@ import time
 
 from topicvault.core.crypto import Keyring, keyring_of, seal, unseal, write_key_file
 from topicvault.core.envelope import Record, records_to_batch
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec
 from topicvault.sink.objects import Rotation, write_objects

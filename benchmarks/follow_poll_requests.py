@@ -20,7 +20,7 @@ import boto3
 from moto.server import ThreadedMotoServer
 from state_requests import RequestCounter, synthetic_commits
 from topicvault.core.kafka import KafkaSettings
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.source.follow import _wait_for_news
 from topicvault.source.restore import RestoreJob, RestorePlan
 

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from topicvault.core.embedded_broker import EmbeddedBroker
 from topicvault.core.kafka import KafkaSettings, create_topics
 from topicvault.core.spark import get_spark
-from topicvault.sink.backup import BackupJob, plan, run_backup
+from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 
 
@@ -156,7 +156,7 @@ def measure(master: str, broker: EmbeddedBroker, location: str, records: int, si
     backup_rss = WorkerRssSampler()
     backup_rss.start()
     job = BackupJob(kafka=settings, store_uri=location)
-    backup = run_backup(spark, job, plan(job, [source]))
+    backup = run_backup(spark, job, plan_run(job, [source]))
     backup_rss.stop.set()
     assert backup.records == records
 
@@ -198,7 +198,7 @@ def measure_wide(master: str, broker: EmbeddedBroker, base: str, size: int, per_
             create_topics(settings, {topic: partitions})
             produce_data(broker.bootstrap, topic, partitions * per_partition, size, partitions)
             job = BackupJob(kafka=settings, store_uri=f"{base}-wide-{partitions}-{attempt}")
-            planned = plan(job, [topic])
+            planned = plan_run(job, [topic])
             sc.setJobGroup(topic, topic)
             backup = run_backup(spark, job, planned)
             sc.setLocalProperty("spark.jobGroup.id", None)

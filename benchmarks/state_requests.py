@@ -25,7 +25,7 @@ import boto3
 from moto.server import ThreadedMotoServer
 from topicvault.core.checkpoints import commit_with_checkpoint, read_forward
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, fold_commits
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.sink.datasource import ObjectsWritten
 from topicvault.sink.stream import ObjectStreamWriter
 from typer.testing import CliRunner

@@ -255,8 +255,9 @@ def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecor
 # --- reading ----------------------------------------------------------------------------
 
 
-def read_state(store: ObjectStore) -> BackupState:
-    """The location's state: the newest usable checkpoint plus the commits after it."""
+def load_state(store: ObjectStore) -> BackupState:
+    """The location's state: the newest usable checkpoint plus the commits after it, or the
+    fold of every commit record where no checkpoint is usable."""
     for checkpoint in _newest_checkpoints(store):
         try:
             return _read_forward(store, checkpoint.state, checkpoint.commit_sha256)
@@ -342,7 +343,7 @@ def _pointer(store: ObjectStore) -> int | None:
 def checkpoint_problems(store: ObjectStore, truth: BackupState) -> list[str]:
     """Where what readers read (newest checkpoint plus later commits) differs from `truth`, the
     fold of every commit record: a wrong checkpoint would mislead every reader after it."""
-    if read_state(store) == truth:
+    if load_state(store) == truth:
         return []
     return [
         f"the newest checkpoint under {CHECKPOINTS_PREFIX} disagrees with the commit records: delete "

@@ -17,6 +17,7 @@ time of the commit) until they are deleted after a grace period (see sink.retire
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Mapping
 
@@ -382,14 +383,6 @@ def load_commits(store: ObjectStore) -> list[tuple[str, CommitRecord]]:
     return records
 
 
-def load_state(store: ObjectStore) -> BackupState:
-    """The location's state: its newest checkpoint plus the commit records after it
-    (core.checkpoints), or the fold of every commit record where no checkpoint is usable."""
-    from .checkpoints import read_state  # checkpoints build on this module
-
-    return read_state(store)
-
-
 def fold_commits(store: ObjectStore) -> BackupState:
     """Fold every commit record of the location into one state (no checkpoint used)."""
     state = BackupState()
@@ -398,6 +391,23 @@ def fold_commits(store: ObjectStore) -> BackupState:
     for partition in state.partitions.values():
         partition.objects.sort(key=lambda o: o.first_offset)
     return state
+
+
+def next_commit(
+    state: BackupState, ranges: Iterable[PartitionRange], objects: Iterable[ObjectEntry], **fields: object,
+) -> CommitRecord:
+    """The commit record that follows `state`: the next sequence number, stamped now, with `fields`
+    (see CommitRecord). Each range must start where `state` ends its partition: a run that another
+    one overtook while it read is refused, and nothing of it is committed."""
+    ranges = tuple(ranges)
+    for r in ranges:
+        committed = state.end_offset(r.topic, r.partition)
+        if committed is not None and committed != r.start:
+            raise TopicvaultError(
+                f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
+                "nothing of this run was committed; run the backup again"
+            )
+    return CommitRecord(state.last_sequence + 1, int(time.time() * 1000), ranges, tuple(objects), **fields)
 
 
 def write_commit(store: ObjectStore, record: CommitRecord) -> str:

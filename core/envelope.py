@@ -86,18 +86,6 @@ class Record:
     headers: tuple[Header, ...] = field(default_factory=tuple)
 
 
-def spark_schema():
-    """The envelope as a Spark StructType (imports pyspark lazily)."""
-    from pyspark.sql.types import StructType
-
-    return StructType.fromDDL(SPARK_SCHEMA_DDL)
-
-
-def empty_batch() -> pa.RecordBatch:
-    """An envelope batch with no rows."""
-    return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
-
-
 def batch_from_columns(
     *,
     keys: Sequence[bytes | None],
@@ -165,13 +153,6 @@ def batch_to_records(batch: pa.RecordBatch | pa.Table) -> list[Record]:
         )
         for i in range(batch.num_rows)
     ]
-
-
-def conform(table: pa.Table | pa.RecordBatch) -> pa.Table:
-    """Cast a table with the envelope's columns to exactly ARROW_SCHEMA (column order too)."""
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
-    return table.select(ARROW_SCHEMA.names).cast(ARROW_SCHEMA)
 
 
 def record_sizes(batch: pa.RecordBatch | pa.Table) -> list[int]:

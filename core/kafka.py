@@ -237,6 +237,25 @@ def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int
         raise TopicvaultError(f"cannot read offsets of {topic}[{partition}]: {exc}") from None
 
 
+def all_partitions(topics: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Every (topic, partition) of topics given with their partition counts."""
+    return [(topic, partition) for topic, count in topics.items() for partition in range(count)]
+
+
+def partition_watermarks(
+    settings: KafkaSettings, partitions: Iterable[tuple[str, int]], isolation: str = "read_committed",
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) watermarks of each partition, read once through one metadata consumer.
+
+    With read_committed (the default) high is the last stable offset; restore's guards read
+    the log as written (read_uncommitted)."""
+    consumer = metadata_consumer(settings, **{"isolation.level": isolation})
+    try:
+        return {(topic, partition): watermarks(consumer, topic, partition) for topic, partition in partitions}
+    finally:
+        consumer.close()
+
+
 def true_end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """The offset after the last record of each partition, found by reading from the high
     watermark to partition EOF.

@@ -1,14 +1,14 @@
-"""The ObjectStore interface and `open_store`, which picks the local or the S3 store by URI."""
+"""The ObjectStore interface both stores implement (core.local_store, core.s3_store); core.locations opens one by URI."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .errors import TopicvaultError
 
-__all__ = ["ObjectInfo", "ObjectStore", "check_key", "open_store"]
+__all__ = ["ObjectInfo", "ObjectStore", "check_key"]
 
 
 @dataclass(frozen=True)
@@ -71,25 +71,3 @@ def check_key(key: str) -> str:
     if "\0" in key:
         raise TopicvaultError(f"bad object key {key!r}: NUL characters are not allowed")
     return key
-
-
-def open_store(uri: str, options: Mapping[str, str] | None = None) -> ObjectStore:
-    """The store for `s3://bucket/prefix`, `file:///dir` or a plain directory path."""
-    options = dict(options or {})
-    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
-    if scheme in ("s3", "s3a"):
-        from .s3_store import S3Store
-
-        return S3Store(uri, options)
-    if scheme not in ("", "file"):
-        raise TopicvaultError(
-            f"unsupported location {uri!r}: use s3://bucket/prefix, file:///dir or a directory path"
-        )
-    if options:
-        raise TopicvaultError(
-            f"store option(s) {', '.join(sorted(options))} apply to s3:// locations only, "
-            f"not to {uri}"
-        )
-    from .local_store import LocalStore
-
-    return LocalStore(uri)

@@ -8,6 +8,8 @@ from .codec import (
     new_run_id,
     parse_keys,
     template_codec,
+    time_partitioned_template,
 )
 
-__all__ = ["AIVEN_DEFAULT_TEMPLATE", "KeyCodec", "ObjectKey", "default_codec", "new_run_id", "parse_keys", "template_codec"]
+__all__ = ["AIVEN_DEFAULT_TEMPLATE", "KeyCodec", "ObjectKey", "default_codec", "new_run_id", "parse_keys", "template_codec",
+           "time_partitioned_template"]

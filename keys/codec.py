@@ -38,6 +38,20 @@ class ObjectKey:
     run: str = ""  # the writing run's id; "" in keys written before run ids (and by peer sinks)
 
 
+# --time-partition: folders by each record's UTC hour or day under the Hive-style partition folder.
+TIME_PARTITION_FOLDERS = {
+    "day": "date={{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}",
+    "hour": "date={{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}/hour={{timestamp:unit=HH}}",
+}
+
+
+def time_partitioned_template(unit: str) -> str:
+    """The key template of --time-partition `unit` (day or hour)."""
+    if unit not in TIME_PARTITION_FOLDERS:
+        raise KeyParseError(f"bad --time-partition {unit!r}: use day or hour")
+    return f"topic={{{{topic}}}}/partition={{{{partition}}}}/{TIME_PARTITION_FOLDERS[unit]}/{{{{start_offset:padding=true}}}}"
+
+
 def new_run_id() -> str:
     """A fresh run id for object keys (see RUN_ID_PATTERN)."""
     return "r" + secrets.token_hex(6)

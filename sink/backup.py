@@ -10,16 +10,23 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..core.checkpoints import commit_next
+from ..core.checkpoints import commit_next, load_state
 from ..core.cluster import group_offsets, topic_settings
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, load_state
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, next_commit
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
+from ..core.kafka import (
+    KafkaSettings,
+    all_partitions,
+    list_topic_partitions,
+    partition_watermarks,
+    select_topics,
+    topic_ids,
+)
+from ..core.locations import open_store
 from ..core.progress import counted
 from ..core.spark import run_tasks
-from ..core.store import open_store
 from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
@@ -87,11 +94,6 @@ class BackupResult:
         return sum(o.bytes for o in self.objects)
 
 
-def backup_task(job: BackupJob, task: OffsetRange) -> TaskResult:
-    """Consume one offset range and write it as objects (runs in a Spark worker)."""
-    return backup_group(job, [task])[0]
-
-
 def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     """Consume ranges of distinct partitions through one consumer and write each partition's
     records as its own objects (runs in a Spark worker); return one result per range.
@@ -126,23 +128,16 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     return [results[index] for index in range(len(tasks))]
 
 
-def snapshot_offsets(kafka: KafkaSettings, topics: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
-    """(low, high) watermarks of every partition of the topics, read once."""
-    consumer = metadata_consumer(kafka)
-    try:
-        return {(t, p): watermarks(consumer, t, p) for t, n in topics.items() for p in range(n)}
-    finally:
-        consumer.close()
-
-
-def plan(
+def plan_run(
     job: BackupJob,
     topics: list[str],
     topics_regex: str | None = None,
     records_per_task: int = DEFAULT_RECORDS_PER_TASK,
     full: bool = False,
 ) -> BackupPlan:
-    """Plan a backup: what is new on the cluster since the location's last commit."""
+    """Plan one backup run: read the cluster (topics, group offsets, topic IDs and settings,
+    watermarks) and the location's state, then plan what is new since its last commit
+    (sink.plan.plan_backup, pure)."""
     job.codec()  # a bad template fails before anything is read
     resolve_format(job.format_name, job.compression)
     state = load_state(job.open_store())
@@ -156,12 +151,11 @@ def plan(
     groups, warnings = _read_groups(job.kafka, selected)
     # Topic IDs are read before the offsets, and again before the commit (see commit_backup).
     ids = topic_ids(job.kafka, selected)
-    backup_plan = plan_backup(selected, snapshot_offsets(job.kafka, selected), state, records_per_task, ids, job.store_uri)
-    backup_plan.warnings.extend(warnings)
-    backup_plan.topic_settings = {t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()}
-    backup_plan.groups = groups
-    backup_plan.state_changed = _state_changed(state, backup_plan)
-    return backup_plan
+    return plan_backup(
+        selected, partition_watermarks(job.kafka, all_partitions(selected)), state, records_per_task, ids, job.store_uri,
+        topic_settings={t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()},
+        groups=groups, warnings=warnings,
+    )
 
 
 def _read_groups(kafka: KafkaSettings, topics: dict[str, int]) -> tuple[dict | None, list[str]]:
@@ -169,21 +163,6 @@ def _read_groups(kafka: KafkaSettings, topics: dict[str, int]) -> tuple[dict | N
         return group_offsets(kafka, topics), []
     except TopicvaultError as exc:  # e.g. no Describe ACL on groups: the data backup still matters more
         return None, [f"consumer-group offsets not saved: {exc}"]
-
-
-def _state_changed(state: BackupState, backup_plan: BackupPlan) -> bool:
-    if any(state.topics.get(t) != s for t, s in backup_plan.topic_settings.items()):
-        return True
-    if backup_plan.groups is None:
-        return False
-    saved = {
-        (g, t): offsets
-        for g, snapshot in state.groups.items()
-        for t, offsets in snapshot["offsets"].items()
-        if t in backup_plan.topics
-    }
-    now = {(g, t): offsets for g, snapshot in backup_plan.groups.items() for t, offsets in snapshot["offsets"].items()}
-    return saved != now
 
 
 def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
@@ -196,6 +175,13 @@ def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
     return BackupResult(backup_plan, extent.objects, commit_key, time.monotonic() - started, warnings=extent.warnings)
 
 
+def commit_unread(job: BackupJob, backup_plan: BackupPlan) -> str | None:
+    """Without running any task: commit what the plan saves by itself (changed topic settings and
+    IDs, consumer-group offsets, offsets lost to retention) when it `needs_commit`; the commit's
+    key, or None when there is nothing to save."""
+    return commit_backup(job, backup_plan) if backup_plan.needs_commit else None
+
+
 def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | None = None) -> str:
     """Write the commit record of a run: the ranges its tasks read (`extent`; None when no task
     ran), the offsets lost to retention, topic settings and IDs, and group offsets."""
@@ -204,23 +190,12 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     state = load_state(store)
     # A topic deleted and re-created while this run read it must not be committed as the old one.
     check_topic_ids(backup_plan.topic_ids, topic_ids(job.kafka, backup_plan.topic_ids), job.store_uri)
-    ranges = tuple(extent.ranges)
 
     def build(state: BackupState) -> CommitRecord:
-        # Re-check continuity against the state as it is now: a concurrent run may have moved it.
-        # (A compact or expire that committed meanwhile moves no end: commit_next rebuilds on it.)
-        for r in ranges:
-            committed = state.end_offset(r.topic, r.partition)
-            if committed is not None and committed != r.start:
-                raise TopicvaultError(
-                    f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
-                    "nothing of this run was committed; run the backup again"
-                )
-        return CommitRecord(
-            sequence=state.last_sequence + 1,
-            created_ms=int(time.time() * 1000),
-            ranges=ranges,
-            objects=tuple(extent.objects),
+        # Re-checked on the newer state when another run committed first (see commit_next): a
+        # backup's ranges must still continue; a compact or expire moves no end.
+        return next_commit(
+            state, extent.ranges, extent.objects,
             topics=backup_plan.topic_settings or {t: {"partitions": n} for t, n in backup_plan.topics.items()},
             groups=backup_plan.groups,
             topic_ids=dict(backup_plan.topic_ids),

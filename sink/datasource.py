@@ -8,65 +8,31 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.checkpoints import commit_next
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, load_state
-from ..core.crypto import Keyring, keyring_of
+from ..core.checkpoints import commit_next, load_state
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, next_commit
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
-from ..core.kafka import KafkaSettings, list_topic_partitions, select_topics
-from ..core.store import ObjectStore, open_store
+from ..core.kafka import all_partitions, list_topic_partitions, partition_watermarks, select_topics
+from ..core.locations import open_store
+from ..core.options import (
+    kafka_settings_from_options,
+    keyring_from_options,
+    lowercase_keys,
+    positive_option,
+    store_options_from,
+)
+from ..core.store import ObjectStore
 from ..formats import resolve_format
 from ..keys import default_codec, new_run_id, template_codec
-from .backup import snapshot_offsets
 from .kafka_reader import OffsetRange, read_whole_ranges
 from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_objects
-from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges
-
-
-def lowercase_keys(options: Mapping[str, str]) -> dict[str, str]:
-    """Spark passes options case-insensitively; keep them that way in a plain dict."""
-    return {k.lower(): v for k, v in options.items()}
-
-
-def positive_option(options: Mapping[str, str], name: str, default: int) -> int:
-    """A whole-number option above zero (options as from lowercase_keys), or a one-line error."""
-    value = options.get(name.lower())
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise TopicvaultError(f"option {name} must be a positive whole number, not {value!r}")
-    return number
-
-
-def kafka_settings_from_options(options: Mapping[str, str]) -> KafkaSettings:
-    """`kafka.bootstrap.servers` plus every other `kafka.*` option, as in Spark's Kafka source."""
-    properties = {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
-    servers = properties.pop("bootstrap.servers", None)
-    if not servers:
-        raise TopicvaultError("option kafka.bootstrap.servers is required")
-    return KafkaSettings.of(servers, properties)
-
-
-def store_options_from(options: Mapping[str, str]) -> dict[str, str]:
-    """Store options are passed as `store.<name>` (e.g. store.endpoint_url)."""
-    return {k[len("store."):]: v for k, v in options.items() if k.startswith("store.")}
-
-
-def keyring_from_options(options: Mapping[str, str]) -> Keyring | None:
-    """The keys of option `encryptionKey` (lowercased keys): file:///path or kms://KEY, several
-    separated by commas (a reader takes several; a writer encrypts with the first)."""
-    return keyring_of(tuple(spec.strip() for spec in options.get("encryptionkey", "").split(",") if spec.strip()))
+from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges, split_range
 
 
 def _offset_spec(raw: str | None, default: str) -> str | dict:
@@ -111,11 +77,10 @@ class KafkaRangeReader(DataSourceReader):
         ending = _offset_spec(self.options.get("endingoffsets"), "latest")
         per_task = int(self.options.get("recordsperpartition", DEFAULT_RECORDS_PER_TASK))
         ranges = []
-        for (topic, partition), (low, high) in sorted(snapshot_offsets(self.kafka, selected).items()):
+        for (topic, partition), (low, high) in sorted(partition_watermarks(self.kafka, all_partitions(selected)).items()):
             start = _pick(starting, topic, partition, low, high)
             end = _pick(ending, topic, partition, low, high)
-            for chunk in range(start, end, per_task):
-                ranges.append(OffsetRange(topic, partition, chunk, min(chunk + per_task, end)))
+            ranges.extend(split_range(topic, partition, start, end, per_task))
         return [RangePartition(tuple(group)) for group in group_ranges(ranges, self.min_partitions, per_task)] or [
             RangePartition(())]
 
@@ -130,7 +95,7 @@ class ObjectsWritten(WriterCommitMessage):
     entries: list[ObjectEntry]
 
 
-class ObjectWriter(DataSourceArrowWriter):
+class ObjectBatchWriter(DataSourceArrowWriter):
     """Batch writer: envelope rows to rotated objects, then one commit record on the driver."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
@@ -232,9 +197,7 @@ def commit_written(
                     "allowOffsetGaps=true if the topic itself has these gaps (transaction markers, compaction)"
                 )
             ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
-        return CommitRecord(
-            state.last_sequence + 1, int(time.time() * 1000), tuple(ranges), tuple(entries), {}, stream=stream,
-            topic_ids=topic_ids, groups=groups, group_topics=group_topics,
-        )
+        return next_commit(state, ranges, entries, stream=stream, topic_ids=topic_ids, groups=groups,
+                           group_topics=group_topics)
 
     return commit_next(store, state, build)[0]

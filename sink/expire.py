@@ -20,8 +20,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..core.checkpoints import commit_next
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject, load_state
+from ..core.checkpoints import commit_next, load_state
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore

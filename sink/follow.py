@@ -12,13 +12,13 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
-from ..core.checkpoints import read_forward
-from ..core.commits import CommitRecord, load_state
+from ..core.checkpoints import load_state, read_forward
+from ..core.commits import CommitRecord
 from ..core.errors import TopicvaultError
-from .backup import BackupJob, commit_backup, plan
+from .backup import BackupJob, commit_unread, plan_run
 from .metrics import FollowMetrics, batch_durations, own_commits
 
 # How long a graceful stop waits for the running micro-batch to finish and commit.
@@ -54,22 +54,23 @@ def run_follow(
     metrics: FollowMetrics | None = None,
 ) -> FollowResult:
     """Back up continuously until `should_stop()`; then finish the running micro-batch and return.
-    `metrics` (if given) are kept up to date from the commits and Spark's progress."""
-    from ..datasources import register
+    `metrics` (if given) are kept up to date from the commits and Spark's progress.
 
+    `spark` must have topicvault's data sources registered (topicvault.datasources.register):
+    the stream runs through them.
+    """
     if flush_interval_s <= 0:
         raise TopicvaultError("--flush-interval must be positive (seconds)")
     # Plan once as a one-shot backup would: unknown topics, a recreated topic and offsets lost
     # to retention are reported before anything runs.
-    start_plan = plan(job, topics, topics_regex)
+    start_plan = plan_run(job, topics, topics_regex)
     for warning in start_plan.warnings:
         report(f"warning: {warning}")
-    if start_plan.needs_commit:
-        # Topic settings, IDs, group offsets and offsets lost to retention, saved once per run;
-        # no task runs, so the only ranges committed are the lost ones (the stream starts after them).
-        key = commit_backup(job, replace(start_plan, tasks=[]))
+    # Topic settings, IDs, group offsets and offsets lost to retention, saved once per run;
+    # no task runs, so the only ranges committed are the lost ones (the stream starts after them).
+    key = commit_unread(job, start_plan)
+    if key:
         report(f"saved topic settings, consumer-group offsets and lost offsets: committed {key}")
-    register(spark)
     common = _options(job)
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)
     # A micro-batch over hundreds of partitions runs about one task per core (see group_ranges).

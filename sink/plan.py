@@ -27,9 +27,10 @@ class PartitionPlan:
         return self.end - self.start
 
 
-@dataclass
+@dataclass(frozen=True)
 class BackupPlan:
-    """Partitions to back up, the tasks that read them, and what was noticed on the way."""
+    """Partitions to back up, the tasks that read them, and what was noticed on the way (built
+    whole by plan_backup)."""
 
     partitions: list[PartitionPlan]
     tasks: list[OffsetRange]
@@ -63,6 +64,9 @@ def plan_backup(
     records_per_task: int = DEFAULT_RECORDS_PER_TASK,
     topic_ids: Mapping[str, str] | None = None,
     location: str = "this location",
+    topic_settings: Mapping[str, dict] | None = None,
+    groups: dict[str, dict] | None = None,
+    warnings: list[str] | None = None,
 ) -> BackupPlan:
     """Plan the ranges after each partition's committed end up to the snapshot high watermark.
 
@@ -71,13 +75,16 @@ def plan_backup(
     topic ID) must match the IDs the location's commits recorded. Offsets between the committed
     end and a low watermark above it were deleted by retention unread: the plan records them
     as lost, inside the partition's range, so the commit keeps that fact for ever.
+    `topic_settings` (topic -> TopicSettings.to_json()) and `groups` (CommitRecord.groups; None:
+    not read) are saved by the commit when they differ from the state; `warnings` are what was
+    noticed while they were read.
     """
     if records_per_task < 1:
         raise TopicvaultError("--records-per-task must be positive")
     check_topic_ids(state.topic_ids, topic_ids or {}, location)
     partitions: list[PartitionPlan] = []
     tasks: list[OffsetRange] = []
-    warnings: list[str] = []
+    warnings = list(warnings or [])
     lost: list[PartitionRange] = []
     for (topic, partition), (low, high) in sorted(offsets.items()):
         committed = state.end_offset(topic, partition)
@@ -95,10 +102,37 @@ def plan_backup(
             )
         read_from = max(start, low)
         partitions.append(PartitionPlan(topic, partition, start, high, low))
-        for chunk_start in range(read_from, high, records_per_task):
-            tasks.append(OffsetRange(topic, partition, chunk_start, min(chunk_start + records_per_task, high)))
+        tasks.extend(split_range(topic, partition, read_from, high, records_per_task))
+    topic_settings = dict(topic_settings or {})
     return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings,
+                      topic_settings=topic_settings, groups=groups,
+                      state_changed=_state_changed(state, topics, topic_settings, groups),
                       topic_ids=dict(topic_ids or {}), lost=lost, records_per_task=records_per_task)
+
+
+def _state_changed(
+    state: BackupState, topics: Mapping[str, int], topic_settings: Mapping[str, dict], groups: dict[str, dict] | None,
+) -> bool:
+    """Whether topic settings or group offsets differ from what the location's commits saved."""
+    if any(state.topics.get(t) != s for t, s in topic_settings.items()):
+        return True
+    if groups is None:
+        return False
+    saved = {
+        (g, t): offsets
+        for g, snapshot in state.groups.items()
+        for t, offsets in snapshot["offsets"].items()
+        if t in topics
+    }
+    now = {(g, t): offsets for g, snapshot in groups.items() for t, offsets in snapshot["offsets"].items()}
+    return saved != now
+
+
+def split_range(topic: str, partition: int, start: int, end: int, max_records: int) -> list[OffsetRange]:
+    """Offsets [start, end) of one partition as consecutive ranges of at most `max_records` offsets
+    (none when the range is empty): the unit a backup task reads and a retry repeats."""
+    return [OffsetRange(topic, partition, first, min(first + max_records, end))
+            for first in range(start, end, max_records)]
 
 
 def group_ranges(ranges: list[OffsetRange], cores: int, max_records: int) -> list[list[OffsetRange]]:

@@ -18,22 +18,22 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from ..core.checkpoints import load_state
 from ..core.cluster import group_offsets
-from ..core.commits import BackupState, check_topic_ids, load_state
+from ..core.commits import BackupState, check_topic_ids
 from ..core.errors import TopicvaultError
-from ..core.kafka import list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
-from ..core.store import open_store
-from .datasource import (
-    ObjectsWritten,
-    ObjectWriter,
-    commit_written,
-    kafka_settings_from_options,
-    lowercase_keys,
-    positive_option,
-    store_options_from,
+from ..core.kafka import (
+    all_partitions,
+    list_topic_partitions,
+    partition_watermarks,
+    select_topics,
+    topic_ids,
 )
+from ..core.locations import open_store
+from ..core.options import kafka_settings_from_options, lowercase_keys, positive_option, store_options_from
+from .datasource import ObjectBatchWriter, ObjectsWritten, commit_written
 from .kafka_reader import OffsetRange, read_whole_ranges
-from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges
+from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges, split_range
 
 
 @dataclass(frozen=True)
@@ -68,11 +68,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return select_topics(list_topic_partitions(self.kafka), topics, self.options.get("subscribepattern"))
 
     def _watermarks(self, selected: dict[str, int]) -> dict[str, tuple[int, int]]:
-        consumer = metadata_consumer(self.kafka)
-        try:
-            return {_key(t, p): watermarks(consumer, t, p) for t, n in selected.items() for p in range(n)}
-        finally:
-            consumer.close()
+        return {_key(t, p): offsets for (t, p), offsets in partition_watermarks(self.kafka, all_partitions(selected)).items()}
 
     def initialOffset(self) -> dict:
         """Each partition's committed end at `startFromLocation`, else its earliest offset; and
@@ -120,8 +116,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         for key, stop in sorted(end["offsets"].items()):
             first = start["offsets"].get(key, end.get("starts", {}).get(key, 0))
             topic, partition = _split(key)
-            for chunk in range(first, stop, self.per_task):
-                ranges.append(OffsetRange(topic, partition, chunk, min(chunk + self.per_task, stop)))
+            ranges.extend(split_range(topic, partition, first, stop, self.per_task))
         return [StreamRange(tuple(group)) for group in group_ranges(ranges, self.min_partitions, self.per_task)]
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
@@ -135,7 +130,7 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
     """Each micro-batch's rows as rotated objects, then one commit record naming the batch."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.objects = ObjectWriter(options)  # same option handling and object writing as the batch writer
+        self.objects = ObjectBatchWriter(options)  # same option handling and object writing as the batch writer
         self.options = self.objects.options
         self.stream_id = self.options.get("streamid", "")
 
@@ -182,14 +177,11 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         if "kafka.bootstrap.servers" not in self.options:
             return {}
         kafka = kafka_settings_from_options(self.options)
-        consumer = metadata_consumer(kafka)
-        try:
-            last = {}
-            for e in entries:
-                last[(e.topic, e.partition)] = max(last.get((e.topic, e.partition), -1), e.last_offset)
-            return {_key(t, p): max(watermarks(consumer, t, p)[1] - (offset + 1), 0) for (t, p), offset in sorted(last.items())}
-        finally:
-            consumer.close()
+        last: dict[tuple[str, int], int] = {}
+        for e in entries:
+            last[(e.topic, e.partition)] = max(last.get((e.topic, e.partition), -1), e.last_offset)
+        highs = partition_watermarks(kafka, sorted(last))
+        return {_key(t, p): max(highs[(t, p)][1] - (offset + 1), 0) for (t, p), offset in sorted(last.items())}
 
     def abort(self, messages: list[ObjectsWritten], batchId: int) -> None:
         """Objects of an aborted batch are named by no commit record, so they are not part of the backup."""

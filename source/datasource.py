@@ -14,20 +14,21 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.commits import ObjectEntry, load_state
+from ..core.checkpoints import load_state
+from ..core.commits import ObjectEntry
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.spark import refuse_speculation
-from ..core.store import open_store
-from ..formats.peers import PeerOptions, peer_layout
-from ..sink.datasource import (
+from ..core.locations import open_store
+from ..core.options import (
     kafka_settings_from_options,
     keyring_from_options,
     lowercase_keys,
     positive_option,
     store_options_from,
 )
+from ..core.spark import refuse_speculation
+from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import produce_partition
 from .object_reader import check_keys_open, read_partition
 from .peer_layout import peer_state, read_peer_partition, resolve_layout

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.checkpoints import load_state
 from ..core.cluster import check_group_inactive, commit_group_offsets
-from ..core.commits import load_state
 from ..core.errors import TopicvaultError
-from ..report import iso
+from ..core.report import iso
 from .offset_map import load_offset_maps
 from .restore import RestoreJob
 from .restore_state import load_restore_state

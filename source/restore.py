@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Iterator
 
+from ..core.checkpoints import load_state
 from ..core.cluster import (
     TopicSettings,
     apply_topic_configs,
@@ -16,7 +17,7 @@ from ..core.cluster import (
     loading_configs,
     retention_ms,
 )
-from ..core.commits import BackupState, ObjectEntry, load_state
+from ..core.commits import BackupState, ObjectEntry
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
@@ -25,11 +26,12 @@ from ..core.kafka import (
     create_topics,
     list_topic_partitions,
     metadata_consumer,
+    partition_watermarks,
     watermarks,
 )
+from ..core.locations import open_store
 from ..core.progress import counted
 from ..core.spark import check_no_speculation, run_tasks
-from ..core.store import open_store
 from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import SkippedObject, check_keys_open, read_partition
@@ -58,6 +60,7 @@ class RestoreTask:
     target_start: int
     objects: tuple[ObjectEntry, ...]
     selection: Selection = Selection()
+    layout: str = "topicvault"  # the archive's layout as plan_restore resolved it (never "auto")
 
     @property
     def records(self) -> int:
@@ -77,7 +80,7 @@ class RestoreJob:
     store_uri: str
     store_options: tuple[tuple[str, str], ...] = ()
     progress_dir: str | None = None  # see core.progress
-    layout: str = "topicvault"  # or a peer layout (source.peer_layout); plan_restore resolves "auto"
+    layout: str = "topicvault"  # or a peer layout (source.peer_layout), or "auto": plan_restore resolves it into the plan
     key_template: str | None = None  # a peer's file-name template, when not its default
     peer_options: PeerOptions = PeerOptions()
     state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri()
@@ -195,7 +198,7 @@ class _Stream:
 
 
 def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
-    if job.layout == "topicvault" and present > task.records:
+    if task.layout == "topicvault" and present > task.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, "
             f"more than the {task.records} this restore writes: another producer wrote to it; "
@@ -212,12 +215,12 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
         offset_map.add_hole(first, last)
         skipped.append(SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason))
 
-    if job.layout == "topicvault":
+    if task.layout == "topicvault":
         source = read_partition(job.open_store(), list(task.objects), skip if job.on_error == "skip" else None,
                                 job.keyring())
     else:
         peer_report = PeerReadReport(f"{task.source_topic}[{task.partition}]")
-        source = read_peer_partition(job.open_store(), peer_layout(job.layout, job.key_template), job.peer_options,
+        source = read_peer_partition(job.open_store(), peer_layout(task.layout, job.key_template), job.peer_options,
                                      list(task.objects), peer_report)
     selected = task.selection.records(task.source_topic, task.partition, source)
     batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
@@ -384,7 +387,7 @@ def plan_restore(
             objects = [o for o in ps.objects if through is None or o.first_offset > through]
         if objects:
             start = done.target_end if done is not None else starts[f"{target}:{partition}"]
-            tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen))
+            tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen, layout))
     # Record times of a peer's objects are known only once they are read (its entries say 0).
     earliest = {
         topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),
@@ -486,11 +489,7 @@ def check_log_starts(restore_id: str, starts: Mapping[tuple[str, int], int],
 
 
 def _log_starts(kafka: KafkaSettings, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    consumer = metadata_consumer(kafka, **{"isolation.level": "read_uncommitted"})
-    try:
-        return {(topic, partition): watermarks(consumer, topic, partition)[0] for topic, partition in partitions}
-    finally:
-        consumer.close()
+    return {tp: low for tp, (low, _) in partition_watermarks(kafka, partitions, "read_uncommitted").items()}
 
 
 def _check_until(state: BackupState, topics: list[str], until_ms: int | None) -> None:
@@ -577,7 +576,6 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     check_no_speculation(spark, "a restore")
     started = time.monotonic()
     start_restore(job, plan)
-    job = replace(job, layout=plan.layout)
     # One Spark task per core, each producing its partitions through one producer.
     groups = group_tasks(plan.tasks, spark.sparkContext.defaultParallelism)
     # The groups run at the same time (one per core), so each gets an equal share of the limit.

@@ -15,11 +15,12 @@ from clitools import assert_one_line_error, run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafkatools import consume_all, create_topic, produce_records
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, load_state
+from topicvault.core.checkpoints import load_state
+from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.sink.kafka_reader import OffsetRange
 from topicvault.sink.plan import PartitionPlan, plan_backup
 
@@ -141,12 +142,12 @@ def test_read_extent_commits_only_the_contiguous_prefix_of_a_partition():
 def test_task_that_meets_partition_eof_early_commits_what_it_read(bootstrap, spark, topic_factory, tmp_path):
     # A high watermark reported low (leader change) is simulated by a plan whose end lies past
     # the partition's real end: the second task meets EOF at offset 10, not 15.
-    from topicvault.sink.backup import BackupJob, plan, run_backup
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
 
     topic = topic_factory(1, prefix="short")
     produce_records(bootstrap, topic, records(topic, 0, 10, "a"))
     job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
-    planned = plan(job, [topic])
+    planned = plan_run(job, [topic])
     assert planned.partitions[0].end == 10
     planned.partitions[0] = PartitionPlan(topic, 0, 0, 15, 0)
     planned.tasks[:] = [OffsetRange(topic, 0, 0, 5), OffsetRange(topic, 0, 5, 15)]

@@ -93,12 +93,12 @@ def test_damaged_commit_record_is_named(small_backup):
 def test_concurrent_backups_cannot_both_commit(bootstrap, spark, topic_factory, tmp_path):
     from topicvault.core.errors import TopicvaultError
     from topicvault.core.kafka import KafkaSettings
-    from topicvault.sink.backup import BackupJob, plan, run_backup
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
 
     topic = topic_factory(1, prefix="race")
     produce_records(bootstrap, topic, nasty_records(topic, 1, 50, big_values=0))
     job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
-    first, second = plan(job, [topic]), plan(job, [topic])  # both planned from the same state
+    first, second = plan_run(job, [topic]), plan_run(job, [topic])  # both planned from the same state
     run_backup(spark, job, first)
     with pytest.raises(TopicvaultError, match="another backup committed"):
         run_backup(spark, job, second)

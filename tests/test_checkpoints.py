@@ -23,8 +23,8 @@ from topicvault.core.checkpoints import (
     checkpoint_key,
     checkpoint_problems,
     commit_with_checkpoint,
+    load_state,
     read_forward,
-    read_state,
     state_fingerprint,
 )
 from topicvault.core.commits import (
@@ -34,11 +34,10 @@ from topicvault.core.commits import (
     PartitionRange,
     commit_key,
     fold_commits,
-    load_state,
 )
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LocalStore
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.sink.datasource import ObjectsWritten
 from topicvault.sink.stream import ObjectStreamWriter
 
@@ -80,12 +79,11 @@ def test_state_from_checkpoints_equals_the_fold_of_every_commit(tmp_path):
     assert json.loads(store.get(LAST_CHECKPOINT_KEY)) == {"sequence": 2 * CHECKPOINT_INTERVAL}
     truth = fold_commits(store)
     assert truth.last_sequence == 2 * CHECKPOINT_INTERVAL + 7
-    assert read_state(store) == truth
     assert load_state(store) == truth
     # Exactly at a checkpoint, nothing after it.
     exact = LocalStore(str(tmp_path / "exact"))
     make_commits(exact, CHECKPOINT_INTERVAL)
-    assert read_state(exact) == fold_commits(exact)
+    assert load_state(exact) == fold_commits(exact)
 
 
 def test_a_micro_batch_commit_that_makes_commit_50_writes_the_checkpoint(tmp_path):
@@ -96,8 +94,8 @@ def test_a_micro_batch_commit_that_makes_commit_50_writes_the_checkpoint(tmp_pat
                         0, 0, "00")
     ObjectStreamWriter({"path": store.uri, "streamId": "s2"}).commit([ObjectsWritten([entry])], 0)
     assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is not None
-    assert read_state(store) == fold_commits(store)
-    assert read_state(store).last_stream["id"] == "s2"
+    assert load_state(store) == fold_commits(store)
+    assert load_state(store).last_stream["id"] == "s2"
 
 
 class CountingStore(LocalStore):
@@ -121,7 +119,7 @@ def test_reader_reads_the_newest_checkpoint_and_only_later_commits(tmp_path):
     store = CountingStore(str(tmp_path / "loc"))
     make_commits(store, 3 * CHECKPOINT_INTERVAL + 4)
     store.gets.clear()
-    state = read_state(store)
+    state = load_state(store)
     assert store.gets == [LAST_CHECKPOINT_KEY, checkpoint_key(3 * CHECKPOINT_INTERVAL)] + [
         commit_key(3 * CHECKPOINT_INTERVAL + n) for n in range(0, 5)]
     assert state == fold_commits(store)
@@ -132,13 +130,13 @@ def test_lagging_or_missing_pointer_still_finds_the_newest_checkpoint(tmp_path):
     make_commits(store, 2 * CHECKPOINT_INTERVAL + 1)
     store.put(LAST_CHECKPOINT_KEY, json.dumps({"sequence": CHECKPOINT_INTERVAL}).encode())  # a lost pointer update
     store.gets.clear()
-    state = read_state(store)
+    state = load_state(store)
     assert checkpoint_key(2 * CHECKPOINT_INTERVAL) in store.gets
     assert checkpoint_key(CHECKPOINT_INTERVAL) not in store.gets
     assert state == fold_commits(store)
     store.delete(LAST_CHECKPOINT_KEY)
     store.gets.clear()
-    state = read_state(store)
+    state = load_state(store)
     assert commit_key(1) not in store.gets
     assert state == fold_commits(store)
 
@@ -162,8 +160,8 @@ def test_damaged_checkpoint_falls_back_to_the_commits(tmp_path, damage):
         store.put(commit_key(CHECKPOINT_INTERVAL), commit.replace(checksum, checksum.replace(b"0", b"f", 1)))
     else:
         store.delete(key)
-    assert read_state(store) == fold_commits(store)
-    assert read_state(store).last_sequence == CHECKPOINT_INTERVAL + 3
+    assert load_state(store) == fold_commits(store)
+    assert load_state(store).last_sequence == CHECKPOINT_INTERVAL + 3
 
 
 def test_damaged_commit_after_a_checkpoint_is_still_an_error(tmp_path):
@@ -171,7 +169,7 @@ def test_damaged_commit_after_a_checkpoint_is_still_an_error(tmp_path):
     make_commits(store, CHECKPOINT_INTERVAL + 2)
     store.put(commit_key(CHECKPOINT_INTERVAL + 1), b"{not json")
     with pytest.raises(TopicvaultError, match=r"commit record .*0051\.json is unreadable"):
-        read_state(store)
+        load_state(store)
 
 
 class FailingCheckpointStore(LocalStore):
@@ -188,13 +186,13 @@ def test_a_failed_checkpoint_write_never_fails_the_commit(tmp_path):
     make_commits(store, CHECKPOINT_INTERVAL + 1)
     assert store.head(commit_key(CHECKPOINT_INTERVAL + 1)) is not None
     assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is None
-    assert read_state(store) == fold_commits(store)
+    assert load_state(store) == fold_commits(store)
 
 
 def test_read_forward_folds_only_new_commits(tmp_path):
     store = CountingStore(str(tmp_path / "loc"))
     state = make_commits(store, 3)
-    held = read_state(store)
+    held = load_state(store)
     make_commits(store, 2, state)
     store.gets.clear()
     held = read_forward(store, held)
@@ -360,8 +358,8 @@ def test_a_real_backup_that_makes_commit_50_writes_the_checkpoint_and_restores_e
     run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--master", "local[2]")
     store = LocalStore(str(location))
     assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is not None
-    assert read_state(store) == fold_commits(store)
-    assert read_state(store).end_offset(topic, 0) == 30
+    assert load_state(store) == fold_commits(store)
+    assert load_state(store).end_offset(topic, 0) == 30
     run_cli("restore", "--from", str(location), "-b", bootstrap, "-t", topic, "--rename", f"{topic}={topic}-r")
     restored = consume_all(bootstrap, f"{topic}-r")[0]
     assert [(r.key, r.value, r.headers, r.timestamp_ms) for r in restored] == \

@@ -21,9 +21,9 @@ from topicvault.core.commits import fold_commits
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
-from topicvault.sink.compact import CompactJob, compact
 from topicvault.sink.expire import expire
 from topicvault.sink.objects import Rotation
+from topicvault.source.compact import CompactJob, compact
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
 
@@ -299,8 +299,8 @@ def test_a_restore_planned_before_a_compact_whose_grace_passed_stops_clearly_the
 
 
 def test_compact_on_s3_deletes_only_what_no_commit_needs(bootstrap, spark, topic_factory, s3_uri):
-    from topicvault.core.commits import load_state
-    from topicvault.core.store import open_store
+    from topicvault.core.checkpoints import load_state
+    from topicvault.core.locations import open_store
 
     topic = topic_factory(1, prefix="compact-s3")
     backed_up_in_rounds(bootstrap, topic, s3_uri, rounds=2, per_round=30, max_records=10, partitions=1)

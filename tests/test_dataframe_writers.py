@@ -125,10 +125,10 @@ def test_kafka_writer_task_retry_never_produces_again(bootstrap, spark, topic_fa
 
 def test_a_bad_allow_offset_gaps_value_is_a_one_line_error(tmp_path):
     from topicvault.core.errors import TopicvaultError
-    from topicvault.sink.datasource import ObjectWriter
+    from topicvault.sink.datasource import ObjectBatchWriter
 
     with pytest.raises(TopicvaultError, match="allowOffsetGaps must be true or false"):
-        ObjectWriter({"path": str(tmp_path), "allowOffsetGaps": "maybe"})
+        ObjectBatchWriter({"path": str(tmp_path), "allowOffsetGaps": "maybe"})
     assert not any(tmp_path.iterdir())
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topicvault.demo import run_demo
+from topicvault.source.demo import run_demo
 
 
 def test_demo_reports_identical_round_trip(spark, tmp_path):

@@ -143,9 +143,10 @@ def test_group_history_is_capped_by_thinning_the_oldest_half():
 
 
 def test_follow_saves_group_offsets_with_each_micro_batch_that_changed_them(bootstrap, spark, topic_factory, tmp_path):
-    from topicvault.core.commits import load_commits, load_state
+    from topicvault.core.checkpoints import load_state
+    from topicvault.core.commits import load_commits
     from topicvault.core.kafka import KafkaSettings
-    from topicvault.core.store import open_store
+    from topicvault.core.locations import open_store
     from topicvault.sink.backup import BackupJob
     from topicvault.sink.follow import run_follow
 

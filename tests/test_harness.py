@@ -7,7 +7,7 @@ import os
 from kafkatools import consume_all, produce_records
 from topicvault.core.embedded_broker import EmbeddedBroker
 from topicvault.core.envelope import Record
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 
 
 def test_broker_round_trips_awkward_records(bootstrap, topic_factory):

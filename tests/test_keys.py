@@ -162,3 +162,21 @@ def test_run_ids_differ_and_keys_still_sort_by_start_offset():
 def test_a_malformed_run_id_is_refused():
     with pytest.raises(KeyParseError, match="run id"):
         default_codec().render("t", 0, 5, "parquet", run="../x")
+
+
+@pytest.mark.parametrize("unit, folders", [("day", "date=2023-11-14/"), ("hour", "date=2023-11-14/hour=22/")])
+def test_time_partition_templates_render_folders_and_parse_back(unit, folders):
+    from topicvault.keys import time_partitioned_template
+
+    codec = template_codec(time_partitioned_template(unit))
+    key = codec.render("orders", 3, 42, "parquet", timestamp_ms=1_700_000_000_000)
+    assert key.startswith(f"topic=orders/partition=3/{folders}")
+    parsed = codec.parse(key)
+    assert (parsed.topic, parsed.partition, parsed.start_offset) == ("orders", 3, 42)
+
+
+def test_bad_time_partition_unit_is_refused():
+    from topicvault.keys import time_partitioned_template
+
+    with pytest.raises(KeyParseError, match="use day or hour"):
+        time_partitioned_template("minute")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from topicvault.core.checkpoints import CHECKPOINT_INTERVAL, commit_next, commit_with_checkpoint, read_state
+from topicvault.core.checkpoints import CHECKPOINT_INTERVAL, commit_next, commit_with_checkpoint, load_state
 from topicvault.core.commits import (
     BackupState,
     CommitRecord,
@@ -16,7 +16,6 @@ from topicvault.core.commits import (
     RemovedObject,
     commit_key,
     fold_commits,
-    load_state,
 )
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LocalStore
@@ -60,7 +59,7 @@ def test_a_compact_commit_replaces_objects_and_remembers_them_as_retired(tmp_pat
     assert (folded.partitions[(T, 0)].start, folded.partitions[(T, 0)].end) == (0, 30)
     assert folded.retired == {entry(f, f + 9).key: 99_000 for f in (0, 10, 20)}
     assert folded.last_stream == {"id": "s", "batch": 20}, "a compact must not hide the follower's last batch"
-    assert read_state(store) == folded == state
+    assert load_state(store) == folded == state
 
 
 def test_forgotten_retirees_leave_the_state(tmp_path):
@@ -69,7 +68,7 @@ def test_forgotten_retirees_leave_the_state(tmp_path):
     commit(store, state, CommitRecord(4, 4, (), (entry(0, 19, "r00000000000c"),), kind="compact",
                                       removed=(RemovedObject(T, 0, entry(0, 9).key), RemovedObject(T, 0, entry(10, 19).key))))
     commit(store, state, CommitRecord(5, 5, (), (), kind="compact", forgotten=(entry(0, 9).key,)))
-    assert fold_commits(store).retired == {entry(10, 19).key: 4} == read_state(store).retired
+    assert fold_commits(store).retired == {entry(10, 19).key: 4} == load_state(store).retired
 
 
 def test_an_expire_commit_moves_the_start_and_clips_lost_ranges(tmp_path):
@@ -124,7 +123,7 @@ def test_checkpoints_carry_removals_and_starts(tmp_path):
     assert state.last_sequence == CHECKPOINT_INTERVAL
     assert store.head(f"_topicvault/checkpoints/{CHECKPOINT_INTERVAL:019d}.json") is not None
     truth = fold_commits(store)
-    assert read_state(store) == truth
+    assert load_state(store) == truth
     assert truth.partitions[(T, 0)].start == 20 and truth.retired[entry(0, 19, "r00000000000c").key] == 8
 
 

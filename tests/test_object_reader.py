@@ -15,7 +15,7 @@ import pytest
 from topicvault.core.commits import ObjectEntry
 from topicvault.core.envelope import Record, batch_to_records, records_to_batch
 from topicvault.core.errors import CorruptObject
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.formats import FORMAT_NAMES, resolve_format
 from topicvault.source.object_reader import read_partition
 

@@ -18,3 +18,14 @@ def test_every_package_of_the_tree_is_in_the_wheel():
         if relative.parts and relative.parts[0] not in NOT_SHIPPED:
             found.add(".".join(("topicvault", *relative.parts)))
     assert found == declared
+
+
+def test_pyspark_pin_admits_no_version_without_the_streaming_apis_used():
+    # sink/stream.py uses pyspark.sql.streaming.datasource (ReadLimit, admission control),
+    # which older 4.x releases do not have: an install that picks one fails only at run time.
+    import re
+
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (pin,) = [d for d in dependencies if d.startswith("pyspark")]
+    lower = re.search(r">=\s*(\d+)\.(\d+)", pin)
+    assert lower and (int(lower[1]), int(lower[2])) >= (4, 2), pin

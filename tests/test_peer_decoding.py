@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from topicvault.core.errors import CorruptObject, TopicvaultError
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.formats.peers import PEERS, PeerOptions, peer_layout
 from topicvault.source.peer_layout import PeerReadReport, peer_state, read_peer_partition, resolve_layout
 

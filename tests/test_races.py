@@ -15,8 +15,8 @@ from kafkatools import consume_all, produce_records
 from nasty import nasty_records
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
-from topicvault.core.store import open_store
-from topicvault.sink.backup import BackupJob, backup_task, plan, run_backup
+from topicvault.core.locations import open_store
+from topicvault.sink.backup import BackupJob, backup_group, plan_run, run_backup
 from topicvault.sink.objects import put_once
 
 
@@ -41,10 +41,10 @@ def test_racing_backups_from_different_snapshots_never_overwrite_committed_objec
     produce_records(bootstrap, topic, nasty_records(topic, 2, 300, big_values=0))
     settings = KafkaSettings.of(bootstrap)
     early = BackupJob(kafka=settings, store_uri=store_uri, key_template=key_template)
-    early_plan = plan(early, [topic])
+    early_plan = plan_run(early, [topic])
     produce_records(bootstrap, topic, nasty_records(topic, 2, 200, seed=2, big_values=0))
     late = BackupJob(kafka=settings, store_uri=store_uri, key_template=key_template)
-    late_plan = plan(late, [topic])
+    late_plan = plan_run(late, [topic])
     assert early_plan.tasks[0].start == late_plan.tasks[0].start == 0
     assert early_plan.tasks[0].end < late_plan.tasks[0].end  # same first object key, different content
 
@@ -70,15 +70,15 @@ def test_objects_of_a_killed_run_never_block_or_damage_the_next_run(bootstrap, s
     produce_records(bootstrap, topic, nasty_records(topic, 2, 300, big_values=0))
     settings = KafkaSettings.of(bootstrap)
     killed = BackupJob(kafka=settings, store_uri=local_uri)
-    killed_plan = plan(killed, [topic])
+    killed_plan = plan_run(killed, [topic])
     produce_records(bootstrap, topic, nasty_records(topic, 2, 200, seed=2, big_values=0))
     if leftover_writes == "before-the-new-run":
         for task in killed_plan.tasks:
-            backup_task(killed, task)
+            backup_group(killed, [task])
     run_cli("backup", "-b", bootstrap, "--to", local_uri, "-t", topic)
     if leftover_writes == "after-the-new-commit":
         for task in killed_plan.tasks:
-            backup_task(killed, task)
+            backup_group(killed, [task])
     assert_verify_and_restore_exact(bootstrap, topic, local_uri, f"{topic}-r")
 
 

@@ -26,7 +26,7 @@ from topicvault.formats import FORMAT_NAMES, resolve_format
 from topicvault.formats.avro import SCHEMA as AVRO_SCHEMA
 from topicvault.formats.base import MAX_INFLATED_BYTES, METADATA_TYPE, gunzip_bytes
 from topicvault.formats.csv import COLUMNS as CSV_COLUMNS
-from topicvault.inspection import text_line
+from topicvault.source.inspect import text_line
 
 CODECS = {"parquet": ["zstd"], "avro": ["deflate"], "jsonl": ["none", "gzip"], "csv": ["none", "gzip"]}
 ALL = [(name, codec) for name in FORMAT_NAMES for codec in CODECS[name]]

@@ -24,7 +24,7 @@ from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.formats.peers import PeerOptions
-from topicvault.sink.backup import BackupJob, plan, run_backup
+from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.follow import (
     FollowRound,
     PartitionLag,
@@ -161,7 +161,7 @@ def test_lag_compares_the_archives_newest_offset_with_the_restored_one():
 
 def backup_now(spark, bootstrap: str, location: str, topic: str) -> None:
     job = BackupJob(KafkaSettings.of(bootstrap), location)
-    backup_plan = plan(job, [topic])
+    backup_plan = plan_run(job, [topic])
     assert backup_plan.has_work
     run_backup(spark, job, backup_plan)
 

@@ -25,7 +25,7 @@ from test_crash import run_cli_process, strip
 from test_peer_layouts import FIELDS, aiven_csv, archive_records, assert_restored, write_chunks
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.source.offset_map import load_offset_maps
 from topicvault.source.restore_state import RestoreRecords, archive_identity, default_state_uri
 

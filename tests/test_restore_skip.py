@@ -17,7 +17,7 @@ from test_object_reader import store_object
 from topicvault.core.commits import ObjectEntry
 from topicvault.core.envelope import batch_to_records
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.store import open_store
+from topicvault.core.locations import open_store
 from topicvault.source.object_reader import check_on_error, read_partition
 from topicvault.source.offset_map import OffsetMap, load_offset_maps
 from topicvault.source.restore_state import RestoreRecords

@@ -16,8 +16,9 @@ import pytest
 from harness_s3 import free_port, moto_server
 from topicvault.core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from topicvault.core.local_store import TEMP_PREFIX, LocalStore
+from topicvault.core.locations import open_store
 from topicvault.core.s3_store import S3Store
-from topicvault.core.store import ObjectInfo, ObjectStore, open_store
+from topicvault.core.store import ObjectInfo, ObjectStore
 
 MiB = 1024 * 1024
 

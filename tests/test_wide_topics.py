@@ -60,14 +60,14 @@ def test_group_ranges_packs_small_ranges_per_core_and_keeps_big_ones_apart():
 
 def test_wide_topic_backup_launches_one_task_per_core_and_costs_about_a_narrow_one(
         bootstrap, spark, topic_factory, tmp_path):
-    from topicvault.sink.backup import BackupJob, plan, run_backup
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
 
     measured = {}
     for partitions in (8, 256, 8, 256):  # each twice: the first of each warms up
         topic = topic_factory(partitions, prefix=f"wide{partitions}")
         produce_records(bootstrap, topic, records(topic, partitions, 20))
         job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / topic))
-        planned = plan(job, [topic])
+        planned = plan_run(job, [topic])
         started = time.monotonic()
         result, tasks = spark_tasks(spark, topic, lambda job=job, planned=planned: run_backup(spark, job, planned))
         measured[partitions] = (time.monotonic() - started, tasks)
@@ -94,7 +94,7 @@ def test_wide_topic_round_trip_is_exact(bootstrap, spark, topic_factory, tmp_pat
 
 
 def _objects_bytes(job) -> dict[tuple[str, int, int], bytes]:
-    from topicvault.core.commits import load_state
+    from topicvault.core.checkpoints import load_state
 
     store = job.open_store()
     state = load_state(store)
@@ -106,7 +106,7 @@ def test_grouped_objects_are_byte_identical_to_one_task_per_partition_even_over_
         bootstrap, spark, topic_factory, tmp_path):
     # A tiny open-object budget makes a grouped task fall back to one partition at a time
     # halfway: the objects must still be exactly those of one task per partition.
-    from topicvault.sink.backup import BackupJob, plan, run_backup
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
     from topicvault.sink.objects import Rotation
 
     topic = topic_factory(6, prefix="budget")
@@ -117,7 +117,7 @@ def test_grouped_objects_are_byte_identical_to_one_task_per_partition_even_over_
                                    ("grouped-default", None, 1_000_000)):
         job = replace(base, store_uri=str(tmp_path / name),
                       **({"open_objects_budget": budget} if budget else {}))
-        planned = plan(job, [topic], records_per_task=per_task)
+        planned = plan_run(job, [topic], records_per_task=per_task)
         result, tasks = spark_tasks(spark, f"{topic}-{name}", lambda job=job, planned=planned: run_backup(spark, job, planned))
         assert result.records == sum(p.records_at_most for p in planned.partitions) > 6 * 900
         outputs.append((tasks, _objects_bytes(job)))
@@ -129,14 +129,14 @@ def test_grouped_objects_are_byte_identical_to_one_task_per_partition_even_over_
 def test_grouped_task_reports_each_partition_where_it_really_stopped(bootstrap, spark, topic_factory, tmp_path):
     # A partition whose broker-reported end was too high (simulated by the plan) ends short;
     # the other partitions of the same task are still read and committed whole.
-    from topicvault.core.commits import load_state
-    from topicvault.sink.backup import BackupJob, plan, run_backup
+    from topicvault.core.checkpoints import load_state
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
     from topicvault.sink.plan import PartitionPlan
 
     topic = topic_factory(4, prefix="wide-short")
     produce_records(bootstrap, topic, records(topic, 4, 10))
     job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
-    planned = plan(job, [topic])
+    planned = plan_run(job, [topic])
     planned.partitions[2] = PartitionPlan(topic, 2, 0, 15, 0)
     planned.tasks[2] = OffsetRange(topic, 2, 0, 15)
     result, tasks = spark_tasks(spark, topic, lambda: run_backup(spark, job, planned))
@@ -186,9 +186,9 @@ def test_read_ranges_over_budget_finishes_one_partition_before_the_next(bootstra
 def test_streaming_micro_batch_over_many_partitions_runs_one_task_per_core_and_writes_the_fused_objects(
         bootstrap, spark, topic_factory, tmp_path):
     # What `backup --follow` runs: readStream topicvault-kafka -> writeStream topicvault.
-    from topicvault.core.commits import load_state
-    from topicvault.core.store import open_store
-    from topicvault.sink.backup import BackupJob, plan, run_backup
+    from topicvault.core.checkpoints import load_state
+    from topicvault.core.locations import open_store
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
     from topicvault.sink.objects import Rotation
 
     topic = topic_factory(64, prefix="wide-stream")
@@ -207,7 +207,7 @@ def test_streaming_micro_batch_over_many_partitions_runs_one_task_per_core_and_w
     assert tasks and max(tasks) <= cores, tasks
 
     fused = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "fused"), rotation=Rotation(7))
-    run_backup(spark, fused, plan(fused, [topic]))
+    run_backup(spark, fused, plan_run(fused, [topic]))
     streamed_store = open_store(streamed)
     streamed_state = load_state(streamed_store)
     assert sum(ps.records for ps in streamed_state.partitions.values()) > 64 * 30

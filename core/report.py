@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from typing import Iterable
 
-from .core.commits import BackupState, ObjectEntry
+from .commits import BackupState, ObjectEntry
 
 
 def iso(millis: int | None) -> str | None:

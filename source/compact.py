@@ -30,17 +30,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..core.checkpoints import commit_next
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject, load_state
+from ..core.checkpoints import commit_next, load_state
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.store import ObjectStore, open_store
+from ..core.locations import open_store
+from ..core.store import ObjectStore
 from ..formats import ObjectFormat, extension_of, format_for_extension, resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
-from ..source.object_reader import check_keys_open, read_object_batches
-from .objects import PartitionObjects, Rotation
-from .retire import DEFAULT_GRACE_MS, Collected, collect_garbage, deleted_retirees
+from ..sink.objects import PartitionObjects, Rotation
+from ..sink.retire import DEFAULT_GRACE_MS, Collected, collect_garbage, deleted_retirees
+from .object_reader import check_keys_open, read_object_batches
 
 
 @dataclass(frozen=True)

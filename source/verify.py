@@ -14,15 +14,15 @@ from typing import Callable
 
 import pyarrow.compute as pc
 
-from .core.checkpoints import checkpoint_problems
-from .core.commits import ObjectEntry, PartitionState, fold_commits
-from .core.crypto import Keyring
-from .core.envelope import RecordDigest
-from .core.errors import TopicvaultError
-from .core.kafka import KafkaSettings, metadata_consumer, watermarks
-from .core.store import ObjectStore
-from .sink.kafka_reader import OffsetRange, read_range
-from .source.object_reader import read_object, stored_bytes
+from ..core.checkpoints import checkpoint_problems
+from ..core.commits import ObjectEntry, PartitionState, fold_commits
+from ..core.crypto import Keyring
+from ..core.envelope import RecordDigest
+from ..core.errors import TopicvaultError
+from ..core.kafka import KafkaSettings, metadata_consumer, watermarks
+from ..core.store import ObjectStore
+from ..sink.kafka_reader import OffsetRange, read_range
+from .object_reader import read_object, stored_bytes
 
 
 @dataclass

@@ -10,11 +10,11 @@ from typing import Callable
 
 from confluent_kafka import Producer
 
-from .core.embedded_broker import EmbeddedBroker
-from .core.kafka import KafkaSettings, confluent_timestamp_type, create_topics, metadata_consumer, read_to_eof
-from .core.spark import get_spark
-from .sink.backup import BackupJob, plan, run_backup
-from .source.restore import RestoreJob, plan_restore, run_restore
+from ..core.embedded_broker import EmbeddedBroker
+from ..core.kafka import KafkaSettings, confluent_timestamp_type, create_topics, metadata_consumer, read_to_eof
+from ..core.spark import get_spark
+from ..sink.backup import BackupJob, plan_run, run_backup
+from .restore import RestoreJob, plan_restore, run_restore
 
 SOURCE_TOPIC = "demo.orders"
 TARGET_TOPIC = "demo.orders.restored"
@@ -86,7 +86,7 @@ def run_demo(count: int, directory: str | None, master: str | None, say: Callabl
         say(f"Spark started in {time.monotonic() - spark_started:.1f} s")
 
         job = BackupJob(kafka=settings, store_uri=location)
-        backup = run_backup(spark, job, plan(job, [SOURCE_TOPIC]))
+        backup = run_backup(spark, job, plan_run(job, [SOURCE_TOPIC]))
         say(f"backup: {backup.records:,} records, {len(backup.objects)} objects, {backup.bytes:,} bytes "
             f"in {backup.elapsed_s:.1f} s ({backup.records / max(backup.elapsed_s, 1e-9):,.0f} records/s)")
 

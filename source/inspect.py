@@ -6,14 +6,14 @@ import base64
 import json
 from typing import Iterator
 
-from .core.commits import load_state
-from .core.crypto import Keyring
-from .core.envelope import Record, batch_to_records
-from .core.errors import TopicvaultError
-from .core.store import ObjectStore
-from .formats import extension_of, format_for_extension
-from .report import iso
-from .source.object_reader import object_bytes, read_partition
+from ..core.checkpoints import load_state
+from ..core.crypto import Keyring
+from ..core.envelope import Record, batch_to_records
+from ..core.errors import TopicvaultError
+from ..core.report import iso
+from ..core.store import ObjectStore
+from ..formats import extension_of, format_for_extension
+from .object_reader import object_bytes, read_partition
 
 
 def records_of_object(store: ObjectStore, key: str, offset: int = 0, keyring: Keyring | None = None) -> Iterator[Record]:

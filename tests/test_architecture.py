@@ -1,0 +1,148 @@
+"""The package's shape (issue #21): no import cycles, keys/ and formats/ pure, few root modules.
+
+Every module is parsed with `ast`; every import (function-level ones included) is resolved to a
+topicvault module. Pure logic: no broker, Spark or S3 server.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+ROOT_MODULES_ALLOWED = {"__init__", "__main__", "cli", "datasources"}
+# keys/ and formats/ turn bytes and names into records and back; they know nothing of these.
+PURE_PACKAGES = ("keys", "formats")
+FORBIDDEN_IN_PURE = ("topicvault.sink", "topicvault.source", "topicvault.core.spark", "topicvault.core.kafka",
+                     "pyspark", "confluent_kafka")
+
+
+def _module_files() -> dict[str, Path]:
+    """Module name (topicvault.x.y) -> file, for every .py file of the package (tests and tools excluded)."""
+    found = {}
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        parts = path.relative_to(PACKAGE_ROOT).with_suffix("").parts
+        if parts[0] in {"tests", "benchmarks", "ci", ".venv"} or any(p.startswith(".") for p in parts):
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(("topicvault", *parts))] = path
+    return found
+
+
+def _is_package(name: str, files: dict[str, Path]) -> bool:
+    return files[name].name == "__init__.py"
+
+
+def imports_of(name: str, files: dict[str, Path]) -> set[str]:
+    """Every module name `name` imports anywhere in its file (absolute, as written or resolved)."""
+    tree = ast.parse(files[name].read_text(), str(files[name]))
+    package = name if _is_package(name, files) else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.add(module)
+            # `from . import x` / `from .pkg import mod` import submodules too.
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def internal_graph() -> dict[str, set[str]]:
+    """topicvault module -> the topicvault modules it imports (packages' __init__ count as modules)."""
+    files = _module_files()
+    graph = {}
+    for name in files:
+        targets = set()
+        for imported in imports_of(name, files):
+            if imported in files and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules (first repeated last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_find_cycle_sees_a_function_level_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycles_between_modules():
+    graph = internal_graph()
+    assert len(graph) > 40  # the walk found the package
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_keys_and_formats_know_nothing_of_spark_kafka_sink_or_source():
+    files = _module_files()
+    offenders = []
+    for name in files:
+        if name.split(".")[1:2] and name.split(".")[1] in PURE_PACKAGES:
+            for imported in imports_of(name, files):
+                if any(imported == f or imported.startswith(f + ".") for f in FORBIDDEN_IN_PURE):
+                    offenders.append(f"{name} imports {imported}")
+    assert offenders == []
+
+
+def test_no_modules_at_the_root_besides_the_entry_points():
+    root = {p.stem for p in PACKAGE_ROOT.glob("*.py")}
+    assert root - ROOT_MODULES_ALLOWED == set()
+
+
+# Data flows one way: a package imports only packages ranked below it (or itself). The root
+# modules (cli, datasources) compose everything; restore (source/) may read Kafka ranges and
+# run a backup (verify, demo); the backup side (sink/) knows nothing of restore.
+PACKAGE_RANK = {"core": 0, "keys": 1, "formats": 2, "sink": 3, "source": 4}
+ROOT_RANK = 5
+
+
+def _rank(module: str) -> tuple[str, int]:
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in PACKAGE_RANK:
+        return parts[1], PACKAGE_RANK[parts[1]]
+    return "root", ROOT_RANK
+
+
+def test_packages_import_only_downward():
+    upward = []
+    for module, targets in internal_graph().items():
+        package, rank = _rank(module)
+        for target in targets:
+            target_package, target_rank = _rank(target)
+            if target_rank > rank:
+                upward.append(f"{module} ({package}) imports {target} ({target_package})")
+    assert sorted(upward) == []

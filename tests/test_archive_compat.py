@@ -1,0 +1,67 @@
+"""On-disk compatibility: an archive written before issue #21 still reads and restores exactly.
+
+tests/data/archive-v1 was made with the CLI of commit a17ac99 (two backups of a 2-partition
+topic `legacy.orders`, --max-records 4: nulls, empty bytes, tombstones, duplicate and null
+headers, timestamps 1 and 2100); archive-v1.expected.json holds what the broker held then.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+from kafkatools import consume_all
+from topicvault.core.checkpoints import load_state
+from topicvault.core.envelope import Record, batch_to_records
+from topicvault.core.kafka import KafkaSettings
+from topicvault.core.locations import open_store
+from topicvault.source.object_reader import read_partition
+from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+
+DATA = Path(__file__).parent / "data"
+ARCHIVE = DATA / "archive-v1"
+
+
+def _expected() -> tuple[str, dict[int, list[Record]]]:
+    saved = json.loads((DATA / "archive-v1.expected.json").read_text())
+
+    def raw(text: str | None) -> bytes | None:
+        return None if text is None else base64.b64decode(text)
+
+    topic = saved["topic"]
+    return topic, {
+        int(p): [Record(topic, int(p), r["offset"], raw(r["key"]), raw(r["value"]), r["timestamp"], r["timestampType"],
+                        tuple((k, raw(v)) for k, v in r["headers"])) for r in records]
+        for p, records in saved["partitions"].items()
+    }
+
+
+def test_archive_written_before_the_change_reads_exactly():
+    topic, expected = _expected()
+    store = open_store(str(ARCHIVE))
+    state = load_state(store)
+    assert {(t, p): ps.end for (t, p), ps in state.partitions.items()} == {(topic, 0): 16, (topic, 1): 16}
+    for partition, records in expected.items():
+        entries = state.partitions[(topic, partition)].objects
+        assert len(entries) == 5
+        read = [r for batch in read_partition(store, list(entries)) for r in batch_to_records(batch)]
+        assert read == records
+
+
+def test_archive_written_before_the_change_restores_exactly(bootstrap, spark, tmp_path):
+    topic, expected = _expected()
+    location = tmp_path / "archive"
+    shutil.copytree(ARCHIVE, location)  # the committed copy stays untouched whatever the restore does
+    target = f"legacy-{uuid.uuid4().hex[:8]}"
+    job = RestoreJob(KafkaSettings.of(bootstrap), str(location))
+    plan = plan_restore(job, [], {topic: target}, None)
+    result = run_restore(spark, job, plan)
+    assert sum(r.produced for r in result.results) == 32
+    restored = consume_all(bootstrap, target)
+    assert {p: [(r.offset, r.key, r.value, r.timestamp_ms, r.timestamp_type, r.headers) for r in rs]
+            for p, rs in restored.items()} == \
+        {p: [(r.offset, r.key, r.value, r.timestamp_ms, r.timestamp_type, r.headers) for r in rs]
+         for p, rs in expected.items()}
