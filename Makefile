@@ -17,9 +17,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	bash ci/test.sh $(PYTEST_ARGS)
 
-# The pure-logic tier: no broker, S3 server or Spark (seconds).
+# The pure-logic tier: no broker, S3 server or Spark (seconds; two workers).
 unit: $(STAMP)
-	$(VENV)/bin/python -m pytest -q --unit $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q --unit -n 2 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
