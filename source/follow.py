@@ -15,6 +15,12 @@ and after a round; the running round always finishes, so its state is saved.
 
 Topic configs: the first round of a run applies the saved configs once its data is in, like a
 one-shot restore, so the standby looks like its source (later rounds leave them alone).
+
+Maintenance of the archive: a compact commit replaces objects with merged ones over the same
+offsets; a round selects records by offset after the saved map (Selection.after), so it reads
+the merged object and restores only what is new. An expire commit that dropped records the
+standby has not restored stops the round with an error naming the offsets gone
+(restore.check_not_expired): following on would splice the standby's copy.
 Consumer groups (`groups`): after each round the saved offsets are translated through the whole
 map and committed, so a group never points past what the standby holds; a group with members on
 the target (the standby is in use) is left alone and named.

@@ -380,6 +380,8 @@ def plan_restore(
         through = done.last_source_offset if done is not None else None
         chosen = selection.after(source, partition, through)
         if layout == "topicvault":
+            check_not_expired(restore_id, source, partition, target, ps.start, through, chosen)
+        if layout == "topicvault":
             objects = chosen.objects(source, partition, ps.objects)
         else:
             # A peer object's offsets and times are known only once it is read: select records, not objects.
@@ -408,6 +410,27 @@ def plan_restore(
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
                        topic_configs=topic_configs, replication=replication, selection=selection, layout=layout,
                        restored=restored, archive=state, target_starts=starts)
+
+
+def check_not_expired(restore_id: str, source: str, partition: int, target: str, archive_start: int,
+                      through: int | None, chosen: Selection) -> None:
+    """Refuse to continue a partition whose next selected offsets were expired from the archive.
+
+    Earlier runs restored the partition through source offset `through` (None: nothing yet, so
+    it starts wherever the archive starts) and `chosen` starts after it. An archive that now
+    starts later (an expire commit dropped objects this restore had not read) would splice the
+    target: the records between are gone from the archive, so no later round could fill the gap.
+    """
+    first, last = chosen.bounds(source, partition)
+    gone_last = archive_start - 1 if last is None else min(archive_start - 1, last)
+    if through is None or gone_last < first:
+        return
+    raise TopicvaultError(
+        f"{source}[{partition}]: offsets {first}..{gone_last} were expired from the archive before restore "
+        f"{restore_id} restored them (the archive now starts at offset {archive_start}): continuing would leave "
+        f"that gap in {target}; restore into a new topic with a new --restore-id (it starts at offset "
+        f"{archive_start}), and expire with an older --before than the standby's lag next time"
+    )
 
 
 def _plan_topic_settings(
@@ -571,7 +594,7 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     """Create topics, save state, produce every partition; resumable with the same restore id.
 
     The saved offset map is the plan's earlier maps followed by this run's; `configure` False
-    leaves topic configs as they are (a follow round after the first).
+    leaves topic configs as they are (a follow round: the standby sets them when it stops).
     """
     check_no_speculation(spark, "a restore")
     started = time.monotonic()
