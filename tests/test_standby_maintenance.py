@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 from kafkatools import consume_all, produce_records
 from test_restore_follow import Standby, backup_now, exact
+from test_restore_guards import LOADING, describe, edit_saved_configs
 from topicvault.core.checkpoints import load_state
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
@@ -143,3 +144,31 @@ def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offs
     assert f"{topic}[0]: offsets 200..299 were expired from the archive" in message
     assert "--restore-id" in message
     assert sum(map(len, consume_all(bootstrap, target).values())) == 200  # nothing spliced in
+
+
+def test_standby_topics_keep_loading_configs_while_following_and_get_saved_ones_when_stopped(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="standby-configs")
+    target, location = f"{topic}-standby", tmp_path / "archive"
+    job = RestoreJob(KafkaSettings.of(bootstrap), str(location))
+    request = StandbyRequest(renames={topic: target}, restore_id="configs", poll_interval_s=0.3)
+    backed_up(spark, bootstrap, str(location), topic, 0, 100)
+    saved = {"cleanup.policy": "compact", "retention.ms": "60000"}
+    edit_saved_configs(location, topic, saved)  # as real Kafka reports overrides (tansu reports none)
+
+    standby = Standby(spark, job, request)
+    standby.wait_rounds(1)
+    # A compacting target would lose records of a round a kill interrupts, and the restart would count too few.
+    assert describe(bootstrap, target) == LOADING
+    backed_up(spark, bootstrap, str(location), topic, 100, 100)
+    standby.wait_rounds(2)
+    assert describe(bootstrap, target) == LOADING
+    standby.finish()
+    assert describe(bootstrap, target) == saved  # stopped for good (SIGTERM): it looks like its source
+
+    restarted = Standby(spark, job, request)  # the standby goes on: loading configs again before it produces
+    restarted.wait_rounds(1)
+    assert describe(bootstrap, target) == LOADING
+    restarted.finish()
+    assert describe(bootstrap, target) == saved
+    same_as_source(bootstrap, topic, target)
