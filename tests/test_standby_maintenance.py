@@ -10,6 +10,8 @@ configs are applied when it stops for good.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from kafkatools import consume_all, produce_records
 from test_restore_follow import Standby, backup_now, exact
@@ -144,6 +146,23 @@ def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offs
     assert f"{topic}[0]: offsets 200..299 were expired from the archive" in message
     assert "--restore-id" in message
     assert sum(map(len, consume_all(bootstrap, target).values())) == 200  # nothing spliced in
+
+
+def test_a_restore_resumed_after_expire_dropped_records_it_had_not_restored_stops_naming_them(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="resume-expire")
+    target, location = f"{topic}-r", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    for first in range(0, 400, 100):
+        backed_up(spark, bootstrap, location, topic, first, 100)
+    planned = plan_restore(job, [topic], {topic: target}, "resumed")
+    # Killed after the first object's records went in (offsets 0..99 of 0..399).
+    run_restore(spark, job, replace(planned, tasks=[replace(t, objects=t.objects[:1]) for t in planned.tasks]))
+    assert sum(map(len, consume_all(bootstrap, target).values())) == 100
+    expire(LocalStore(location), BASE + 200, HOUR_MS)  # the archive now starts at offset 200
+    with pytest.raises(TopicvaultError, match=rf"{topic}\[0\]: offsets 0\.\.199 were expired from the archive"):
+        plan_restore(job, [topic], {topic: target}, "resumed")
+    assert sum(map(len, consume_all(bootstrap, target).values())) == 100  # nothing spliced in
 
 
 def test_standby_topics_keep_loading_configs_while_following_and_get_saved_ones_when_stopped(
