@@ -26,6 +26,7 @@ offsets; a round selects records by offset after the saved map (Selection.after)
 the merged object and restores only what is new. An expire commit that dropped records the
 standby has not restored stops the round with an error naming the offsets gone
 (restore.check_not_expired): following on would splice the standby's copy.
+
 Consumer groups (`groups`): after each round the saved offsets are translated through the whole
 map and committed, so a group never points past what the standby holds; a group with members on
 the target (the standby is in use) is left alone and named.
