@@ -13,8 +13,20 @@ new with one request (topicvault: does the next commit record exist; a peer arch
 listing, compared with the objects of the last round). A stop request is seen while waiting
 and after a round; the running round always finishes, so its state is saved.
 
-Topic configs: the first round of a run applies the saved configs once its data is in, like a
-one-shot restore, so the standby looks like its source (later rounds leave them alone).
+Topic configs: while it follows, the topics the restore created keep their loading configs
+(unlimited retention, delete policy, CreateTime), and get their saved configs when the standby
+stops for good (`stop` set: SIGTERM or Ctrl-C), so it then looks like its source. A compacting
+or expiring target would delete records of a round a kill interrupts, and the restart, which
+counts what the target holds after the saved map's end, would count too few and produce some
+twice. A restarted standby sets the loading configs again before its first round produces.
+A failed round leaves them as they are (the standby is meant to be restarted).
+
+Maintenance of the archive: a compact commit replaces objects with merged ones over the same
+offsets; a round selects records by offset after the saved map (Selection.after), so it reads
+the merged object and restores only what is new. An expire commit that dropped records the
+standby has not restored stops the round with an error naming the offsets gone
+(restore.check_not_expired): following on would splice the standby's copy.
+
 Consumer groups (`groups`): after each round the saved offsets are translated through the whole
 map and committed, so a group never points past what the standby holds; a group with members on
 the target (the standby is in use) is left alone and named.
@@ -29,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..core.checkpoints import read_forward
-from ..core.cluster import check_group_inactive, commit_group_offsets
+from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets, loading_configs
 from ..core.commits import BackupState, CommitRecord, PartitionState, commit_key
 from ..core.errors import ObjectNotFound, TopicvaultError
 from .object_reader import SkippedObject
@@ -172,7 +184,9 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
         late = late_peer_objects(plan, seen) if seen is not None and plan.layout != "topicvault" else []
         seen = {o.key for ps in plan.archive.partitions.values() for o in ps.objects}
-        result = run_restore(spark, job, plan, configure=number == 0)
+        if number == 0:
+            keep_loading_configs(job, plan)
+        result = run_restore(spark, job, plan, configure=False)
         number += 1
         group_notes: list[str] = []
         moved: list[str] = []
@@ -183,7 +197,15 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         skipped.extend(this_round.skipped)
         report(this_round)
         if stop.is_set() or not _wait_for_news(job, plan, request.poll_interval_s, stop):
+            apply_topic_configs(job.kafka, plan.topic_configs)  # stopped for good: the standby looks like its source
             return FollowSummary(restore_id, number, produced, tuple(skipped))
+
+
+def keep_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
+    """Give the topics this restore created earlier their loading configs again (a clean stop gave
+    them their saved ones), before a restarted standby produces; topics it creates now get them anyway."""
+    apply_topic_configs(job.kafka, {topic: loading_configs(configs) for topic, configs in plan.topic_configs.items()
+                                    if topic not in plan.topics_to_create})
 
 
 def late_peer_objects(plan: RestorePlan, seen: set[str]) -> list[str]:

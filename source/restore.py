@@ -137,6 +137,8 @@ class RestorePlan:
     # "target-topic:partition" -> where the restore began writing, for every target partition (not only
     # those with objects now: a resumed or followed restore finds objects in the others later).
     target_starts: dict[str, int] = field(default_factory=dict)
+    # "source-topic:partition" -> where the archive started when the restore began (saved with its state).
+    source_starts: dict[str, int] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -366,6 +368,9 @@ def plan_restore(
     else:
         starts = _target_starts(job.kafka, records, partitions_needed, existing, allow_nonempty)
     restored = saved_offset_maps(records, restore_id) if continue_saved and saved is not None else {}
+    archive_starts = {f"{t}:{p}": ps.start for (t, p), ps in state.partitions.items()
+                      if t in topic_map} if layout == "topicvault" else {}
+    began = saved.source_starts if saved is not None else archive_starts
     tasks = []
     for (source, partition), ps in sorted(state.partitions.items()):
         if source not in topic_map:
@@ -379,6 +384,12 @@ def plan_restore(
         done = restored.get((source, partition))
         through = done.last_source_offset if done is not None else None
         chosen = selection.after(source, partition, through)
+        if layout == "topicvault":
+            # Nothing restored per the saved maps: the restore began where the archive started then.
+            start_then = began.get(f"{source}:{partition}")
+            passed = through if through is not None or start_then is None else start_then - 1
+            check_not_expired(restore_id, source, partition, target, ps.start, passed,
+                              selection.after(source, partition, passed))
         if layout == "topicvault":
             objects = chosen.objects(source, partition, ps.objects)
         else:
@@ -407,7 +418,30 @@ def plan_restore(
     notes = layout_found + lost_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
                        topic_configs=topic_configs, replication=replication, selection=selection, layout=layout,
-                       restored=restored, archive=state, target_starts=starts)
+                       restored=restored, archive=state, target_starts=starts, source_starts=began)
+
+
+def check_not_expired(restore_id: str, source: str, partition: int, target: str, archive_start: int,
+                      through: int | None, chosen: Selection) -> None:
+    """Refuse to continue a partition whose next selected offsets were expired from the archive.
+
+    Earlier runs of the restore passed the partition through source offset `through` (their
+    offset maps; else one before where the archive started when the restore began; None: not
+    known, nothing checked) and `chosen` starts after it. An archive that now starts later (an
+    expire commit dropped objects the restore had not finished) would splice or double the
+    target: the records between are gone from the archive, and a resumed restore counts what
+    the target holds against a sequence that no longer starts where it did.
+    """
+    first, last = chosen.bounds(source, partition)
+    gone_last = archive_start - 1 if last is None else min(archive_start - 1, last)
+    if through is None or gone_last < first:
+        return
+    raise TopicvaultError(
+        f"{source}[{partition}]: offsets {first}..{gone_last} were expired from the archive before restore "
+        f"{restore_id} had restored them (the archive now starts at offset {archive_start}): continuing would "
+        f"leave a gap in {target}; restore into a new topic with a new --restore-id (it starts at offset "
+        f"{archive_start}), and next time expire with a --before older than what the restore has yet to do"
+    )
 
 
 def _plan_topic_settings(
@@ -559,7 +593,7 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
         save_restore_state(
             job.restore_records(),
             RestoreState(plan.restore_id, job.kafka.bootstrap_servers, plan.topic_map, plan.target_starts,
-                         plan.selection.to_json(), plan.topic_configs),
+                         plan.selection.to_json(), plan.topic_configs, plan.source_starts),
         )
     # Saved configs are applied after the data is in (see run_restore): retention, compaction or
     # LogAppendTime acting on a partition while it is restored would lose or change records.
@@ -571,7 +605,7 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     """Create topics, save state, produce every partition; resumable with the same restore id.
 
     The saved offset map is the plan's earlier maps followed by this run's; `configure` False
-    leaves topic configs as they are (a follow round after the first).
+    leaves topic configs as they are (a follow round: the standby sets them when it stops).
     """
     check_no_speculation(spark, "a restore")
     started = time.monotonic()

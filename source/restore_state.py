@@ -121,6 +121,9 @@ class RestoreState:
     start_offsets: dict[str, int]  # "target-topic:partition" -> offset
     selection: dict = field(default_factory=dict)  # Selection.to_json(): which records it restores
     topic_configs: dict = field(default_factory=dict)  # configs of the topics it created, set once data is in
+    # "source-topic:partition" -> where the archive started then (topicvault archives; older states: empty).
+    # An expire moving it later drops records a resumed restore may not have written (restore.check_not_expired).
+    source_starts: dict[str, int] = field(default_factory=dict)
 
     def start_offset(self, topic: str, partition: int) -> int:
         return self.start_offsets[f"{topic}:{partition}"]
@@ -136,6 +139,7 @@ class RestoreState:
                 "start_offsets": self.start_offsets,
                 "selection": self.selection,
                 "topic_configs": self.topic_configs,
+                "source_starts": self.source_starts,
                 "created_ms": int(time.time() * 1000),
             },
             sort_keys=True,
@@ -156,6 +160,7 @@ def load_restore_state(records: RestoreRecords, restore_id: str) -> RestoreState
         start_offsets={k: int(v) for k, v in body["start_offsets"].items()},
         selection=body.get("selection", {}),
         topic_configs=body.get("topic_configs", {}),
+        source_starts={k: int(v) for k, v in body.get("source_starts", {}).items()},
     )
 
 

@@ -1,0 +1,199 @@
+"""A warm standby (`restore --follow`) beside `compact` and `expire` of the archive it follows.
+
+Compaction replaces objects the standby restored with merged ones (fresh keys, same offsets):
+a round selects by offset, so it restores what is new exactly once. Expiry that drops records
+the standby has not restored yet would splice its copy: the round stops with a one-line error
+naming the partition and the offsets gone. While following, the standby's topics keep their
+loading configs (no compaction or retention acting on a partition being written); the saved
+configs are applied when it stops for good.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from kafkatools import consume_all, produce_records
+from test_restore_follow import Standby, backup_now, exact
+from test_restore_guards import LOADING, describe, edit_saved_configs
+from topicvault.core.checkpoints import load_state
+from topicvault.core.envelope import Record
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.kafka import KafkaSettings
+from topicvault.core.local_store import LocalStore
+from topicvault.sink.expire import expire
+from topicvault.sink.objects import Rotation
+from topicvault.source.compact import CompactJob, compact
+from topicvault.source.follow import StandbyRequest
+from topicvault.source.restore import RestoreJob, check_not_expired, plan_restore, restore_group, run_restore
+from topicvault.source.selection import Selection
+
+BASE = 1_700_000_000_000
+HOUR_MS = 3_600_000
+
+
+def records(topic: str, first: int, count: int) -> list[Record]:
+    """`count` records of partition 0 from source offset `first`, one millisecond apart from BASE + first
+    (so an expiry time cuts between batches), with null keys, tombstones and duplicate headers."""
+    return [Record(topic, 0, 0, None if i % 7 == 0 else b"k%d" % (i % 5), None if i % 11 == 0 else b"v%d" % i,
+                   BASE + i, 0, (("h", b"%d" % i), ("h", None))) for i in range(first, first + count)]
+
+
+def backed_up(spark, bootstrap: str, location: str, topic: str, first: int, count: int) -> None:
+    produce_records(bootstrap, topic, records(topic, first, count))
+    backup_now(spark, bootstrap, location, topic)
+
+
+def same_as_source(bootstrap: str, topic: str, target: str) -> None:
+    assert exact(consume_all(bootstrap, target)[0]) == exact(consume_all(bootstrap, topic)[0])
+
+
+def test_an_archive_start_past_what_was_restored_is_a_gap_only_within_the_selection():
+    def check(start: int, through: int | None, selection: Selection = Selection()) -> None:
+        check_not_expired("r1", "s", 0, "t", start, through, selection.after("s", 0, through))
+
+    check(100, 99)  # expired exactly what was restored
+    check(50, 99)
+    check(500, None)  # nothing restored yet: a first round starts at the archive's start
+    check(500, 99, Selection(to_offsets=(("s:0", 99),)))  # nothing after 99 is selected
+    with pytest.raises(TopicvaultError, match=r"s\[0\]: offsets 100\.\.149 were expired .* restore r1 .* starts at "
+                                              r"offset 150"):
+        check(150, 99)
+    with pytest.raises(TopicvaultError, match=r"offsets 100\.\.120 were expired"):
+        check(150, 99, Selection(to_offsets=(("*", 120),)))
+
+
+def test_after_compact_merges_restored_and_new_objects_a_round_restores_only_the_new_records(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="standby-compact")
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    request = StandbyRequest(renames={topic: target}, restore_id="compacted", poll_interval_s=0.3)
+    backed_up(spark, bootstrap, location, topic, 0, 100)
+    standby = Standby(spark, job, request)
+    standby.wait_rounds(1)
+    for sequence in (2, 3):
+        backed_up(spark, bootstrap, location, topic, (sequence - 1) * 100, 100)
+        standby.wait_rounds(sequence)
+    standby.finish()
+    backed_up(spark, bootstrap, location, topic, 300, 100)  # commit 4: not restored yet
+
+    merged = compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS))
+    assert (len(merged.replaced), [(o.first_offset, o.last_offset) for o in merged.written]) == (4, [(0, 399)])
+    restarted = Standby(spark, job, request)
+    after = restarted.wait_rounds(1)
+    # Offsets 0..299 of the merged object were restored already: skipped by offset, not produced again.
+    assert (after.produced, after.already_present, after.archive_sequence) == (100, 0, 5)
+    restarted.finish()
+    same_as_source(bootstrap, topic, target)
+
+
+def test_a_round_planned_before_a_compact_whose_grace_passed_stops_clearly_and_the_restart_is_exact(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="standby-grace")
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    request = StandbyRequest(renames={topic: target}, restore_id="grace", poll_interval_s=0.3)
+    backed_up(spark, bootstrap, location, topic, 0, 100)
+    standby = Standby(spark, job, request)
+    standby.wait_rounds(1)
+    standby.finish()
+    # A round killed after its producers flushed, before it saved its map: commit 2's records are in the target.
+    backed_up(spark, bootstrap, location, topic, 100, 100)
+    restore_group(job, plan_restore(job, [topic], {topic: target}, "grace", continue_saved=True).tasks)
+    # The next round is planned, then a compact merges every object and deletes the planned ones at once.
+    backed_up(spark, bootstrap, location, topic, 200, 100)
+    planned = plan_restore(job, [topic], {topic: target}, "grace", continue_saved=True)
+    assert [(o.first_offset, o.last_offset) for t in planned.tasks for o in t.objects] == [(100, 199), (200, 299)]
+    compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
+    with pytest.raises(TopicvaultError, match="named by the commit records was not found"):
+        run_restore(spark, job, planned, configure=False)
+
+    restarted = Standby(spark, job, request)
+    after = restarted.wait_rounds(1)
+    assert (after.already_present, after.produced) == (100, 100)  # counted inside the merged object, by offset
+    restarted.finish()
+    same_as_source(bootstrap, topic, target)
+
+
+def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offsets_gone(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="standby-expire")
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    request = StandbyRequest(renames={topic: target}, restore_id="expired", poll_interval_s=0.3)
+    backed_up(spark, bootstrap, location, topic, 0, 100)
+    standby = Standby(spark, job, request)
+    standby.wait_rounds(1)
+    standby.finish()
+    backed_up(spark, bootstrap, location, topic, 100, 100)
+    # Expiring what the standby restored already is harmless: it goes on with commit 2.
+    assert [e.new_start for e in expire(LocalStore(location), BASE + 100, HOUR_MS).expiries] == [100]
+    restarted = Standby(spark, job, request)
+    assert restarted.wait_rounds(1).produced == 100
+    restarted.finish()
+
+    backed_up(spark, bootstrap, location, topic, 200, 100)
+    backed_up(spark, bootstrap, location, topic, 300, 100)
+    # Offsets 200..299 go before the standby read them: following on would splice 199 to 300.
+    assert [e.new_start for e in expire(LocalStore(location), BASE + 300, HOUR_MS).expiries] == [300]
+    assert load_state(LocalStore(location)).partitions[(topic, 0)].start == 300
+    stopped = Standby(spark, job, request)
+    with pytest.raises(TopicvaultError) as failure:
+        stopped.wait_rounds(1)
+    message = str(failure.value)
+    assert "\n" not in message
+    assert f"{topic}[0]: offsets 200..299 were expired from the archive" in message
+    assert "--restore-id" in message
+    assert sum(map(len, consume_all(bootstrap, target).values())) == 200  # nothing spliced in
+
+
+def test_a_restore_resumed_after_expire_dropped_records_it_had_not_restored_stops_naming_them(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="resume-expire")
+    target, location = f"{topic}-r", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    for first in range(0, 400, 100):
+        backed_up(spark, bootstrap, location, topic, first, 100)
+    planned = plan_restore(job, [topic], {topic: target}, "resumed")
+    # Killed after the first object's records went in (offsets 0..99 of 0..399).
+    run_restore(spark, job, replace(planned, tasks=[replace(t, objects=t.objects[:1]) for t in planned.tasks]))
+    assert sum(map(len, consume_all(bootstrap, target).values())) == 100
+    expire(LocalStore(location), BASE + 200, HOUR_MS)  # the archive now starts at offset 200
+    with pytest.raises(TopicvaultError, match=rf"{topic}\[0\]: offsets 0\.\.199 were expired from the archive"):
+        plan_restore(job, [topic], {topic: target}, "resumed")
+    assert sum(map(len, consume_all(bootstrap, target).values())) == 100  # nothing spliced in
+
+
+def overrides(bootstrap: str, topic: str, names) -> dict[str, str]:
+    """The topic's values of `names` it has (real Kafka describes every config; tansu only those set)."""
+    described = describe(bootstrap, topic)
+    return {name: described[name] for name in names if name in described}
+
+
+def test_standby_topics_keep_loading_configs_while_following_and_get_saved_ones_when_stopped(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="standby-configs")
+    target, location = f"{topic}-standby", tmp_path / "archive"
+    job = RestoreJob(KafkaSettings.of(bootstrap), str(location))
+    request = StandbyRequest(renames={topic: target}, restore_id="configs", poll_interval_s=0.3)
+    backed_up(spark, bootstrap, str(location), topic, 0, 100)
+    saved = {"cleanup.policy": "compact", "retention.ms": "60000"}
+    edit_saved_configs(location, topic, saved)  # as real Kafka reports overrides (tansu reports none)
+
+    standby = Standby(spark, job, request)
+    standby.wait_rounds(1)
+    # A compacting target would lose records of a round a kill interrupts, and the restart would count too few.
+    assert overrides(bootstrap, target, LOADING) == LOADING
+    backed_up(spark, bootstrap, str(location), topic, 100, 100)
+    standby.wait_rounds(2)
+    assert overrides(bootstrap, target, LOADING) == LOADING
+    standby.finish()
+    assert overrides(bootstrap, target, saved) == saved  # stopped for good (SIGTERM): it looks like its source
+
+    restarted = Standby(spark, job, request)  # the standby goes on: loading configs again before it produces
+    restarted.wait_rounds(1)
+    assert overrides(bootstrap, target, LOADING) == LOADING
+    restarted.finish()
+    assert overrides(bootstrap, target, saved) == saved
+    same_as_source(bootstrap, topic, target)
