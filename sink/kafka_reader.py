@@ -15,6 +15,8 @@ from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, confluent_timestamp_type, consumer_config, idle_limit_s, new_client
 
 BATCH_RECORDS = 20_000
+BATCH_BYTES = 8 * 1024 * 1024
+SIZE_PROBE_RECORDS = 256
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,13 @@ def _consume(
     last_progress = time.monotonic()
     crash_at = crash_after("backup.consume")
     pending = 0  # records appended but not yet yielded, over all ranges
+    # Records per batch: batch_records, fewer for large records, so that about BATCH_BYTES wait
+    # at a time (20,000 records of 2 KB held 80 MB as bytes and as Arrow). A first small
+    # fetch tells how large they are; each batch then tells again.
+    limit = min(batch_records, SIZE_PROBE_RECORDS)
+    sized = False
     while waiting:
-        messages = consumer.consume(num_messages=batch_records, timeout=0.2)
+        messages = consumer.consume(num_messages=limit, timeout=0.2)
         if not messages:
             if time.monotonic() - last_progress > idle_timeout_s:
                 read = reads[min(waiting)]
@@ -183,6 +190,9 @@ def _consume(
                 )
             continue
         last_progress = time.monotonic()
+        if not sized:
+            sized = True
+            limit = max(1, min(batch_records, BATCH_BYTES * len(messages) // max(sum(map(len, messages)), 1)))
         finished: list[int] = []
         for message in messages:
             index = index_of.get((message.topic(), message.partition()))
@@ -222,13 +232,15 @@ def _consume(
                 crash_now()
         if finished:
             consumer.pause([TopicPartition(reads[i].task.topic, reads[i].task.partition) for i in finished])
-        # Batches of about batch_records rows: a range's own once it has that many, all of
-        # them once the ranges together have that many, and a range's last one when it ends.
+        # Batches of about `limit` rows: a range's own once it has that many, all of them
+        # once the ranges together have that many, and a range's last one when it ends.
         for index in active:
             read = reads[index]
-            if len(read.columns) and (len(read.columns) >= batch_records or pending >= batch_records or index in finished):
+            if len(read.columns) and (len(read.columns) >= limit or pending >= limit or index in finished):
                 pending -= len(read.columns)
-                yield index, read.columns.flush()
+                batch = read.columns.flush()
+                limit = max(1, min(batch_records, BATCH_BYTES * batch.num_rows // max(batch.nbytes, 1)))
+                yield index, batch
         for index in finished:
             reads[index].done = True
             yield index, RangeEnd(reads[index].done_at)
