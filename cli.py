@@ -223,10 +223,10 @@ def backup(
             typer.echo(f"saved changed topic settings and consumer-group offsets: committed {committed}")
         return
     from .core.progress import ProgressMonitor
-    from .core.spark import get_spark
+    from .core.spark import get_task_session
 
     spark_started = time.monotonic()
-    spark = get_spark(master)
+    spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
     spark_s = time.monotonic() - spark_started
     total = sum(p.records_at_most for p in backup_plan.partitions)
     spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
@@ -407,9 +407,9 @@ def restore(
         typer.echo(f"restore id {restore_plan.restore_id}{' (resuming)' if restore_plan.resumed else ''}: "
                    "if interrupted, run again with --restore-id to continue")
     from .core.progress import ProgressMonitor
-    from .core.spark import get_spark
+    from .core.spark import get_task_session
 
-    spark = get_spark(master)
+    spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
     with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
                          quiet=quiet or as_json) as progress:
         result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)

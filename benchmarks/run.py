@@ -1,12 +1,23 @@
 """Backup and restore throughput against a bare consumer and a bare producer, side by side.
 
-    .venv/bin/python benchmarks/run.py [--records 1000000] [--size 200] [--partitions 4] [--s3] [--linearity]
+    PYTHONPATH=… python benchmarks/run.py [--cases header-heavy:200:1000000,…] [--partitions 4] [--s3]
+                                          [--linearity] [--no-encryption] [--no-fixed-cost] [--no-wide]
 
-One run, one machine, the same data: (a) a bare confluent-kafka consumer reads everything,
-(b) `topicvault backup`, (c) a bare idempotent producer writes everything to a fresh topic,
-(d) `topicvault restore` to a fresh topic. Then wide topics: backup of 8 and of 256
-partitions x 20 records (job time and Spark tasks; issue #18 item 5). Spark start-up is measured separately and left
-out of the ratios. Peak RSS of the driver and of the Python workers is sampled from /proc.
+One run, one machine, the same data. For each case (record shape, value size, records): (a) a
+bare confluent-kafka consumer reads everything, (b) backup, (c) a bare idempotent producer
+writes the same records to a fresh topic, (d) restore to a fresh topic. Shapes (see
+benchmarks/records.py): header-heavy, like the test suite's records (null and empty keys and
+values, binary bytes, duplicate, null and unicode headers on two records in five), and plain
+(key and value, no headers). The first case is also backed up and restored encrypted (a key
+file from `topicvault keygen`), reported as a ratio to its unencrypted run.
+
+Each job runs in a fresh Spark session, as the CLI does; Spark start-up is measured apart and
+left out of the ratios. The fixed cost of one CLI run is measured apart too: the wall time of
+`topicvault backup` and `topicvault restore` (each its own process: interpreter, imports, JVM
+and Spark start, planning, metadata calls, topic creation, the job, the commit) on a topic of
+one record per partition. Then wide topics: backup of 8 and of 256 partitions x 20 records
+(job time and Spark tasks; issue #18 item 5). Peak RSS of the driver and of the Python
+workers is sampled from /proc.
 """
 
 from __future__ import annotations
@@ -14,8 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
+import subprocess
 import sys
 import tempfile
 import threading
@@ -28,6 +39,14 @@ from topicvault.core.kafka import KafkaSettings, create_topics
 from topicvault.core.spark import get_spark
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+
+sys.path.insert(0, str(Path(__file__).parent))
+import records as bench_records  # noqa: E402  (benchmarks/ is not a package)
+
+DEFAULT_CASES = "header-heavy:200:1000000,header-heavy:2048:250000,plain:200:1000000,plain:2048:250000"
+# Targets of issue #20 (steady ratios) and its fixed cost.
+TARGETS = {(200, "backup"): 1.2, (2048, "backup"): 0.9, (200, "restore"): 0.9, (2048, "restore"): 0.9}
+FIXED_COST_TARGET_S = 9.0
 
 
 class WorkerRssSampler(threading.Thread):
@@ -60,28 +79,6 @@ class WorkerRssSampler(threading.Thread):
                     continue
 
 
-def produce_data(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> list[bytes]:
-    """Produce the data set; each partition ends with a single-record batch (embedded broker's
-    high watermark is only right then). Returns the payloads for the bare producer run."""
-    rng = random.Random(1)
-    payloads = [rng.randbytes(size) for _ in range(1024)]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-                         "queue.buffering.max.messages": 1_000_000})
-    body = records - partitions
-    for i in range(body):
-        while True:
-            try:
-                producer.produce(topic, payloads[i % 1024], b"key-%d" % i, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush()
-    for p in range(partitions):
-        producer.produce(topic, payloads[p], b"last", partition=p)
-        producer.flush()
-    return payloads
-
-
 def bare_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, float]:
     """Read every record with one consumer, to EOF on all partitions."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.partition.eof": True,
@@ -102,16 +99,16 @@ def bare_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, floa
     return count, elapsed
 
 
-def bare_produce(bootstrap: str, topic: str, records: int, partitions: int, payloads: list[bytes]) -> float:
-    """Write the same number of records with one idempotent producer."""
+def bare_produce(bootstrap: str, topic: str, partitions: int, data: list) -> float:
+    """Write the records (key, value, headers) with one idempotent producer."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 20, "batch.size": 1 << 20, "queue.buffering.max.messages": 500_000})
     started = time.monotonic()
-    for i in range(records):
+    for i, (key, value, headers) in enumerate(data):
         while True:
             try:
-                producer.produce(topic, payloads[i % 1024], b"key-%d" % i, partition=i % partitions,
-                                 timestamp=1_700_000_000_000 + i)
+                producer.produce(topic, value, key, partition=i % partitions, timestamp=1_700_000_000_000 + i,
+                                 headers=headers)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -142,47 +139,90 @@ def _load_topicvault(_: int) -> int:
     return 0
 
 
-def measure(master: str, broker: EmbeddedBroker, location: str, records: int, size: int, partitions: int) -> dict:
-    """One side-by-side round: bare consume, backup, bare produce, restore, on `records` records."""
+def measure(master: str, broker: EmbeddedBroker, location: str, shape: str, records: int, size: int,
+            partitions: int, key_file: str | None = None) -> dict:
+    """One side-by-side round: bare consume, backup, bare produce, restore, on `records` records of
+    `shape`; with `key_file`, also an encrypted backup and restore of the same records."""
     settings = KafkaSettings.of(broker.bootstrap)
-    source, bare, restored_topic = (f"bench.{name}.{records}" for name in ("src", "bare", "restored"))
+    name = f"bench.{shape}.{size}.{records}"
+    source, bare, restored_topic, restored_encrypted = (f"{name}.{part}" for part in ("src", "bare", "restored", "enc"))
     create_topics(settings, {source: partitions, bare: partitions})
-    payloads = produce_data(broker.bootstrap, source, records, size, partitions)
+    bench_records.produce(broker.bootstrap, source, shape, records, size, partitions)
 
     count, consume_s = bare_consume(broker.bootstrap, source, partitions)
     assert count == records, f"bare consumer read {count} of {records}"
 
-    spark, backup_spark_start_s = fresh_spark(master)
-    backup_rss = WorkerRssSampler()
-    backup_rss.start()
-    job = BackupJob(kafka=settings, store_uri=location)
-    backup = run_backup(spark, job, plan_run(job, [source]))
-    backup_rss.stop.set()
-    assert backup.records == records
+    def backup_run(keys: tuple[str, ...], to: str) -> tuple[float, float, float, float]:
+        spark, spark_start_s = fresh_spark(master)
+        rss = WorkerRssSampler()
+        rss.start()
+        job = BackupJob(kafka=settings, store_uri=to, encryption_keys=keys)
+        result = run_backup(spark, job, plan_run(job, [source]))
+        rss.stop.set()
+        assert result.records == records, f"backup wrote {result.records} of {records}"
+        return result.elapsed_s, spark_start_s, rss.peak_kib / 1024, rss.jvm_peak_kib / 1024
 
-    produce_s = bare_produce(broker.bootstrap, bare, records, partitions, payloads)
+    def restore_run(keys: tuple[str, ...], location: str, target: str) -> tuple[float, float, float, float]:
+        spark, spark_start_s = fresh_spark(master)
+        rss = WorkerRssSampler()
+        rss.start()
+        job = RestoreJob(settings, location, state_uri=location.rstrip("/") + "-restore-state", encryption_keys=keys)
+        result = run_restore(spark, job, plan_restore(job, [source], {source: target}, None))
+        rss.stop.set()
+        assert result.produced == records, f"restore produced {result.produced} of {records}"
+        return result.elapsed_s, spark_start_s, rss.peak_kib / 1024, rss.jvm_peak_kib / 1024
 
-    spark, restore_spark_start_s = fresh_spark(master)
-    restore_rss = WorkerRssSampler()
-    restore_rss.start()
-    restore_job = RestoreJob(settings, location, state_uri=location.rstrip("/") + "-restore-state")  # beside the run
-    restored = run_restore(spark, restore_job, plan_restore(restore_job, [source], {source: restored_topic}, None))
-    restore_rss.stop.set()
-    assert restored.produced == records
+    backup_s, backup_spark_s, backup_rss, backup_jvm = backup_run((), location)
+    encrypted = {}
+    if key_file:
+        encrypted["backup_s"] = backup_run((f"file://{key_file}",), location + "-encrypted")[0]
+    produce_s = bare_produce(broker.bootstrap, bare, partitions, list(bench_records.records(shape, records, size)))
+    restore_s, restore_spark_s, restore_rss, restore_jvm = restore_run((), location, restored_topic)
+    if key_file:
+        encrypted["restore_s"] = restore_run((f"file://{key_file}",), location + "-encrypted", restored_encrypted)[0]
+        encrypted["backup_time_over_plain"] = encrypted["backup_s"] / backup_s
+        encrypted["restore_time_over_plain"] = encrypted["restore_s"] / restore_s
 
     return {
-        "records": records, "size": size, "partitions": partitions,
-        "bare_consume_s": consume_s, "backup_s": backup.elapsed_s,
-        "bare_produce_s": produce_s, "restore_s": restored.elapsed_s,
-        "backup_over_bare_consume": consume_s / backup.elapsed_s,
-        "restore_over_bare_produce": produce_s / restored.elapsed_s,
-        "backup_worker_peak_rss_mib": backup_rss.peak_kib / 1024,
-        "restore_worker_peak_rss_mib": restore_rss.peak_kib / 1024,
-        "backup_jvm_peak_rss_mib": backup_rss.jvm_peak_kib / 1024,
-        "restore_jvm_peak_rss_mib": restore_rss.jvm_peak_kib / 1024,
-        "backup_rss_target_mib": 2 * job.rotation.max_bytes / 2**20 + 300,
-        "spark_start_s": [backup_spark_start_s, restore_spark_start_s],
+        "shape": shape, "records": records, "size": size, "partitions": partitions,
+        "bare_consume_s": consume_s, "backup_s": backup_s,
+        "bare_produce_s": produce_s, "restore_s": restore_s,
+        "backup_over_bare_consume": consume_s / backup_s,
+        "restore_over_bare_produce": produce_s / restore_s,
+        "backup_worker_peak_rss_mib": backup_rss,
+        "restore_worker_peak_rss_mib": restore_rss,
+        "backup_jvm_peak_rss_mib": backup_jvm,
+        "restore_jvm_peak_rss_mib": restore_jvm,
+        "backup_rss_target_mib": 2 * BackupJob(kafka=settings, store_uri=location).rotation.max_bytes / 2**20 + 300,
+        "spark_start_s": [backup_spark_s, restore_spark_s],
+        "encrypted": encrypted,
     }
+
+
+def cli_fixed_cost(master: str, broker: EmbeddedBroker, base: str, partitions: int) -> dict:
+    """Wall time of one `topicvault backup` and one `topicvault restore` process on a topic of one
+    record per partition (the CLI's fixed cost: start, planning, metadata, Spark, commit), and
+    of a backup of an empty topic (nothing to read: no Spark)."""
+    settings = KafkaSettings.of(broker.bootstrap)
+    tiny, empty = "bench.fixed.tiny", "bench.fixed.empty"
+    create_topics(settings, {tiny: partitions, empty: partitions})
+    bench_records.produce(broker.bootstrap, tiny, "header-heavy", partitions, 200, partitions)
+    environment = {**os.environ, "TOPICVAULT_STATE_DIR": f"{base}-fixed-state"}
+    common = ["-b", broker.bootstrap, "--master", master]
+    commands = {
+        "backup_empty_s": ["backup", *common, "--topic", empty, "--to", f"{base}-fixed-empty"],
+        "backup_s": ["backup", *common, "--topic", tiny, "--to", f"{base}-fixed"],
+        "restore_s": ["restore", *common, "--topic", tiny, "--from", f"{base}-fixed", "--rename", f"{tiny}={tiny}.restored"],
+    }
+    figures = {}
+    for key, command in commands.items():
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "topicvault", *command], env=environment, capture_output=True,
+                              text=True, timeout=600)
+        figures[key] = time.monotonic() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"topicvault {command[0]} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return figures
 
 
 def measure_wide(master: str, broker: EmbeddedBroker, base: str, size: int, per_partition: int = 20) -> dict:
@@ -196,7 +236,7 @@ def measure_wide(master: str, broker: EmbeddedBroker, base: str, size: int, per_
         for partitions in (8, 256):
             topic = f"bench.wide.{partitions}.{attempt}"
             create_topics(settings, {topic: partitions})
-            produce_data(broker.bootstrap, topic, partitions * per_partition, size, partitions)
+            bench_records.produce(broker.bootstrap, topic, "plain", partitions * per_partition, size, partitions)
             job = BackupJob(kafka=settings, store_uri=f"{base}-wide-{partitions}-{attempt}")
             planned = plan_run(job, [topic])
             sc.setJobGroup(topic, topic)
@@ -224,54 +264,90 @@ def report_wide(wide: dict) -> None:
 
 
 def report(run: dict) -> None:
-    """Print one round's figures."""
+    """Print one case's figures."""
     mb = run["records"] * run["size"] / 1e6
-    print(f"--- {run['records']:,} records x {run['size']} B over {run['partitions']} partitions")
+    print(f"--- {run['shape']}: {run['records']:,} records x {run['size']} B over {run['partitions']} partitions")
     for name, key in (("bare consume", "bare_consume_s"), ("backup", "backup_s"),
                       ("bare produce", "bare_produce_s"), ("restore", "restore_s")):
         seconds = run[key]
         print(f"{name:13} {seconds:7.2f} s  {run['records'] / seconds:12,.0f} records/s  {mb / seconds:8.1f} MB/s")
-    print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= 0.8)")
-    print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= 0.8)")
+    size = 200 if run["size"] < 1024 else 2048
+    print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= {TARGETS[size, 'backup']})")
+    print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= {TARGETS[size, 'restore']})")
+    if run["encrypted"]:
+        enc = run["encrypted"]
+        print(f"encrypted: backup {enc['backup_s']:.2f} s = {enc['backup_time_over_plain']:.2f}x the unencrypted time, "
+              f"restore {enc['restore_s']:.2f} s = {enc['restore_time_over_plain']:.2f}x")
     print(f"Spark start (excluded): {run['spark_start_s'][0]:.1f} s before backup, {run['spark_start_s'][1]:.1f} s before restore")
     print(f"peak RSS of Python workers: backup {run['backup_worker_peak_rss_mib']:.0f} MiB "
           f"(target <= {run['backup_rss_target_mib']:.0f}), restore {run['restore_worker_peak_rss_mib']:.0f} MiB; "
           f"Spark JVM: backup {run['backup_jvm_peak_rss_mib']:.0f} MiB, restore {run['restore_jvm_peak_rss_mib']:.0f} MiB")
 
 
+def parse_cases(text: str) -> list[tuple[str, int, int]]:
+    """`shape:size:records,…` -> [(shape, size, records)]."""
+    cases = []
+    for item in text.split(","):
+        shape, size, records = item.split(":")
+        if shape not in bench_records.SHAPES:
+            raise SystemExit(f"bad case {item!r}: shape is one of {', '.join(bench_records.SHAPES)}")
+        cases.append((shape, int(size), int(records)))
+    return cases
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--cases", default=DEFAULT_CASES, help="shape:value size:records, comma-separated")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--s3", action="store_true", help="back up to the moto S3 server instead of a directory")
     parser.add_argument("--linearity", action="store_true",
-                        help="also run 4x the records and print the per-record cost at 4x against 1x")
+                        help="also run 4x the first case's records and print the per-record cost at 4x against 1x")
+    parser.add_argument("--no-encryption", action="store_true", help="skip the encrypted run of the first case")
+    parser.add_argument("--no-fixed-cost", action="store_true", help="skip the CLI fixed-cost runs")
+    parser.add_argument("--no-wide", action="store_true", help="skip the wide-topic runs")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
     args = parser.parse_args()
+    cases = parse_cases(args.cases)
 
-    results: dict[str, object] = {"store": "s3" if args.s3 else "local", "master": args.master}
+    results: dict[str, object] = {"store": "s3" if args.s3 else "local", "master": args.master,
+                                  "load_average_at_start": os.getloadavg()}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch:
         base = start_s3(scratch) if args.s3 else str(Path(scratch) / "backup")
-        sizes = [args.records, 4 * args.records] if args.linearity else [args.records]
+        key_file = None
+        if not args.no_encryption:
+            key_file = str(Path(scratch) / "bench.key")
+            subprocess.run([sys.executable, "-m", "topicvault", "keygen", key_file], check=True, capture_output=True)
+        if not args.no_fixed_cost:
+            results["cli_fixed_cost_s"] = fixed = cli_fixed_cost(args.master, broker, base, args.partitions)
+            print(f"fixed cost of one CLI run (one record per partition): backup {fixed['backup_s']:.1f} s, "
+                  f"restore {fixed['restore_s']:.1f} s (target <= {FIXED_COST_TARGET_S:.0f}); backup of an empty "
+                  f"topic {fixed['backup_empty_s']:.1f} s")
         runs = []
-        for records in sizes:
-            runs.append(measure(args.master, broker, f"{base}-{records}", records, args.size, args.partitions))
+        for index, (shape, size, records) in enumerate(cases):
+            runs.append(measure(args.master, broker, f"{base}-{index}", shape, records, size, args.partitions,
+                                key_file if index == 0 else None))
             report(runs[-1])
         results["runs"] = runs
         if args.linearity:
-            one, four = runs
+            shape, size, records = cases[0]
+            one = runs[0]
+            four = measure(args.master, broker, f"{base}-4x", shape, 4 * records, size, args.partitions)
+            report(four)
+            results["run_4x"] = four
             results["per_record_cost_4x_over_1x"] = {
                 step: (four[f"{step}_s"] / four["records"]) / (one[f"{step}_s"] / one["records"])
                 for step in ("bare_consume", "backup", "bare_produce", "restore")
             }
             print("per-record cost at 4x / at 1x (target <= 1.25 for backup and restore): " + ", ".join(
                 f"{step} {ratio:.2f}" for step, ratio in results["per_record_cost_4x_over_1x"].items()))
-        results["wide"] = measure_wide(args.master, broker, base, args.size)
-        report_wide(results["wide"])
+        if not args.no_wide:
+            results["wide"] = measure_wide(args.master, broker, base, 200)
+            report_wide(results["wide"])
         results["driver_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"peak RSS of the driver: {results['driver_peak_rss_mib']:.0f} MiB")
+        results["load_average_at_end"] = os.getloadavg()
+        print(f"peak RSS of the driver: {results['driver_peak_rss_mib']:.0f} MiB; load average at start "
+              f"{results['load_average_at_start'][0]:.1f}, at end {results['load_average_at_end'][0]:.1f}")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=1))
     print(f"results: {args.output}")

@@ -109,10 +109,31 @@ def batch_from_columns(
             offset_array,
             timestamp_column(pa.array(timestamps_ms, pa.int64()), topic_array, partition_array, offset_array),
             pa.array(timestamp_types, pa.int32()),
-            pa.array([list(h) if h else [] for h in headers], HEADERS_TYPE),
+            headers_column(headers),
         ],
         schema=ARROW_SCHEMA,
     )
+
+
+def headers_column(headers: Sequence[Sequence[Header] | None]) -> pa.Array:
+    """The `headers` column from each record's (name, value) pairs; None is no headers (an
+    empty list, as Kafka has no null header list).
+
+    Built flat (names, values and list offsets, then one ListArray): converting a list of
+    tuples per record to structs costs several times more and gives the same array.
+    """
+    names: list[str] = []
+    values: list[bytes | None] = []
+    offsets = [0]
+    for pairs in headers:
+        if pairs:
+            for name, value in pairs:
+                names.append(name)
+                values.append(value)
+        offsets.append(len(names))
+    entries = pa.StructArray.from_arrays([pa.array(names, pa.string()), pa.array(values, pa.binary())],
+                                         fields=list(HEADER_TYPE))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries, type=HEADERS_TYPE)
 
 
 def records_to_batch(records: Iterable[Record]) -> pa.RecordBatch:
@@ -164,22 +185,22 @@ def record_sizes(batch: pa.RecordBatch | pa.Table) -> list[int]:
     headers = batch.column("headers")
     if isinstance(headers, pa.ChunkedArray):
         headers = headers.combine_chunks()
-    flat = pc.list_flatten(headers)
+    if len(headers) == 0:
+        return sizes.to_pylist()
+    # A sliced list array's offsets index into its whole child array: take this slice's part.
+    offsets = pc.subtract(headers.offsets, headers.offsets[0])
+    flat = headers.values.slice(headers.offsets[0].as_py(), offsets[-1].as_py())
     if len(flat) == 0:
         return sizes.to_pylist()
     header_bytes = pc.add(
         pc.binary_length(pc.struct_field(flat, "key").cast(pa.binary())).fill_null(0).cast(pa.int64()),
         pc.binary_length(pc.struct_field(flat, "value")).fill_null(0).cast(pa.int64()),
     )
-    per_record = (
-        pa.table({"row": pc.list_parent_indices(headers), "bytes": header_bytes})
-        .group_by("row")
-        .aggregate([("bytes", "sum")])
-    )
-    result = sizes.to_pylist()
-    for row, extra in zip(per_record.column("row").to_pylist(), per_record.column("bytes_sum").to_pylist()):
-        result[row] += extra
-    return result
+    # Each record's header bytes as a difference of running totals at its list offsets.
+    running = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(header_bytes)])
+    per_record = pc.subtract(running.take(offsets.slice(1)), running.take(offsets.slice(0, len(headers))))
+    per_record = pc.if_else(pc.is_valid(headers), per_record, 0)  # a null list holds no headers
+    return pc.add(sizes, per_record).to_pylist()
 
 
 def runs_by_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[Iterator[pa.RecordBatch]]:

@@ -78,15 +78,26 @@ class ObjectFormat(ABC):
     def read(self, data: bytes, object_key: str) -> pa.Table:
         """Object bytes -> envelope table (ARROW_SCHEMA), rows in file order; CorruptObject if damaged."""
 
-    def read_stream(self, data: bytes, object_key: str, batch_records: int) -> tuple[pa.Array, Iterator[pa.RecordBatch]]:
+    def read_stream(self, data: bytes, object_key: str, batch_records: int,
+                    batch_bytes: int | None = None) -> tuple[pa.Array, Iterator[pa.RecordBatch]]:
         """The object's offsets (int64, file order), and its records as envelope batches of at
-        most `batch_records`, decoded as they are taken where the format allows (Parquet)."""
+        most `batch_records` (and about `batch_bytes` decoded, if given), decoded as they are
+        taken where the format allows (Parquet)."""
         table = self.read(data, object_key)
-        return table.column("offset").combine_chunks(), iter(table.to_batches(max_chunksize=batch_records))
+        size = records_per_batch(batch_records, batch_bytes, table.nbytes, table.num_rows)
+        return table.column("offset").combine_chunks(), iter(table.to_batches(max_chunksize=size))
 
     def corrupt(self, object_key: str, reason: object) -> CorruptObject:
         """The error for bytes that cannot be read back completely."""
         return corrupt_object(object_key, self.name, reason)
+
+
+def records_per_batch(batch_records: int, batch_bytes: int | None, total_bytes: int, total_records: int) -> int:
+    """At most `batch_records`, and about `batch_bytes` of records whose decoded size averages
+    total_bytes / total_records (at least one record)."""
+    if batch_bytes is None or total_records == 0:
+        return batch_records
+    return max(1, min(batch_records, int(batch_bytes * total_records / max(total_bytes, 1))))
 
 
 def corrupt_object(object_key: str, kind: str, reason: object) -> CorruptObject:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, timestamp_column, timestamps_ms
-from .base import METADATA_TYPE, ObjectFormat, ObjectWriter
+from .base import METADATA_TYPE, ObjectFormat, ObjectWriter, records_per_batch
 
 CODECS = ("zstd", "snappy", "gzip", "none")
 FILE_SCHEMA = pa.schema(
@@ -22,6 +22,8 @@ FILE_SCHEMA = pa.schema(
 )
 # Records per row group: a restore decodes one at a time, a backup holds one before encoding.
 ROW_GROUP_RECORDS = 65_536
+# Records decoded first to learn the decoded size of an object's records (see read_stream).
+SIZE_PROBE_RECORDS = 256
 
 
 def _physical(table: pa.Table) -> pa.Table:
@@ -61,20 +63,24 @@ class ParquetObjectWriter(ObjectWriter):
             pending = pa.Table.from_batches(self._pending)
             start = 0
             while pending.num_rows - start >= ROW_GROUP_RECORDS:
-                self._write_group(pending.slice(start, ROW_GROUP_RECORDS))
+                self._write_group([pending.slice(start, ROW_GROUP_RECORDS)])
                 start += ROW_GROUP_RECORDS
             self._pending = pending.slice(start).to_batches()
             self._pending_rows = pending.num_rows - start
 
     def finish(self) -> bytes:
         if self._pending_rows:
-            self._write_group(pa.Table.from_batches(self._pending))
-        self._pending, self._pending_rows = [], 0
+            rows = [pa.Table.from_batches(self._pending)]
+            self._pending, self._pending_rows = [], 0
+            self._write_group(rows)
         self._writer.close()
         return self._sink.getvalue()
 
-    def _write_group(self, rows: pa.Table) -> None:
-        self._writer.write_table(_physical(rows.combine_chunks()), row_group_size=ROW_GROUP_RECORDS)
+    def _write_group(self, rows: list[pa.Table]) -> None:
+        """Encode the one table in `rows` as a row group; it is taken out of the list, so once
+        combined its chunks are freed before encoding (an object's records are not held twice)."""
+        physical = _physical(rows.pop().combine_chunks())
+        self._writer.write_table(physical, row_group_size=ROW_GROUP_RECORDS)
 
 
 class ParquetFormat(ObjectFormat):
@@ -103,17 +109,26 @@ class ParquetFormat(ObjectFormat):
             raise self.corrupt(object_key, exc) from None
         return _envelope(physical)
 
-    def read_stream(self, data: bytes, object_key: str, batch_records: int) -> tuple[pa.Array, Iterator[pa.RecordBatch]]:
+    def read_stream(self, data: bytes, object_key: str, batch_records: int,
+                    batch_bytes: int | None = None) -> tuple[pa.Array, Iterator[pa.RecordBatch]]:
         # Only the offset column is decoded up front; records are decoded a batch at a time.
         try:
             parquet = pq.ParquetFile(io.BytesIO(data))
             offsets = parquet.read(columns=["metadata.offset"]).column("metadata").combine_chunks().field("offset")
         except (pa.ArrowException, KeyError, OSError) as exc:
             raise self.corrupt(object_key, exc) from None
-        return offsets, self._batches(parquet, object_key, batch_records)
+        return offsets, self._batches(parquet, object_key, batch_records, batch_bytes)
 
-    def _batches(self, parquet: pq.ParquetFile, object_key: str, batch_records: int) -> Iterator[pa.RecordBatch]:
+    def _batches(self, parquet: pq.ParquetFile, object_key: str, batch_records: int,
+                 batch_bytes: int | None) -> Iterator[pa.RecordBatch]:
         try:
+            if batch_bytes is not None:
+                # The file does not say how large its records decode (dictionary pages, codecs):
+                # the first few tell, then the batch size is set.
+                probe = next(parquet.iter_batches(batch_size=SIZE_PROBE_RECORDS, columns=FILE_SCHEMA.names), None)
+                if probe is not None:
+                    batch_records = records_per_batch(batch_records, batch_bytes, probe.nbytes, probe.num_rows)
+                del probe
             for batch in parquet.iter_batches(batch_size=batch_records, columns=FILE_SCHEMA.names):
                 physical = pa.Table.from_batches([batch]).cast(FILE_SCHEMA)
                 yield from _envelope(physical).to_batches()

@@ -15,6 +15,8 @@ from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, confluent_timestamp_type, consumer_config, idle_limit_s, new_client
 
 BATCH_RECORDS = 20_000
+BATCH_BYTES = 8 * 1024 * 1024
+SIZE_PROBE_RECORDS = 256
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,13 @@ def _consume(
     last_progress = time.monotonic()
     crash_at = crash_after("backup.consume")
     pending = 0  # records appended but not yet yielded, over all ranges
+    # Records per batch: batch_records, fewer for large records, so that about BATCH_BYTES wait
+    # at a time (20,000 records of 2 KB held 80 MB as bytes and as Arrow). A first small
+    # fetch tells how large they are; each batch then tells again.
+    limit = min(batch_records, SIZE_PROBE_RECORDS)
+    sized = False
     while waiting:
-        messages = consumer.consume(num_messages=batch_records, timeout=0.2)
+        messages = consumer.consume(num_messages=limit, timeout=0.2)
         if not messages:
             if time.monotonic() - last_progress > idle_timeout_s:
                 read = reads[min(waiting)]
@@ -183,6 +190,9 @@ def _consume(
                 )
             continue
         last_progress = time.monotonic()
+        if not sized:
+            sized = True
+            limit = max(1, min(batch_records, BATCH_BYTES * len(messages) // max(sum(map(len, messages)), 1)))
         finished: list[int] = []
         for message in messages:
             index = index_of.get((message.topic(), message.partition()))
@@ -208,26 +218,29 @@ def _consume(
                         "earliest offset still there and reports what was lost"
                     )
                 raise TopicvaultError(f"reading {read.task.topic}[{read.task.partition}] failed: {error.str()}")
-            if message.offset() < read.next_offset:
+            offset = message.offset()
+            if offset < read.next_offset:
                 continue  # fetched again after a re-assign: already read
-            if message.offset() >= read.task.end:
+            if offset >= read.task.end:
                 read.done_at = read.task.end
                 waiting.discard(index)
                 finished.append(index)
                 continue
-            read.columns.append(message)
+            read.columns.append(message, offset)
             pending += 1
             if crash_at is not None and read.columns.next_offset - read.task.start >= crash_at:
                 crash_now()
         if finished:
             consumer.pause([TopicPartition(reads[i].task.topic, reads[i].task.partition) for i in finished])
-        # Batches of about batch_records rows: a range's own once it has that many, all of
-        # them once the ranges together have that many, and a range's last one when it ends.
+        # Batches of about `limit` rows: a range's own once it has that many, all of them
+        # once the ranges together have that many, and a range's last one when it ends.
         for index in active:
             read = reads[index]
-            if len(read.columns) and (len(read.columns) >= batch_records or pending >= batch_records or index in finished):
+            if len(read.columns) and (len(read.columns) >= limit or pending >= limit or index in finished):
                 pending -= len(read.columns)
-                yield index, read.columns.flush()
+                batch = read.columns.flush()
+                limit = max(1, min(batch_records, BATCH_BYTES * batch.num_rows // max(batch.nbytes, 1)))
+                yield index, batch
         for index in finished:
             reads[index].done = True
             yield index, RangeEnd(reads[index].done_at)
@@ -270,46 +283,42 @@ def read_whole_ranges(
 
 
 class _Columns:
-    """Envelope columns being filled from consumed messages, flushed as one Arrow batch."""
+    """Consumed messages of one partition waiting to become one envelope batch.
+
+    The messages are kept as they come and turned into columns at `flush`, one list
+    comprehension per field: per-message appends to seven lists cost more than the read.
+    """
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
         self.next_offset: int | None = None
-        self._reset()
-
-    def _reset(self) -> None:
-        self.keys: list = []
-        self.values: list = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.types: list[int] = []
-        self.headers: list = []
+        self._messages: list = []
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self._messages)
 
-    def append(self, message) -> None:
-        kind, timestamp = message.timestamp()
-        self.keys.append(message.key())
-        self.values.append(message.value())
-        self.offsets.append(message.offset())
-        self.timestamps.append(timestamp)
-        self.types.append(confluent_timestamp_type(kind))
-        self.headers.append(message.headers())
-        self.next_offset = message.offset() + 1
+    def append(self, message, offset: int) -> None:
+        """Add the next message (its offset given, as the caller has read it already)."""
+        self._messages.append(message)
+        self.next_offset = offset + 1
 
     def flush(self) -> pa.RecordBatch:
-        count = len(self.offsets)
+        messages, self._messages = self._messages, []
+        count = len(messages)
+        stamps = [message.timestamp() for message in messages]
         batch = batch_from_columns(
-            keys=self.keys,
-            values=self.values,
+            keys=[message.key() for message in messages],
+            values=[message.value() for message in messages],
             topics=[self.topic] * count,
             partitions=[self.partition] * count,
-            offsets=self.offsets,
-            timestamps_ms=self.timestamps,
-            timestamp_types=self.types,
-            headers=self.headers,
+            offsets=[message.offset() for message in messages],
+            timestamps_ms=[timestamp for _, timestamp in stamps],
+            timestamp_types=[_TIMESTAMP_TYPES[kind] for kind, _ in stamps],
+            headers=[message.headers() for message in messages],
         )
-        self._reset()
         return batch
+
+
+# confluent-kafka's timestamp kinds (not available, create time, log-append time) as Kafka's ids.
+_TIMESTAMP_TYPES = {kind: confluent_timestamp_type(kind) for kind in (0, 1, 2)}

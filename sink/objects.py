@@ -58,6 +58,10 @@ def cut_points(
     With `buckets` (each record's time bucket, see KeyCodec.time_format), an object also ends
     where the bucket changes, so a time-partitioned key names the folder of all its records.
     """
+    if buckets is None and filled_records + len(sizes) <= rotation.max_records and (
+        filled_bytes + sum(sizes) <= rotation.max_bytes
+    ):
+        return  # the records all fit the open object (most batches): no per-record walk
     records, payload, current = filled_records, filled_bytes, open_bucket
     for index, size in enumerate(sizes):
         bucket = buckets[index] if buckets is not None else None

@@ -176,11 +176,7 @@ def _produce_batch(producer: Producer, topic: str, partition: int, batch: pa.Rec
     # librdkafka reads timestamp 0 as "now" and cannot send negative ones: count them.
     result.timestamps_replaced += pc.sum(pc.less_equal(millis, 0)).as_py() or 0
     millis = pc.max_element_wise(millis, 0).to_pylist()
-    # Most topics carry no headers: skip building per-record header lists then.
-    if (pc.sum(pc.list_value_length(batch.column("headers"))).as_py() or 0) > 0:
-        headers = [[(h["key"], h["value"]) for h in row] if row else None for row in batch.column("headers").to_pylist()]
-    else:
-        headers = [None] * batch.num_rows
+    headers = header_lists(batch.column("headers"))
     start = 0
     if crash_at is not None and result.records + batch.num_rows > crash_at:
         # Test hook: produce up to the crash point, then die (or fail this task attempt).
@@ -202,6 +198,30 @@ def _produce_batch(producer: Producer, topic: str, partition: int, batch: pa.Rec
                     continue
     result.records += batch.num_rows
     result.bytes += batch.nbytes
+
+
+def header_lists(column: pa.Array | pa.ChunkedArray) -> list[list[tuple[str, bytes | None]] | None]:
+    """Each record's headers as the (name, value) list `Producer.produce` takes, None for none.
+
+    Built from the flattened name and value columns, converted once per batch: converting the
+    list column row by row builds a dict per header and cost more than producing the records.
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    lists: list = [None] * len(column)
+    if len(column) == 0:
+        return lists
+    with_headers = pc.indices_nonzero(pc.list_value_length(column).fill_null(0)).to_pylist()
+    if not with_headers:
+        return lists
+    # A sliced list array's offsets index into its whole child array: take only this slice's part.
+    offsets = column.offsets.to_pylist()
+    base = offsets[0]
+    flat = column.values.slice(base, offsets[-1] - base)
+    pairs = list(zip(flat.field("key").to_pylist(), flat.field("value").to_pylist()))
+    for row in with_headers:
+        lists[row] = pairs[offsets[row] - base:offsets[row + 1] - base]
+    return lists
 
 
 def _eof_consumer(settings: KafkaSettings):

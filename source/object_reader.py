@@ -17,6 +17,9 @@ from ..core.store import ObjectStore
 from ..formats import extension_of, format_for_extension
 
 READ_BATCH_RECORDS = 50_000
+# About this many bytes of records are decoded at a time: 50,000 records of 2 KB decoded
+# at once (and turned into Python bytes for the producer) held 100s of MiB in a worker.
+READ_BATCH_BYTES = 8 * 1024 * 1024
 ON_ERROR = ("stop", "skip")
 
 
@@ -64,7 +67,8 @@ def read_object_batches(store: ObjectStore, entry: ObjectEntry, keyring: Keyring
         raise CorruptObject(f"object {entry.key} was committed encrypted (key {entry.key_id}) but is not: "
                             "it was replaced; restore stops before producing anything of it")
     data = object_bytes(data, entry.key, keyring)
-    offsets, batches = format_for_extension(extension_of(entry.key)).read_stream(data, entry.key, READ_BATCH_RECORDS)
+    offsets, batches = format_for_extension(extension_of(entry.key)).read_stream(data, entry.key, READ_BATCH_RECORDS,
+                                                                                           READ_BATCH_BYTES)
     del data  # the reader keeps what it still needs
     count = len(offsets)
     first, last = (offsets[0].as_py(), offsets[-1].as_py()) if count else (None, None)

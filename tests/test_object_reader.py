@@ -70,3 +70,16 @@ def test_changed_object_yields_nothing(tmp_path):
     store.put("x.parquet", store.get("y.parquet"))
     with pytest.raises(CorruptObject, match="checksum"):
         next(read_partition(store, [entry]))
+
+
+def test_large_records_are_decoded_a_few_mib_at_a_time(tmp_path):
+    # A restore worker turns each decoded batch into Python bytes for the producer: 50,000
+    # records of 2 KB at once held hundreds of MiB (issue #20 item 4).
+    store = open_store(str(tmp_path))
+    records = [Record("t", 0, o, b"k", bytes([o % 251]) * 2048, 1_000 + o, 0, ()) for o in range(12_000)]
+    data = resolve_format("parquet").write(pa.Table.from_batches([records_to_batch(records)]))
+    store.put("big.parquet", data)
+    entry = ObjectEntry("big.parquet", "t", 0, 0, 11_999, 12_000, len(data), 1_000, 12_999, hashlib.sha256(data).hexdigest())
+    batches = list(read_partition(store, [entry]))
+    assert [r for b in batches for r in batch_to_records(b)] == records
+    assert max(b.nbytes for b in batches) <= 16 * 2**20, [b.nbytes for b in batches]
