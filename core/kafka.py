@@ -15,13 +15,14 @@ from typing import Callable, Iterable, Mapping, TypeVar
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
+    IsolationLevel,
     KafkaError,
     KafkaException,
     Producer,
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from .errors import OffsetDeleted, TopicvaultError
 from .profiles import is_secret
@@ -235,6 +236,30 @@ def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int
         return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S)
     except KafkaException as exc:
         raise TopicvaultError(f"cannot read offsets of {topic}[{partition}]: {exc}") from None
+
+
+def partition_offsets(settings: KafkaSettings, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) offsets of many partitions, as `watermarks` gives them (high is the LSO, as a
+    read_committed consumer sees it), asked of each leader in one request per side: `watermarks`
+    costs a round trip per partition, which dominated planning a 256-partition backup."""
+    wanted = [TopicPartition(topic, partition) for topic, partition in sorted(set(partitions))]
+    if not wanted:
+        return {}
+    admin = admin_client(settings)
+    sides = [admin.list_offsets({tp: spec for tp in wanted}, isolation_level=IsolationLevel.READ_COMMITTED,
+                                request_timeout=METADATA_TIMEOUT_S)
+             for spec in (OffsetSpec.earliest(), OffsetSpec.latest())]
+    offsets: dict[tuple[str, int], tuple[int, int]] = {}
+    try:
+        for tp in wanted:
+            try:
+                low, high = (side[tp].result().offset for side in sides)
+            except KafkaException as exc:
+                raise TopicvaultError(f"cannot read offsets of {tp.topic}[{tp.partition}]: {exc}") from None
+            offsets[(tp.topic, tp.partition)] = (low, high)
+    finally:
+        admin.poll(0)  # serve the client's queued log lines (see CLIENT_LOG)
+    return offsets
 
 
 def true_end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:

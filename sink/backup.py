@@ -17,7 +17,7 @@ from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_i
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
+from ..core.kafka import KafkaSettings, list_topic_partitions, partition_offsets, select_topics, topic_ids
 from ..core.progress import counted
 from ..core.spark import run_tasks
 from ..core.store import open_store
@@ -155,11 +155,7 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
 
 def snapshot_offsets(kafka: KafkaSettings, topics: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
     """(low, high) watermarks of every partition of the topics, read once."""
-    consumer = metadata_consumer(kafka)
-    try:
-        return {(t, p): watermarks(consumer, t, p) for t, n in topics.items() for p in range(n)}
-    finally:
-        consumer.close()
+    return partition_offsets(kafka, [(t, p) for t, n in topics.items() for p in range(n)])
 
 
 def plan(

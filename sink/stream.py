@@ -21,7 +21,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from ..core.cluster import group_offsets
 from ..core.commits import BackupState, check_topic_ids, load_state
 from ..core.errors import TopicvaultError
-from ..core.kafka import list_topic_partitions, metadata_consumer, select_topics, topic_ids, watermarks
+from ..core.kafka import list_topic_partitions, partition_offsets, select_topics, topic_ids
 from ..core.store import open_store
 from .datasource import (
     ObjectsWritten,
@@ -68,11 +68,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         return select_topics(list_topic_partitions(self.kafka), topics, self.options.get("subscribepattern"))
 
     def _watermarks(self, selected: dict[str, int]) -> dict[str, tuple[int, int]]:
-        consumer = metadata_consumer(self.kafka)
-        try:
-            return {_key(t, p): watermarks(consumer, t, p) for t, n in selected.items() for p in range(n)}
-        finally:
-            consumer.close()
+        offsets = partition_offsets(self.kafka, [(t, p) for t, n in selected.items() for p in range(n)])
+        return {_key(t, p): low_high for (t, p), low_high in offsets.items()}
 
     def initialOffset(self) -> dict:
         """Each partition's committed end at `startFromLocation`, else its earliest offset; and
@@ -181,15 +178,11 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         """Records behind the topic end, per partition this batch wrote, when the cluster is known."""
         if "kafka.bootstrap.servers" not in self.options:
             return {}
-        kafka = kafka_settings_from_options(self.options)
-        consumer = metadata_consumer(kafka)
-        try:
-            last = {}
-            for e in entries:
-                last[(e.topic, e.partition)] = max(last.get((e.topic, e.partition), -1), e.last_offset)
-            return {_key(t, p): max(watermarks(consumer, t, p)[1] - (offset + 1), 0) for (t, p), offset in sorted(last.items())}
-        finally:
-            consumer.close()
+        last: dict[tuple[str, int], int] = {}
+        for e in entries:
+            last[(e.topic, e.partition)] = max(last.get((e.topic, e.partition), -1), e.last_offset)
+        offsets = partition_offsets(kafka_settings_from_options(self.options), last)
+        return {_key(t, p): max(offsets[(t, p)][1] - (offset + 1), 0) for (t, p), offset in sorted(last.items())}
 
     def abort(self, messages: list[ObjectsWritten], batchId: int) -> None:
         """Objects of an aborted batch are named by no commit record, so they are not part of the backup."""

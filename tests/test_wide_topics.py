@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import replace
@@ -168,6 +169,22 @@ def test_a_wide_task_stores_the_objects_of_its_partitions_concurrently(bootstrap
     results = backup_group(job, planned.tasks)
     assert [(r.task.partition, r.end, [o.records for o in r.objects]) for r in results] == [
         (p, 5, [5]) for p in range(8)]
+
+
+def test_offsets_of_a_wide_topic_take_two_requests_per_broker_not_two_per_partition(bootstrap, topic_factory, caplog):
+    # What backup planning (and each --follow micro-batch) asks the cluster for: the low and
+    # high watermark of every partition. Counted from librdkafka's protocol log: deterministic.
+    from topicvault.core.kafka import broker_count
+    from topicvault.sink.backup import snapshot_offsets
+
+    topic = topic_factory(64, prefix="wide-offsets")
+    produce_records(bootstrap, topic, records(topic, 64, 3))
+    kafka = KafkaSettings.of(bootstrap, {"debug": "protocol"})
+    with caplog.at_level(logging.DEBUG, logger="topicvault.kafka"):
+        offsets = snapshot_offsets(kafka, {topic: 64})
+    assert offsets == {(topic, p): (0, 3) for p in range(64)}
+    sent = sum("Sent ListOffsetsRequest" in record.getMessage() for record in caplog.records)
+    assert 1 <= sent <= 2 * broker_count(kafka), sent
 
 
 def test_one_consumer_cannot_read_two_ranges_of_one_partition(bootstrap):
