@@ -190,15 +190,13 @@ def record_sizes(batch: pa.RecordBatch | pa.Table) -> list[int]:
         pc.binary_length(pc.struct_field(flat, "key").cast(pa.binary())).fill_null(0).cast(pa.int64()),
         pc.binary_length(pc.struct_field(flat, "value")).fill_null(0).cast(pa.int64()),
     )
-    per_record = (
-        pa.table({"row": pc.list_parent_indices(headers), "bytes": header_bytes})
-        .group_by("row")
-        .aggregate([("bytes", "sum")])
-    )
-    result = sizes.to_pylist()
-    for row, extra in zip(per_record.column("row").to_pylist(), per_record.column("bytes_sum").to_pylist()):
-        result[row] += extra
-    return result
+    # Each record's headers are a run of `flat`: its header bytes are a difference of prefix sums
+    # (a group_by cost ~2 ms a call, the most of a small object's CPU in a wide backup).
+    counts = pc.list_value_length(headers).fill_null(0).cast(pa.int64())
+    ends = pc.cumulative_sum(counts)
+    prefix = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(header_bytes)])
+    extra = pc.subtract(pc.take(prefix, ends), pc.take(prefix, pc.subtract(ends, counts)))
+    return pc.add(sizes, extra).to_pylist()
 
 
 def runs_by_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[Iterator[pa.RecordBatch]]:
