@@ -122,10 +122,13 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     # A finished range's last object is stored by a thread while the read goes on. Its payload
     # counts in open_payload until stored; those waiting for a thread hold at most the budget.
     storing: dict[int, tuple[int, Future]] = {}
+    in_flight: dict[Future, PartitionObjects] = {}  # not yet stored (a few, unlike `storing`)
 
     def wait_for_a_thread() -> None:
         while True:
-            in_flight = {future: writers[index] for index, (_, future) in storing.items() if not future.done()}
+            for future in [future for future in in_flight if future.done()]:
+                future.result()  # a failed store fails the task now, not after the whole read
+                del in_flight[future]
             held = sum(writer.open_payload for writer in in_flight.values())
             if len(in_flight) < 4 * STORING_THREADS and held <= job.open_objects_budget:
                 return
@@ -135,7 +138,8 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
         for index, item in read_ranges(job.kafka, tasks, job.idle_timeout_s, one_at_a_time=over_budget):
             if isinstance(item, RangeEnd):
                 wait_for_a_thread()
-                storing[index] = (item.stopped_at, pool.submit(writers[index].finish))
+                future = pool.submit(writers[index].finish)
+                storing[index], in_flight[future] = (item.stopped_at, future), writers[index]
             else:
                 writers[index].add(item)
                 yield item
