@@ -8,6 +8,7 @@ through the JVM costs more than reading them from the broker (see DESIGN.md).
 from __future__ import annotations
 
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from ..core.checkpoints import commit_next, load_state
@@ -32,6 +33,11 @@ from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
 from .objects import DEFAULT_MAX_BYTES, PartitionObjects, Rotation
 from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, ReadExtent, TaskResult, plan_backup, read_extent
+
+# Objects a task stores at once when its ranges end. Each put costs a round trip (S3) or fsyncs
+# (a local directory) whatever its size, so a task of hundreds of small partitions would pay
+# them one after another (measured: 256 partitions x 20 records, 2.1 s of 3.9 s in fsync).
+STORING_THREADS = 16
 
 
 @dataclass(frozen=True)
@@ -102,8 +108,9 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     records as a task of that range alone would: the same keys and bytes. Memory: while the
     open objects of all partitions hold at most `job.open_objects_budget` bytes of payload,
     all are read at once; past it, the rest are read one partition after another (each
-    finished, so its objects stored, before the next begins), so a task holds at most about
-    the budget plus one object (`rotation.max_bytes`) plus the consumer's read-ahead.
+    finished before the next begins), so a task holds at most about twice the budget (open
+    objects, and finished ranges' last objects being stored by threads, see STORING_THREADS)
+    plus one object (`rotation.max_bytes`) plus the consumer's read-ahead.
     """
     store, codec, object_format = job.open_store(), job.codec(), resolve_format(job.format_name, job.compression)
     keyring = job.keyring()
@@ -114,17 +121,41 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     def over_budget() -> bool:
         return sum(writer.open_payload for writer in writers) > job.open_objects_budget
 
-    def batches():
+    # A finished range's last object is stored by a thread while the read goes on. Its payload
+    # counts in open_payload until stored; those waiting for a thread hold at most the budget.
+    storing: dict[int, tuple[int, Future]] = {}
+    in_flight: dict[Future, PartitionObjects] = {}  # not yet stored (a few, unlike `storing`)
+
+    def wait_for_a_thread() -> None:
+        while True:
+            for future in [future for future in in_flight if future.done()]:
+                future.result()  # a failed store fails the task now, not after the whole read
+                del in_flight[future]
+            held = sum(writer.open_payload for writer in in_flight.values())
+            if len(in_flight) < 4 * STORING_THREADS and held <= job.open_objects_budget:
+                return
+            wait(in_flight, return_when=FIRST_COMPLETED)
+
+    def batches(pool: ThreadPoolExecutor):
         for index, item in read_ranges(job.kafka, tasks, job.idle_timeout_s, one_at_a_time=over_budget):
             if isinstance(item, RangeEnd):
-                results[index] = TaskResult(tasks[index], item.stopped_at, writers[index].finish())
+                wait_for_a_thread()
+                future = pool.submit(writers[index].finish)
+                storing[index], in_flight[future] = (item.stopped_at, future), writers[index]
             else:
                 writers[index].add(item)
                 yield item
 
     first = tasks[0] if tasks else OffsetRange("", 0, 0, 0)
-    for _ in counted(batches(), job.progress_dir, f"{first.topic}-{first.partition}-{first.start}"):
-        pass  # the batches are written as they go by; counted() reports progress
+    with ThreadPoolExecutor(STORING_THREADS, thread_name_prefix="store") as pool:
+        try:
+            for _ in counted(batches(pool), job.progress_dir, f"{first.topic}-{first.partition}-{first.start}"):
+                pass  # the batches are written as they go by; counted() reports progress
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+        for index, (stopped_at, future) in sorted(storing.items()):
+            results[index] = TaskResult(tasks[index], stopped_at, future.result())
     return [results[index] for index in range(len(tasks))]
 
 

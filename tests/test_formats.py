@@ -40,6 +40,25 @@ def test_envelope_conversions_keep_every_distinction():
     assert record_sizes(batch)[3] == 1 + 0 + (3 + 1) + (3 + 1) + 3
 
 
+def test_record_sizes_count_key_value_and_every_header_in_slices_chunks_and_null_header_lists():
+    def expected(records: list[Record]) -> list[int]:
+        return [len(r.key or b"") + len(r.value or b"") + sum(len(k.encode()) + len(v or b"") for k, v in r.headers)
+                for r in records]
+
+    records = nasty() * 3
+    batch = records_to_batch(records)
+    assert record_sizes(batch) == expected(records)
+    for start, length in ((1, 4), (5, 0), (7, 9), (len(records) - 1, 1)):
+        assert record_sizes(batch.slice(start, length)) == expected(records[start:start + length])
+    chunked = pa.Table.from_batches([batch.slice(0, 4), batch.slice(4)])
+    assert record_sizes(chunked) == expected(records)
+    # A null headers list (another writer's Arrow data) counts as no headers.
+    headers = pa.array([None] + batch.column("headers").to_pylist()[1:], batch.schema.field("headers").type)
+    nulled = batch.set_column(batch.schema.get_field_index("headers"), "headers", headers)
+    assert record_sizes(nulled) == [expected(records)[0] - sum(len(k.encode()) + len(v or b"") for k, v in records[0].headers),
+                                    *expected(records)[1:]]
+
+
 @pytest.mark.parametrize("name, codec", ALL)
 def test_round_trip_is_exact_and_deterministic(name, codec):
     fmt = resolve_format(name, codec)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from dataclasses import replace
 
@@ -144,6 +146,44 @@ def test_grouped_task_reports_each_partition_where_it_really_stopped(bootstrap, 
     assert result.records == 40 and "committed up to 10" in result.warnings[0]
     state = load_state(job.open_store())
     assert {p: state.partitions[(topic, p)].end for p in range(4)} == {0: 10, 1: 10, 2: 10, 3: 10}
+
+
+def test_a_wide_task_stores_the_objects_of_its_partitions_concurrently(bootstrap, topic_factory, tmp_path, monkeypatch):
+    # Each object put costs a round trip (S3) or fsyncs (a directory): a task of many small
+    # partitions must not pay them one after another. Deterministic: every put waits at a
+    # barrier that only four puts in flight at once can pass (one at a time breaks it).
+    from topicvault.core.local_store import LocalStore
+    from topicvault.sink.backup import BackupJob, backup_group, plan
+
+    topic = topic_factory(8, prefix="wide-puts")
+    produce_records(bootstrap, topic, records(topic, 8, 5))
+    job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
+    planned = plan(job, [topic])
+    barrier, put = threading.Barrier(4, timeout=30), LocalStore.put
+
+    def put_when_four_are_in_flight(store, key, data, **conditions):
+        barrier.wait()
+        return put(store, key, data, **conditions)
+
+    monkeypatch.setattr(LocalStore, "put", put_when_four_are_in_flight)
+    results = backup_group(job, planned.tasks)
+    assert [(r.task.partition, r.end, [o.records for o in r.objects]) for r in results] == [
+        (p, 5, [5]) for p in range(8)]
+
+
+def test_offsets_of_a_wide_topic_take_two_requests_per_broker_not_two_per_partition(bootstrap, topic_factory, caplog):
+    # What backup planning (and each --follow micro-batch) asks the cluster for: the low and
+    # high watermark of every partition. Counted from librdkafka's protocol log: deterministic.
+    from topicvault.core.kafka import all_partitions, broker_count, partition_watermarks
+
+    topic = topic_factory(64, prefix="wide-offsets")
+    produce_records(bootstrap, topic, records(topic, 64, 3))
+    kafka = KafkaSettings.of(bootstrap, {"debug": "protocol"})
+    with caplog.at_level(logging.DEBUG, logger="topicvault.kafka"):
+        offsets = partition_watermarks(kafka, all_partitions({topic: 64}))
+    assert offsets == {(topic, p): (0, 3) for p in range(64)}
+    sent = sum("Sent ListOffsetsRequest" in record.getMessage() for record in caplog.records)
+    assert 1 <= sent <= 2 * broker_count(kafka), sent
 
 
 def test_one_consumer_cannot_read_two_ranges_of_one_partition(bootstrap):
