@@ -377,6 +377,14 @@ def _collected_json(collected: Any) -> dict:
     return {"deleted_retired": collected.retired, "deleted_orphans": collected.orphans, "waiting": collected.waiting}
 
 
+def _maintenance_end(collected: Any, dry_run: bool, plan: str, done: str) -> list[Line]:
+    """The end of compact's and expire's text: the plan and what would be deleted, or what was
+    committed and what was deleted."""
+    if dry_run:
+        return [_out(f"{plan}; {collected_line(collected, 'would delete')}")]
+    return [_out(done), _out(collected_line(collected))]
+
+
 def compact(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
     """`compact` (a source.compact.CompactResult): each run of objects merged, and what was deleted."""
     if as_json:
@@ -390,14 +398,10 @@ def compact(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
     lines = [_out(f"  {m.topic}[{m.partition}] offsets {m.objects[0].first_offset}..{m.objects[-1].last_offset}: "
                   f"{len(m.objects)} objects, {m.records:,} records" + (" (re-encrypt)" if m.reencrypt else ""))
              for m in result.merges]
-    if dry_run:
-        return lines + [_out(f"plan: {len(result.merges)} runs of objects to merge; "
-                             + collected_line(result.collected, "would delete"))]
-    return lines + [
-        _out(f"compacted {len(result.replaced)} objects into {len(result.written)}"
-             + (f"; committed {result.commit_key}" if result.commit_key else "; nothing to commit")),
-        _out(collected_line(result.collected)),
-    ]
+    return lines + _maintenance_end(
+        result.collected, dry_run, f"plan: {len(result.merges)} runs of objects to merge",
+        f"compacted {len(result.replaced)} objects into {len(result.written)}"
+        + (f"; committed {result.commit_key}" if result.commit_key else "; nothing to commit"))
 
 
 def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
@@ -414,11 +418,7 @@ def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
                   f"({e.records:,} records in {len(e.dropped)} objects); the archive then starts at {e.new_start}")
              for e in result.expiries]
     records = sum(e.records for e in result.expiries)
-    if dry_run:
-        return lines + [_out(f"plan: {records:,} records older than {before} would go; "
-                             + collected_line(result.collected, "would delete"))]
-    return lines + [
-        _out(f"expired {records:,} records older than {before}"
-             + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old")),
-        _out(collected_line(result.collected)),
-    ]
+    return lines + _maintenance_end(
+        result.collected, dry_run, f"plan: {records:,} records older than {before} would go",
+        f"expired {records:,} records older than {before}"
+        + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))
