@@ -139,6 +139,15 @@ def _store_of(settings) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(settings.store_options.items()))
 
 
+def _key_template_of(key_template: Optional[str], time_partition: Optional[str]) -> Optional[str]:
+    """The object key template of --key-template or --time-partition (not both; neither: None)."""
+    from .keys import time_partitioned_template
+
+    if time_partition and key_template:
+        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
+    return time_partitioned_template(time_partition) if time_partition else key_template
+
+
 def _print(lines: list[report.Line]) -> None:
     """Print a report's lines, each on its stream, in order."""
     for line in lines:
@@ -181,15 +190,11 @@ def backup(
     quiet: bool = QUIET,
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
-    from .keys import time_partitioned_template
     from .sink.backup import BackupJob, commit_unread, plan_run, run_backup
     from .sink.objects import Rotation
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
-    if time_partition and key_template:
-        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
-    if time_partition:
-        key_template = time_partitioned_template(time_partition)
+    key_template = _key_template_of(key_template, time_partition)
     job = BackupJob(
         kafka=_kafka_of(settings),
         store_uri=_uri_of(settings, "--to"),
@@ -528,15 +533,11 @@ def compact_command(
 ) -> None:
     """Merge each partition's small committed objects into objects of the rotation size, in one
     commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
-    from .keys import time_partitioned_template
     from .sink.objects import Rotation
     from .source.compact import CompactJob, compact
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
-    if time_partition and key_template:
-        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
-    if time_partition:
-        key_template = time_partitioned_template(time_partition)
+    key_template = _key_template_of(key_template, time_partition)
     job = CompactJob(_uri_of(settings, "URI"), _store_of(settings), Rotation(max_records, max_bytes), compression,
                      key_template, settings.encryption_keys, _grace_ms(grace))
     _print(report.compact(compact(job, dry_run), dry_run, as_json))
