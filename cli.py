@@ -13,8 +13,8 @@ import click
 import typer
 
 from . import __version__
+from .core import report
 from .core.errors import TopicvaultError
-from .core.report import SUMMARY_COLUMNS, iso, listing, table, to_json, topic_summary
 from .formats.peers import PEERS, PeerOptions
 
 # Option defaults are the library's own (one place each).
@@ -139,8 +139,19 @@ def _store_of(settings) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(settings.store_options.items()))
 
 
-def _rate(count: float, seconds: float) -> str:
-    return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
+def _key_template_of(key_template: Optional[str], time_partition: Optional[str]) -> Optional[str]:
+    """The object key template of --key-template or --time-partition (not both; neither: None)."""
+    from .keys import time_partitioned_template
+
+    if time_partition and key_template:
+        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
+    return time_partitioned_template(time_partition) if time_partition else key_template
+
+
+def _print(lines: list[report.Line]) -> None:
+    """Print a report's lines, each on its stream, in order."""
+    for line in lines:
+        typer.echo(line.text, err=line.err)
 
 
 @app.command()
@@ -179,15 +190,11 @@ def backup(
     quiet: bool = QUIET,
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
-    from .keys import time_partitioned_template
     from .sink.backup import BackupJob, commit_unread, plan_run, run_backup
     from .sink.objects import Rotation
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
-    if time_partition and key_template:
-        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
-    if time_partition:
-        key_template = time_partitioned_template(time_partition)
+    key_template = _key_template_of(key_template, time_partition)
     job = BackupJob(
         kafka=_kafka_of(settings),
         store_uri=_uri_of(settings, "--to"),
@@ -204,23 +211,10 @@ def backup(
         _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master, metrics_port)
         return
     backup_plan = plan_run(job, topic, topics_regex, records_per_task, full)
-    for warning in [] if as_json else backup_plan.warnings:  # with --json, warnings are part of the JSON
-        typer.echo(f"warning: {warning}", err=True)
+    _print(report.backup_plan_warnings(backup_plan, as_json))
     if dry_run or not backup_plan.has_work:
         committed = None if dry_run else commit_unread(job, backup_plan)
-        if as_json:
-            typer.echo(to_json({
-                "dry_run": dry_run, "tasks": len(backup_plan.tasks), "commit": committed,
-                "warnings": backup_plan.warnings,
-                "partitions": [{"topic": p.topic, "partition": p.partition, "start": p.start, "end": p.end}
-                               for p in backup_plan.partitions],
-            }))
-            return
-        typer.echo(f"{'plan' if dry_run else 'nothing new to back up'}: {len(backup_plan.tasks)} offset ranges")
-        for p in backup_plan.partitions:
-            typer.echo(f"  {p.topic}[{p.partition}] offsets {p.start}..{p.end - 1} (up to {p.records_at_most} records)")
-        if committed:
-            typer.echo(f"saved changed topic settings and consumer-group offsets: committed {committed}")
+        _print(report.backup_plan(backup_plan, dry_run, committed, as_json))
         return
     from .core.progress import ProgressMonitor
     from .core.spark import get_task_session
@@ -232,21 +226,7 @@ def backup(
     spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
     with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet or as_json) as progress:
         result = run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan)
-    summary = topic_summary(result.objects, result.elapsed_s)
-    if as_json:
-        typer.echo(to_json({"records": result.records, "bytes": result.bytes, "objects": len(result.objects),
-                            "elapsed_s": round(result.elapsed_s, 3), "spark_start_s": round(spark_s, 3),
-                            "commit": result.commit_key, "topics": summary,
-                            "warnings": backup_plan.warnings + result.warnings}))
-        return
-    for warning in result.warnings:
-        typer.echo(f"warning: {warning}", err=True)
-    typer.echo(table(summary, SUMMARY_COLUMNS))
-    typer.echo(
-        f"backed up {result.records:,} records in {len(result.objects)} objects ({result.bytes:,} bytes) "
-        f"in {result.elapsed_s:.1f} s ({_rate(result.records, result.elapsed_s)}; Spark start {spark_s:.1f} s); "
-        f"committed {result.commit_key}"
-    )
+    _print(report.backup_summary(result, spark_s, as_json))
 
 
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
@@ -280,12 +260,10 @@ def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_inter
     register(spark)  # the stream runs through topicvault's data sources
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    typer.echo(f"following {', '.join(topics) or topics_regex} into {job.store_uri} "
-               f"(a micro-batch every {flush_interval:g} s); SIGTERM or Ctrl-C stops")
+    _print([report.backup_following(topics, topics_regex, job.store_uri, flush_interval)])
     result = run_follow(spark, job, topics, topics_regex, flush_interval, max_records_per_trigger,
                         lambda: bool(stop_requested), typer.echo, metrics)
-    typer.echo(f"stopped: {result.commits} commits, {result.records:,} records backed up in this run; "
-               f"lag {sum(result.lag.values()):,} records at the last commit")
+    _print([report.backup_follow_stopped(result)])
 
 
 @app.command()
@@ -386,26 +364,11 @@ def restore(
     restore_plan = plan_restore(
         job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics, selection, configs
     )
-    for note in [] if as_json else restore_plan.notes:  # with --json, notes are part of the JSON
-        typer.echo(f"note: {note}", err=True)
+    _print(report.restore_plan_notes(restore_plan, as_json))
     if dry_run:
-        if as_json:
-            typer.echo(to_json({
-                "restore_id": restore_plan.restore_id, "records_at_most": restore_plan.records,
-                "topics_to_create": restore_plan.topics_to_create, "notes": restore_plan.notes,
-                "partitions": [{"source_topic": t.source_topic, "target_topic": t.target_topic,
-                                "partition": t.partition, "records_at_most": t.records, "objects": len(t.objects)}
-                               for t in restore_plan.tasks],
-            }))
-            return
-        typer.echo(f"plan: up to {restore_plan.records:,} records in {len(restore_plan.tasks)} partitions")
-        for task in restore_plan.tasks:
-            typer.echo(f"  {task.source_topic}[{task.partition}] -> {task.target_topic}[{task.partition}]: "
-                       f"up to {task.records:,} records in {len(task.objects)} objects")
+        _print(report.restore_dry_run(restore_plan, as_json))
         return
-    if not as_json:
-        typer.echo(f"restore id {restore_plan.restore_id}{' (resuming)' if restore_plan.resumed else ''}: "
-                   "if interrupted, run again with --restore-id to continue")
+    _print(report.restore_started(restore_plan, as_json))
     from .core.progress import ProgressMonitor
     from .core.spark import get_task_session
 
@@ -413,54 +376,19 @@ def restore(
     with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
                          quiet=quiet or as_json) as progress:
         result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)
-    committed_groups = []
+    committed_groups = None  # --groups not given
     if groups:
         from .source.groups import restore_groups
 
         committed_groups = restore_groups(job, restore_plan.restore_id, group or None)
-    skipped = sum(r.already_present for r in result.results)
-    for left_out in result.skipped:  # on stderr with --json too: a hole must not go unnoticed
-        typer.echo(f"skipped: {left_out.describe()}", err=True)
-    if as_json:
-        typer.echo(to_json({
-            "skipped": [vars(s) for s in result.skipped],
-            "restore_id": restore_plan.restore_id, "produced": result.produced, "already_present": skipped,
-            "bytes": result.bytes, "elapsed_s": round(result.elapsed_s, 3),
-            "timestamps_replaced": result.timestamps_replaced, "notes": restore_plan.notes,
-            "peer_findings": [r.peer_report.to_json() for r in result.results if r.peer_report is not None],
-            "partitions": [{"target_topic": r.target_topic, "partition": r.partition, "produced": r.produced,
-                            "already_present": r.already_present} for r in result.results],
-            "groups": [vars(g) for g in committed_groups],
-        }))
-        _exit_if_skipped(result)
-        return
-    typer.echo(table(_restore_rows(result), ["topic", "partitions", "records", "bytes", "elapsed_s"]))
-    typer.echo(
-        f"restored {result.produced:,} records ({result.bytes:,} bytes) to "
-        f"{', '.join(sorted(set(restore_plan.topic_map.values())))} in {result.elapsed_s:.1f} s "
-        f"({_rate(result.produced, result.elapsed_s)})" + (f"; {skipped:,} were already there" if skipped else "")
-    )
-    for finding in [line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()]:
-        typer.echo(f"note: {finding}", err=True)
-    if result.timestamps_replaced:
-        typer.echo(
-            f"warning: {result.timestamps_replaced} records had timestamp <= 0, which Kafka clients cannot "
-            "produce; they carry the produce time instead", err=True)
-    if groups:
-        for name in sorted({g.group for g in committed_groups}):
-            moved = [g for g in committed_groups if g.group == name]
-            typer.echo(f"group {name}: committed {len(moved)} offsets (" + ", ".join(
-                f"{g.target_topic}[{g.partition}] {g.source_offset}->{g.target_offset}" for g in moved[:6]
-            ) + (", …" if len(moved) > 6 else "") + ")")
-        if not committed_groups:
-            typer.echo("no consumer-group offsets saved for the restored topics")
-    _exit_if_skipped(result)
+    _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))
+    if result.skipped:
+        raise typer.Exit(EXIT_SKIPPED)
 
 
 def _follow_restore(job, request, master: Optional[str], as_json: bool, quiet: bool) -> None:
     """Run a standby until SIGTERM/SIGINT; a second signal ends the process at once (the state of
     the last finished round is saved, and a restart with the same --restore-id continues exactly)."""
-    import json
     import os
     import threading
 
@@ -477,47 +405,17 @@ def _follow_restore(job, request, master: Optional[str], as_json: bool, quiet: b
         typer.echo("stopping: finishing the running round, then saving its state", err=True)
         stop.set()
 
-    def report(finished) -> None:
-        for left_out in finished.skipped:  # on stderr with --json too: a hole must not go unnoticed
-            typer.echo(f"skipped: {left_out.describe()}", err=True)
-        if as_json:
-            typer.echo(json.dumps(finished.to_json(), sort_keys=True))
-            return
-        for note in finished.notes:
-            typer.echo(f"note: {note}", err=True)
-        if not quiet:
-            typer.echo(finished.line())
+    def print_round(finished) -> None:
+        _print(report.follow_round(finished, as_json, quiet))
 
     spark = get_spark(master)
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    typer.echo(f"following {job.store_uri} (looking for new data every {request.poll_interval_s:g} s); "
-               "SIGTERM or Ctrl-C stops", err=True)
-    summary = follow_restore(spark, job, request, stop, report)
-    typer.echo(f"stopped: {summary.rounds} rounds, {summary.produced:,} records restored in this run; restore id "
-               f"{summary.restore_id} (run again with --restore-id {summary.restore_id} to continue)", err=True)
+    _print([report.restore_following(job.store_uri, request.poll_interval_s)])
+    summary = follow_restore(spark, job, request, stop, print_round)
+    _print(report.follow_stopped(summary, EXIT_SKIPPED))
     if summary.skipped:
-        typer.echo(f"{len(summary.skipped)} unreadable objects were left out (listed above); exit status "
-                   f"{EXIT_SKIPPED}", err=True)
         raise typer.Exit(EXIT_SKIPPED)
-
-
-def _exit_if_skipped(result) -> None:
-    if result.skipped:
-        typer.echo(f"restore finished with {len(result.skipped)} unreadable objects left out (listed above); "
-                   f"exit status {EXIT_SKIPPED}", err=True)
-        raise typer.Exit(EXIT_SKIPPED)
-
-
-def _restore_rows(result) -> list[dict]:
-    rows: dict[str, dict] = {}
-    for r in result.results:
-        row = rows.setdefault(r.target_topic, {"topic": r.target_topic, "partitions": 0, "records": 0, "bytes": 0,
-                                               "elapsed_s": round(result.elapsed_s, 1)})
-        row["partitions"] += 1
-        row["records"] += r.produced + r.already_present
-        row["bytes"] += r.bytes
-    return [rows[t] for t in sorted(rows)]
 
 
 @app.command("ls")
@@ -538,30 +436,7 @@ def list_backup(
     state = load_state(open_store(location, settings.store_options))
     if not state.partitions:
         raise TopicvaultError(f"no backup at {location}: no commit records under _topicvault/commits/")
-    data = listing(state)
-    if as_json:
-        typer.echo(to_json(data))
-        return
-    rows = [{**p, "offsets": f"{p['start']}..{p['end'] - 1}"} for p in data["partitions"]]
-    typer.echo(table(rows, ["topic", "partition", "offsets", "records", "objects", "median_object_bytes", "bytes",
-                            "first_time", "last_time"]))
-    median = f" (median {data['median_object_bytes']:,} bytes)" if data["objects"] else ""
-    typer.echo(f"{len(rows)} partitions, {data['records']:,} records, {data['objects']:,} objects{median}, "
-               f"{data['commits']} commits"
-               + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else ""))
-    spans = data["group_snapshots"].values()
-    if spans:
-        typer.echo(f"consumer-group snapshots: {sum(s['count'] for s in spans)} from "
-                   f"{min(s['first_time'] for s in spans)} to {max(s['last_time'] for s in spans)}")
-    for note in data["lost"]:
-        typer.echo(f"lost: {note}")
-    if data["encryption_keys"]:
-        typer.echo("encrypted: " + ", ".join(f"{n} objects with key {k}" for k, n in data["encryption_keys"].items())
-                   + "; restore, verify and inspect need these keys (--encryption-key)")
-    if state.last_stream:
-        lag = state.last_stream.get("lag", {})
-        typer.echo(f"followed backup: last commit at {iso(state.last_stream['committed_ms'])}, lag "
-                   f"{sum(lag.values()):,} records then" + "".join(f"; {k}: {v:,}" for k, v in sorted(lag.items()) if v))
+    _print(report.ls(state, as_json))
 
 
 @app.command()
@@ -585,25 +460,10 @@ def verify(
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option, encryption_key)
     kafka = _kafka_of(settings) if settings.bootstrap_servers else None
-    report = verify_backup(open_store(_uri_of(settings, "URI"), settings.store_options), topic, kafka,
-                           keyring=_keyring_of(settings))
-    if as_json:
-        typer.echo(to_json({"ok": report.ok, "objects": report.objects, "records": report.records,
-                            "partitions": report.partitions, "partitions_compared": report.partitions_compared,
-                            "problems": report.problems, "notes": report.notes, "lost": report.lost}))
-    else:
-        for note in report.notes:
-            typer.echo(f"note: {note}")
-        for note in report.lost:
-            typer.echo(f"lost: {note}")
-        for problem in report.problems:
-            typer.echo(f"DIFFERS: {problem}")
-        compared = f"; {report.partitions_compared} partitions match the live topics" if kafka else ""
-        if report.ok:
-            typer.echo(f"ok: {report.objects} objects, {report.records:,} records in {report.partitions} partitions{compared}")
-        else:
-            typer.echo(f"verify failed: {len(report.problems)} problems", err=True)
-    if not report.ok:
+    verified = verify_backup(open_store(_uri_of(settings, "URI"), settings.store_options), topic, kafka,
+                             keyring=_keyring_of(settings))
+    _print(report.verify(verified, kafka is not None, as_json))
+    if not verified.ok:
         raise typer.Exit(1)
 
 
@@ -653,11 +513,6 @@ def _grace_ms(text: str) -> int:
         raise TopicvaultError(f"bad --grace {text!r}: give a duration such as 24h, 90m, 30s or 0s") from None
 
 
-def _collected_line(collected, verb: str = "deleted") -> str:
-    return (f"{verb} {collected.deleted} unreferenced objects ({len(collected.retired)} retired, "
-            f"{len(collected.orphans)} never committed); {collected.waiting} wait for the grace period")
-
-
 @app.command("compact")
 @reports_errors
 def compact_command(
@@ -678,39 +533,14 @@ def compact_command(
 ) -> None:
     """Merge each partition's small committed objects into objects of the rotation size, in one
     commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
-    from .keys import time_partitioned_template
     from .sink.objects import Rotation
     from .source.compact import CompactJob, compact
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
-    if time_partition and key_template:
-        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
-    if time_partition:
-        key_template = time_partitioned_template(time_partition)
+    key_template = _key_template_of(key_template, time_partition)
     job = CompactJob(_uri_of(settings, "URI"), _store_of(settings), Rotation(max_records, max_bytes), compression,
                      key_template, settings.encryption_keys, _grace_ms(grace))
-    result = compact(job, dry_run)
-    if as_json:
-        typer.echo(to_json({
-            "dry_run": dry_run, "commit": result.commit_key,
-            "merges": [{"topic": m.topic, "partition": m.partition, "objects": len(m.objects), "records": m.records,
-                        "first_offset": m.objects[0].first_offset, "last_offset": m.objects[-1].last_offset}
-                       for m in result.merges],
-            "replaced": len(result.replaced), "written": len(result.written),
-            "deleted_retired": result.collected.retired, "deleted_orphans": result.collected.orphans,
-            "waiting": result.collected.waiting,
-        }))
-        return
-    for m in result.merges:
-        typer.echo(f"  {m.topic}[{m.partition}] offsets {m.objects[0].first_offset}..{m.objects[-1].last_offset}: "
-                   f"{len(m.objects)} objects, {m.records:,} records" + (" (re-encrypt)" if m.reencrypt else ""))
-    if dry_run:
-        typer.echo(f"plan: {len(result.merges)} runs of objects to merge; "
-                   + _collected_line(result.collected, "would delete"))
-        return
-    typer.echo(f"compacted {len(result.replaced)} objects into {len(result.written)}"
-               + (f"; committed {result.commit_key}" if result.commit_key else "; nothing to commit"))
-    typer.echo(_collected_line(result.collected))
+    _print(report.compact(compact(job, dry_run), dry_run, as_json))
 
 
 @app.command("expire")
@@ -739,26 +569,7 @@ def expire_command(
     settings = _settings(config, None, store, None, [], uri, store_option)
     grace_ms = _grace_ms(grace)
     result = expire(open_store(_uri_of(settings, "URI"), settings.store_options), before_ms, grace_ms, dry_run)
-    if as_json:
-        typer.echo(to_json({
-            "dry_run": dry_run, "before": iso(before_ms), "before_ms": before_ms, "commit": result.commit_key,
-            "partitions": [{"topic": e.topic, "partition": e.partition, "objects": len(e.dropped),
-                            "records": e.records, "new_start": e.new_start} for e in result.expiries],
-            "deleted_retired": result.collected.retired, "deleted_orphans": result.collected.orphans,
-            "waiting": result.collected.waiting,
-        }))
-        return
-    for e in result.expiries:
-        typer.echo(f"  {e.topic}[{e.partition}]: offsets {e.dropped[0].first_offset}..{e.new_start - 1} "
-                   f"({e.records:,} records in {len(e.dropped)} objects); the archive then starts at {e.new_start}")
-    records = sum(e.records for e in result.expiries)
-    if dry_run:
-        typer.echo(f"plan: {records:,} records older than {iso(before_ms)} would go; "
-                   + _collected_line(result.collected, "would delete"))
-        return
-    typer.echo(f"expired {records:,} records older than {iso(before_ms)}"
-               + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))
-    typer.echo(_collected_line(result.collected))
+    _print(report.expire(result, dry_run, as_json))
 
 
 @app.command()
@@ -787,7 +598,7 @@ def show_config(
 ) -> None:
     """Show the settings a command would use (flags > TOPICVAULT_* environment > config file); secrets as ***."""
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option)
-    typer.echo(to_json(settings.redacted()))
+    typer.echo(report.to_json(settings.redacted()))
 
 
 @app.command()

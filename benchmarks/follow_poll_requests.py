@@ -11,14 +11,11 @@ the server answered (one werkzeug log line each).
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 import threading
 
 import boto3
-from moto.server import ThreadedMotoServer
-from state_requests import RequestCounter, synthetic_commits
+from state_requests import RequestCounter, start_counted_moto, synthetic_commits
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.locations import open_store
 from topicvault.source.follow import _wait_for_news
@@ -48,15 +45,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="how long each standby polls")
     args = parser.parse_args()
     counter = RequestCounter()
-    werkzeug = logging.getLogger("werkzeug")
-    werkzeug.setLevel(logging.INFO)
-    werkzeug.propagate = False
-    werkzeug.addHandler(counter)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update({"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "bench",
-                       "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    server = start_counted_moto(counter)
     try:
         print(f"{'commits':>8} {'polls at most':>13} {'requests':>9}")
         for history in (int(h) for h in args.histories.split(",")):

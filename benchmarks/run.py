@@ -354,19 +354,26 @@ def main() -> int:
     return 0
 
 
-def start_s3(scratch: str) -> str:
-    """Start moto's S3 server in this process and return a fresh bucket URI."""
-    import logging
-
-    import boto3
+def start_moto():
+    """Start moto's S3 server in this process and point boto3 at it (AWS_* environment); return the server."""
     from moto.server import ThreadedMotoServer
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
     host, port = server.get_host_and_port()
     os.environ.update({"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "bench",
                        "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    return server
+
+
+def start_s3(scratch: str) -> str:
+    """Start moto's S3 server in this process and return a fresh bucket URI."""
+    import logging
+
+    import boto3
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    start_moto()
     boto3.client("s3").create_bucket(Bucket="bench-bucket")
     return "s3://bench-bucket/backup"
 

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 
 import boto3
-from moto.server import ThreadedMotoServer
 from topicvault.core.checkpoints import commit_with_checkpoint, read_forward
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, fold_commits
 from topicvault.core.locations import open_store
@@ -107,20 +105,23 @@ def main() -> int:
     return 0
 
 
+def start_counted_moto(counter: RequestCounter):
+    """moto's S3 server in this process (see run.start_moto), each request it serves counted by `counter`."""
+    from run import start_moto  # benchmarks/ is on sys.path when this runs as a script
+
+    werkzeug = logging.getLogger("werkzeug")
+    werkzeug.setLevel(logging.INFO)
+    werkzeug.propagate = False
+    werkzeug.addHandler(counter)
+    return start_moto()
+
+
 def measure_requests(histories: list[int]) -> dict[int, tuple[tuple[int, float], ...]]:
     """measure_history for each history length, against an in-process moto S3 server."""
     from topicvault.cli import app
 
     counter = RequestCounter()
-    werkzeug = logging.getLogger("werkzeug")
-    werkzeug.setLevel(logging.INFO)
-    werkzeug.propagate = False
-    werkzeug.addHandler(counter)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update({"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "bench",
-                       "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    server = start_counted_moto(counter)
     try:
         return {history: measure_history(counter, app, history) for history in histories}
     finally:

@@ -1,4 +1,9 @@
-"""What the CLI prints: summaries and listings as plain data, rendered as a table or JSON."""
+"""What the CLI prints: summaries and listings as plain data, rendered as a table or JSON.
+
+Each command's report is a list of `Line`s (stdout or stderr, in the order they are printed),
+built from the plain result objects the library returns. Results of sink/ and source/ are read
+by attribute (duck typing): core/ sits below them and imports neither.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,26 @@ import json
 import statistics
 import time
 from collections import Counter
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 from .commits import BackupState, ObjectEntry
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line a command prints; `err`: on stderr (warnings, notes, progress of a long run)."""
+
+    text: str
+    err: bool = False
+
+
+def _out(text: str) -> Line:
+    return Line(text)
+
+
+def _err(text: str) -> Line:
+    return Line(text, err=True)
 
 
 def iso(millis: int | None) -> str | None:
@@ -107,3 +129,296 @@ def listing(state: BackupState) -> dict:
         "encryption_keys": {key_id: count for key_id, count in sorted(Counter(
             o.key_id for ps in state.partitions.values() for o in ps.objects if o.key_id).items())},
     }
+
+
+def rate(count: float, seconds: float) -> str:
+    """Records (or bytes) per second, or "-" when no time passed."""
+    return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
+
+
+# --- backup ------------------------------------------------------------------------------------
+
+def backup_plan_warnings(plan: Any, as_json: bool) -> list[Line]:
+    """A sink.plan.BackupPlan's warnings on stderr (with --json they are part of the JSON instead)."""
+    return [] if as_json else [_err(f"warning: {warning}") for warning in plan.warnings]
+
+
+def backup_plan(plan: Any, dry_run: bool, committed: str | None, as_json: bool) -> list[Line]:
+    """A backup that reads no records: the plan of a --dry-run, or "nothing new" (and the commit of
+    changed topic settings and group offsets, if one was written)."""
+    if as_json:
+        return [_out(to_json({
+            "dry_run": dry_run, "tasks": len(plan.tasks), "commit": committed, "warnings": plan.warnings,
+            "partitions": [{"topic": p.topic, "partition": p.partition, "start": p.start, "end": p.end}
+                           for p in plan.partitions],
+        }))]
+    lines = [_out(f"{'plan' if dry_run else 'nothing new to back up'}: {len(plan.tasks)} offset ranges")]
+    lines += [_out(f"  {p.topic}[{p.partition}] offsets {p.start}..{p.end - 1} (up to {p.records_at_most} records)")
+              for p in plan.partitions]
+    if committed:
+        lines.append(_out(f"saved changed topic settings and consumer-group offsets: committed {committed}"))
+    return lines
+
+
+def backup_summary(result: Any, spark_start_s: float, as_json: bool) -> list[Line]:
+    """A finished backup (a sink.backup.BackupResult): per-topic table and totals, or JSON."""
+    summary = topic_summary(result.objects, result.elapsed_s)
+    if as_json:
+        return [_out(to_json({
+            "records": result.records, "bytes": result.bytes, "objects": len(result.objects),
+            "elapsed_s": round(result.elapsed_s, 3), "spark_start_s": round(spark_start_s, 3),
+            "commit": result.commit_key, "topics": summary, "warnings": result.plan.warnings + result.warnings,
+        }))]
+    return [_err(f"warning: {warning}") for warning in result.warnings] + [
+        _out(table(summary, SUMMARY_COLUMNS)),
+        _out(f"backed up {result.records:,} records in {len(result.objects)} objects ({result.bytes:,} bytes) "
+             f"in {result.elapsed_s:.1f} s ({rate(result.records, result.elapsed_s)}; Spark start "
+             f"{spark_start_s:.1f} s); committed {result.commit_key}"),
+    ]
+
+
+def backup_following(topics: list[str], topics_regex: str | None, store_uri: str, flush_interval_s: float) -> Line:
+    """The first line of `backup --follow`."""
+    return _out(f"following {', '.join(topics) or topics_regex} into {store_uri} "
+                f"(a micro-batch every {flush_interval_s:g} s); SIGTERM or Ctrl-C stops")
+
+
+def backup_follow_stopped(result: Any) -> Line:
+    """The last line of `backup --follow` (a sink.follow result: commits, records, lag)."""
+    return _out(f"stopped: {result.commits} commits, {result.records:,} records backed up in this run; "
+                f"lag {sum(result.lag.values()):,} records at the last commit")
+
+
+# --- restore -----------------------------------------------------------------------------------
+
+RESTORE_COLUMNS = ["topic", "partitions", "records", "bytes", "elapsed_s"]
+
+
+def restore_plan_notes(plan: Any, as_json: bool) -> list[Line]:
+    """A source.restore.RestorePlan's notes on stderr (with --json they are part of the JSON instead)."""
+    return [] if as_json else [_err(f"note: {note}") for note in plan.notes]
+
+
+def restore_dry_run(plan: Any, as_json: bool) -> list[Line]:
+    """What `restore --dry-run` would restore."""
+    if as_json:
+        return [_out(to_json({
+            "restore_id": plan.restore_id, "records_at_most": plan.records,
+            "topics_to_create": plan.topics_to_create, "notes": plan.notes,
+            "partitions": [{"source_topic": t.source_topic, "target_topic": t.target_topic,
+                            "partition": t.partition, "records_at_most": t.records, "objects": len(t.objects)}
+                           for t in plan.tasks],
+        }))]
+    return [_out(f"plan: up to {plan.records:,} records in {len(plan.tasks)} partitions")] + [
+        _out(f"  {task.source_topic}[{task.partition}] -> {task.target_topic}[{task.partition}]: "
+             f"up to {task.records:,} records in {len(task.objects)} objects")
+        for task in plan.tasks]
+
+
+def restore_started(plan: Any, as_json: bool) -> list[Line]:
+    """The restore id to resume with, printed before anything is produced."""
+    if as_json:
+        return []
+    return [_out(f"restore id {plan.restore_id}{' (resuming)' if plan.resumed else ''}: "
+                 "if interrupted, run again with --restore-id to continue")]
+
+
+def _restore_rows(result: Any) -> list[dict]:
+    rows: dict[str, dict] = {}
+    for r in result.results:
+        row = rows.setdefault(r.target_topic, {"topic": r.target_topic, "partitions": 0, "records": 0, "bytes": 0,
+                                               "elapsed_s": round(result.elapsed_s, 1)})
+        row["partitions"] += 1
+        row["records"] += r.produced + r.already_present
+        row["bytes"] += r.bytes
+    return [rows[t] for t in sorted(rows)]
+
+
+def _skipped_lines(skipped: Iterable[Any]) -> list[Line]:
+    # On stderr with --json too: a hole must not go unnoticed.
+    return [_err(f"skipped: {left_out.describe()}") for left_out in skipped]
+
+
+def _group_lines(committed_groups: list[Any]) -> list[Line]:
+    lines = []
+    for name in sorted({g.group for g in committed_groups}):
+        moved = [g for g in committed_groups if g.group == name]
+        lines.append(_out(f"group {name}: committed {len(moved)} offsets (" + ", ".join(
+            f"{g.target_topic}[{g.partition}] {g.source_offset}->{g.target_offset}" for g in moved[:6]
+        ) + (", …" if len(moved) > 6 else "") + ")"))
+    if not committed_groups:
+        lines.append(_out("no consumer-group offsets saved for the restored topics"))
+    return lines
+
+
+def restore_summary(result: Any, committed_groups: list[Any] | None, as_json: bool, skipped_exit: int) -> list[Line]:
+    """A finished restore (a source.restore.RestoreResult) and the group offsets it committed (None:
+    --groups not given); ends naming `skipped_exit`, the exit status, when objects were left out."""
+    plan = result.plan
+    already_present = sum(r.already_present for r in result.results)
+    lines = _skipped_lines(result.skipped)
+    if as_json:
+        lines.append(_out(to_json({
+            "skipped": [vars(s) for s in result.skipped],
+            "restore_id": plan.restore_id, "produced": result.produced, "already_present": already_present,
+            "bytes": result.bytes, "elapsed_s": round(result.elapsed_s, 3),
+            "timestamps_replaced": result.timestamps_replaced, "notes": plan.notes,
+            "peer_findings": [r.peer_report.to_json() for r in result.results if r.peer_report is not None],
+            "partitions": [{"target_topic": r.target_topic, "partition": r.partition, "produced": r.produced,
+                            "already_present": r.already_present} for r in result.results],
+            "groups": [vars(g) for g in committed_groups or []],
+        })))
+    else:
+        lines.append(_out(table(_restore_rows(result), RESTORE_COLUMNS)))
+        lines.append(_out(
+            f"restored {result.produced:,} records ({result.bytes:,} bytes) to "
+            f"{', '.join(sorted(set(plan.topic_map.values())))} in {result.elapsed_s:.1f} s "
+            f"({rate(result.produced, result.elapsed_s)})"
+            + (f"; {already_present:,} were already there" if already_present else "")))
+        lines += [_err(f"note: {finding}")
+                  for r in result.results if r.peer_report is not None for finding in r.peer_report.lines()]
+        if result.timestamps_replaced:
+            lines.append(_err(f"warning: {result.timestamps_replaced} records had timestamp <= 0, which Kafka "
+                              "clients cannot produce; they carry the produce time instead"))
+        if committed_groups is not None:
+            lines += _group_lines(committed_groups)
+    if result.skipped:
+        lines.append(_err(f"restore finished with {len(result.skipped)} unreadable objects left out (listed "
+                          f"above); exit status {skipped_exit}"))
+    return lines
+
+
+def restore_following(store_uri: str, poll_interval_s: float) -> Line:
+    """The first line of `restore --follow` (on stderr: stdout carries the rounds)."""
+    return _err(f"following {store_uri} (looking for new data every {poll_interval_s:g} s); SIGTERM or Ctrl-C stops")
+
+
+def follow_round(finished: Any, as_json: bool, quiet: bool) -> list[Line]:
+    """One round of `restore --follow` (a source.follow.FollowRound): a line, or a JSON line."""
+    lines = _skipped_lines(finished.skipped)
+    if as_json:
+        return lines + [_out(json.dumps(finished.to_json(), sort_keys=True))]
+    lines += [_err(f"note: {note}") for note in finished.notes]
+    return lines + ([] if quiet else [_out(finished.line())])
+
+
+def follow_stopped(summary: Any, skipped_exit: int) -> list[Line]:
+    """The end of `restore --follow` (a source.follow.FollowSummary); names `skipped_exit`, the exit
+    status, when objects were left out."""
+    lines = [_err(f"stopped: {summary.rounds} rounds, {summary.produced:,} records restored in this run; restore "
+                  f"id {summary.restore_id} (run again with --restore-id {summary.restore_id} to continue)")]
+    if summary.skipped:
+        lines.append(_err(f"{len(summary.skipped)} unreadable objects were left out (listed above); exit status "
+                          f"{skipped_exit}"))
+    return lines
+
+
+# --- ls, verify --------------------------------------------------------------------------------
+
+LS_COLUMNS = ["topic", "partition", "offsets", "records", "objects", "median_object_bytes", "bytes",
+              "first_time", "last_time"]
+
+
+def ls(state: BackupState, as_json: bool) -> list[Line]:
+    """`ls`: the listing (see `listing`) as JSON, or a table of partitions and what else the location holds."""
+    data = listing(state)
+    if as_json:
+        return [_out(to_json(data))]
+    rows = [{**p, "offsets": f"{p['start']}..{p['end'] - 1}"} for p in data["partitions"]]
+    median = f" (median {data['median_object_bytes']:,} bytes)" if data["objects"] else ""
+    lines = [
+        _out(table(rows, LS_COLUMNS)),
+        _out(f"{len(rows)} partitions, {data['records']:,} records, {data['objects']:,} objects{median}, "
+             f"{data['commits']} commits"
+             + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else "")),
+    ]
+    spans = data["group_snapshots"].values()
+    if spans:
+        lines.append(_out(f"consumer-group snapshots: {sum(s['count'] for s in spans)} from "
+                          f"{min(s['first_time'] for s in spans)} to {max(s['last_time'] for s in spans)}"))
+    lines += [_out(f"lost: {note}") for note in data["lost"]]
+    if data["encryption_keys"]:
+        lines.append(_out("encrypted: " + ", ".join(f"{n} objects with key {k}"
+                                                    for k, n in data["encryption_keys"].items())
+                          + "; restore, verify and inspect need these keys (--encryption-key)"))
+    if state.last_stream:
+        lag = state.last_stream.get("lag", {})
+        lines.append(_out(f"followed backup: last commit at {iso(state.last_stream['committed_ms'])}, lag "
+                          f"{sum(lag.values()):,} records then"
+                          + "".join(f"; {k}: {v:,}" for k, v in sorted(lag.items()) if v)))
+    return lines
+
+
+def verify(verified: Any, compared_live: bool, as_json: bool) -> list[Line]:
+    """`verify` (a source.verify.VerifyReport); `compared_live`: the live topics were compared too."""
+    if as_json:
+        return [_out(to_json({
+            "ok": verified.ok, "objects": verified.objects, "records": verified.records,
+            "partitions": verified.partitions, "partitions_compared": verified.partitions_compared,
+            "problems": verified.problems, "notes": verified.notes, "lost": verified.lost}))]
+    lines = ([_out(f"note: {note}") for note in verified.notes] + [_out(f"lost: {note}") for note in verified.lost]
+             + [_out(f"DIFFERS: {problem}") for problem in verified.problems])
+    if not verified.ok:
+        return lines + [_err(f"verify failed: {len(verified.problems)} problems")]
+    compared = f"; {verified.partitions_compared} partitions match the live topics" if compared_live else ""
+    return lines + [_out(f"ok: {verified.objects} objects, {verified.records:,} records in {verified.partitions} "
+                         f"partitions{compared}")]
+
+
+# --- compact, expire ---------------------------------------------------------------------------
+
+def collected_line(collected: Any, verb: str = "deleted") -> str:
+    """What a garbage collection (a sink.retire.Collected) deleted, or with another verb would delete."""
+    return (f"{verb} {collected.deleted} unreferenced objects ({len(collected.retired)} retired, "
+            f"{len(collected.orphans)} never committed); {collected.waiting} wait for the grace period")
+
+
+def _collected_json(collected: Any) -> dict:
+    return {"deleted_retired": collected.retired, "deleted_orphans": collected.orphans, "waiting": collected.waiting}
+
+
+def _maintenance_end(collected: Any, dry_run: bool, plan: str, done: str) -> list[Line]:
+    """The end of compact's and expire's text: the plan and what would be deleted, or what was
+    committed and what was deleted."""
+    if dry_run:
+        return [_out(f"{plan}; {collected_line(collected, 'would delete')}")]
+    return [_out(done), _out(collected_line(collected))]
+
+
+def compact(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
+    """`compact` (a source.compact.CompactResult): each run of objects merged, and what was deleted."""
+    if as_json:
+        return [_out(to_json({
+            "dry_run": dry_run, "commit": result.commit_key,
+            "merges": [{"topic": m.topic, "partition": m.partition, "objects": len(m.objects), "records": m.records,
+                        "first_offset": m.objects[0].first_offset, "last_offset": m.objects[-1].last_offset}
+                       for m in result.merges],
+            "replaced": len(result.replaced), "written": len(result.written), **_collected_json(result.collected),
+        }))]
+    lines = [_out(f"  {m.topic}[{m.partition}] offsets {m.objects[0].first_offset}..{m.objects[-1].last_offset}: "
+                  f"{len(m.objects)} objects, {m.records:,} records" + (" (re-encrypt)" if m.reencrypt else ""))
+             for m in result.merges]
+    return lines + _maintenance_end(
+        result.collected, dry_run, f"plan: {len(result.merges)} runs of objects to merge",
+        f"compacted {len(result.replaced)} objects into {len(result.written)}"
+        + (f"; committed {result.commit_key}" if result.commit_key else "; nothing to commit"))
+
+
+def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
+    """`expire` (a sink.expire.ExpireResult): each partition's dropped prefix, and what was deleted."""
+    before = iso(result.before_ms)
+    if as_json:
+        return [_out(to_json({
+            "dry_run": dry_run, "before": before, "before_ms": result.before_ms, "commit": result.commit_key,
+            "partitions": [{"topic": e.topic, "partition": e.partition, "objects": len(e.dropped),
+                            "records": e.records, "new_start": e.new_start} for e in result.expiries],
+            **_collected_json(result.collected),
+        }))]
+    lines = [_out(f"  {e.topic}[{e.partition}]: offsets {e.dropped[0].first_offset}..{e.new_start - 1} "
+                  f"({e.records:,} records in {len(e.dropped)} objects); the archive then starts at {e.new_start}")
+             for e in result.expiries]
+    records = sum(e.records for e in result.expiries)
+    return lines + _maintenance_end(
+        result.collected, dry_run, f"plan: {records:,} records older than {before} would go",
+        f"expired {records:,} records older than {before}"
+        + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))

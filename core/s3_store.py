@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from botocore.exceptions import (
@@ -75,12 +75,12 @@ class S3Store(ObjectStore):
         path = parsed.path.strip("/")
         self.prefix = path + "/" if path else ""
         self.options = options
-        self.multipart_threshold = _int_option(
-            options, "multipart_threshold", DEFAULT_MULTIPART_THRESHOLD
+        self.multipart_threshold = _positive_option(
+            options, "multipart_threshold", DEFAULT_MULTIPART_THRESHOLD, int, "a whole number"
         )
-        self.max_attempts = _int_option(options, "max_attempts", 10)
-        self.connect_timeout = _float_option(options, "connect_timeout", 10.0)
-        self.read_timeout = _float_option(options, "read_timeout", 60.0)
+        self.max_attempts = _positive_option(options, "max_attempts", 10, int, "a whole number")
+        self.connect_timeout = _positive_option(options, "connect_timeout", 10.0, float, "seconds")
+        self.read_timeout = _positive_option(options, "read_timeout", 60.0, float, "seconds")
         self.path_style = _bool_option(options, "path_style")
         self.sse = options.get("sse") or None
         self.sse_kms_key_id = options.get("sse_kms_key_id") or None
@@ -295,27 +295,18 @@ class S3Store(ObjectStore):
         return self.options.get("endpoint_url") or "(default AWS endpoint)"
 
 
-def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
+N = TypeVar("N", int, float)
+
+
+def _positive_option(options: Mapping[str, str], name: str, default: N, parse: Callable[[str], N], expected: str) -> N:
+    """A number option above zero (`parse`: int or float), its default when absent, or a one-line error."""
     raw = options.get(name)
     if raw in (None, ""):
         return default
     try:
-        value = int(str(raw).strip())
+        value = parse(str(raw).strip())
     except ValueError:
-        raise TopicvaultError(f"bad store option {name}={raw}: expected a whole number") from None
-    if value < 1:
-        raise TopicvaultError(f"bad store option {name}={raw}: must be at least 1")
-    return value
-
-
-def _float_option(options: Mapping[str, str], name: str, default: float) -> float:
-    raw = options.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        raise TopicvaultError(f"bad store option {name}={raw}: expected seconds") from None
+        raise TopicvaultError(f"bad store option {name}={raw}: expected {expected}") from None
     if value <= 0:
         raise TopicvaultError(f"bad store option {name}={raw}: must be positive")
     return value

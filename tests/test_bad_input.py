@@ -136,3 +136,13 @@ def test_committed_object_with_an_unknown_format_is_named(bootstrap, small_backu
 def test_bad_topics_regex(bootstrap, tmp_path):
     out = run_cli("backup", "-b", bootstrap, "--to", str(tmp_path / "b"), "--topics-regex", "orders[", expect_exit=1)
     assert_one_line_error(out, "bad --topics-regex")
+
+
+@pytest.mark.parametrize("command", ["backup", "compact"])
+def test_time_partition_and_key_template_together_are_refused_before_anything_is_written(tmp_path, command):
+    location = tmp_path / "backup"
+    backup_only = ["-b", "127.0.0.1:1", "-t", "x", "--to", str(location)] if command == "backup" else [str(location)]
+    out = run_cli(command, *backup_only, "--time-partition", "day", "--key-template", "{{topic}}/{{start_offset}}",
+                  expect_exit=1)
+    assert_one_line_error(out, "--time-partition and --key-template")
+    assert not location.exists()

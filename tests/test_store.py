@@ -182,7 +182,11 @@ def test_s3_options(s3_uri: str, s3_endpoint: str) -> None:
 
 @pytest.mark.parametrize("options, message", [
     ({"endpoint": "x"}, "unknown store option"),
-    ({"max_attempts": "many"}, "max_attempts=many"),
+    ({"max_attempts": "many"}, "max_attempts=many: expected a whole number"),
+    ({"max_attempts": "0"}, "max_attempts=0: must be positive"),
+    ({"multipart_threshold": "-5"}, "multipart_threshold=-5: must be positive"),
+    ({"connect_timeout": "soon"}, "connect_timeout=soon: expected seconds"),
+    ({"read_timeout": "0"}, "read_timeout=0: must be positive"),
     ({"path_style": "maybe"}, "path_style=maybe"),
     ({"sse": "rot13"}, "sse=rot13"),
     ({"sse_kms_key_id": "k"}, "needs sse=aws:kms"),
