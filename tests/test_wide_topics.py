@@ -153,12 +153,12 @@ def test_a_wide_task_stores_the_objects_of_its_partitions_concurrently(bootstrap
     # partitions must not pay them one after another. Deterministic: every put waits at a
     # barrier that only four puts in flight at once can pass (one at a time breaks it).
     from topicvault.core.local_store import LocalStore
-    from topicvault.sink.backup import BackupJob, backup_group, plan
+    from topicvault.sink.backup import BackupJob, backup_group, plan_run
 
     topic = topic_factory(8, prefix="wide-puts")
     produce_records(bootstrap, topic, records(topic, 8, 5))
     job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
-    planned = plan(job, [topic])
+    planned = plan_run(job, [topic])
     barrier, put = threading.Barrier(4, timeout=30), LocalStore.put
 
     def put_when_four_are_in_flight(store, key, data, **conditions):
