@@ -187,3 +187,33 @@ def test_a_compact_whose_merged_objects_gc_deleted_commits_and_retires_nothing(b
     assert done.commit_key and len(load_state(store).partitions[(topic, 0)].objects) == 1
     live = [o.key for o in load_state(store).partitions[(topic, 0)].objects]
     assert missing_objects(store, live) == []
+
+
+class CommitsDuringDeletes(LocalStore):
+    """A real local store where a run commits its object (after its check saw it) at the first
+    delete of a garbage collection: the commit lands while the GC's deletes go on."""
+
+    def __init__(self, uri: str, racing: ObjectEntry) -> None:
+        super().__init__(uri)
+        self.racing: ObjectEntry | None = racing
+
+    def delete(self, key):
+        if self.racing is not None:
+            racing, self.racing = self.racing, None
+            commit_written(LocalStore(self.uri), [racing])
+        return super().delete(key)
+
+
+def test_a_gc_reads_the_state_again_while_it_deletes_and_spares_what_was_committed_meanwhile(tmp_path):
+    from topicvault.sink.retire import DELETES_PER_STATE_READ
+
+    plain = LocalStore(str(tmp_path / "loc"))
+    commit_written(plain, stored(plain, entry(0, 9)))
+    orphans = stored(plain, *[entry(first, first, run="r0000000000b2") for first in range(1000, 1000 + DELETES_PER_STATE_READ)])
+    racing = stored(plain, entry(0, 9, partition=1))[0]  # lists after partition 0's orphans
+    store = CommitsDuringDeletes(plain.uri, racing)
+    collected = collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000)
+    assert load_state(plain).end_offset(T, 1) == 10  # the racing run committed
+    assert missing_objects(plain, [racing.key]) == [], "a committed object was deleted"
+    assert collected.orphans == [o.key for o in orphans]
+    assert missing_objects(plain, [o.key for o in orphans]) == [o.key for o in orphans]
