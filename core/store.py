@@ -78,6 +78,9 @@ def check_key(key: str) -> str:
 # for one by one (HEAD): a template that puts every partition in one folder must not make a
 # check walk the folder's whole history.
 _LISTED_PAST_WANTED = 1000
+# Folders checked at once: each listing is a round trip (S3), so 256 partitions in a row would
+# take 256 of them (about 5 s at 20 ms); in-process servers gain nothing (moto: 0.75 vs 0.87 s).
+_CHECKING_THREADS = 16
 
 
 def missing_objects(store: ObjectStore, keys: Iterable[str]) -> list[str]:
@@ -93,11 +96,9 @@ def missing_objects(store: ObjectStore, keys: Iterable[str]) -> list[str]:
     if len(by_folder) <= 1:
         return [m for wanted in by_folder.values() for m in _missing_in_folder(store, wanted)]
     with ThreadPoolExecutor(min(_CHECKING_THREADS, len(by_folder)), thread_name_prefix="check") as pool:
-        return [m for found in pool.map(lambda wanted: _missing_in_folder(store, wanted), by_folder.values())
-                for m in found]
-
-
-_CHECKING_THREADS = 16
+        # Sorted again: a folder's keys and a subfolder's interleave ("a/a", "a/b/x", "a/c").
+        return sorted(m for found in pool.map(lambda wanted: _missing_in_folder(store, wanted), by_folder.values())
+                      for m in found)
 
 
 def _missing_in_folder(store: ObjectStore, wanted: list[str]) -> list[str]:

@@ -217,3 +217,11 @@ def test_a_gc_reads_the_state_again_while_it_deletes_and_spares_what_was_committ
     assert missing_objects(plain, [racing.key]) == [], "a committed object was deleted"
     assert collected.orphans == [o.key for o in orphans]
     assert missing_objects(plain, [o.key for o in orphans]) == [o.key for o in orphans]
+
+
+def test_missing_objects_are_sorted_across_nested_folders(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    keys = ["a/a", "a/b/x", "a/c", "a/b/y"]
+    assert missing_objects(store, keys) == sorted(keys)
+    store.put("a/b/x", b"x")
+    assert missing_objects(store, keys) == ["a/a", "a/b/y", "a/c"]
