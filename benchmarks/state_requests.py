@@ -73,6 +73,7 @@ def measure_history(counter: RequestCounter, app, history: int) -> tuple[tuple[i
     ls = measure(counter, lambda: CliRunner().invoke(app, ["ls", uri], catch_exceptions=False))
     start = state.end_offset("t", 0)
     entry = ObjectEntry(f"topic=t/partition=0/{start:019d}.parquet", "t", 0, start, start, 1, 10, 0, 0, "0")
+    store.put(entry.key, b"object")  # the batch's task wrote it: a commit names only objects that exist
     writer = ObjectStreamWriter({"path": uri, "streamId": "other"})
 
     def micro_batch() -> None:

@@ -47,7 +47,7 @@ from .commits import (
     write_commit,
 )
 from .errors import ObjectNotFound, TopicvaultError
-from .store import ObjectInfo, ObjectStore
+from .store import ObjectInfo, ObjectStore, missing_objects
 
 CHECKPOINTS_PREFIX = STATE_PREFIX + "checkpoints/"
 LAST_CHECKPOINT_KEY = STATE_PREFIX + "_last_checkpoint"
@@ -221,6 +221,7 @@ def commit_next(store: ObjectStore, state: BackupState,
     """
     for attempt in range(COMMIT_ATTEMPTS):
         record = build(state)
+        check_objects_held(store, record)  # every attempt: time passed since the last one
         try:
             return commit_with_checkpoint(store, state, record), record
         except CommitConflict:
@@ -228,6 +229,24 @@ def commit_next(store: ObjectStore, state: BackupState,
                 raise
             state = read_forward(store, state)
     raise AssertionError("unreachable")
+
+
+def check_objects_held(store: ObjectStore, record: CommitRecord) -> None:
+    """Raise (one line) unless the store holds every object `record` adds.
+
+    A run writes its objects first and commits them last, so a compact or expire whose --grace
+    is shorter than the run deletes them as orphans meanwhile (sink.retire). Committing them
+    anyway would name a hole that every restore then stops at; a compact would also retire the
+    originals of the missing merged objects. Checked right before each commit attempt: one
+    listing per folder of new objects (core.store.missing_objects)."""
+    missing = missing_objects(store, (o.key for o in record.objects))
+    if missing:
+        raise TopicvaultError(
+            f"{len(missing)} object(s) this {record.kind} wrote are gone from {store.uri} (first: {missing[0]}): "
+            "they were deleted by a garbage collection (compact or expire with a --grace shorter than this run) "
+            "while it ran, so nothing was committed; run it again, and give compact and expire a --grace longer "
+            "than the longest backup or compact"
+        )
 
 
 def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecord) -> bool:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from .errors import TopicvaultError
 
-__all__ = ["ObjectInfo", "ObjectStore", "check_key"]
+__all__ = ["ObjectInfo", "ObjectStore", "check_key", "missing_objects"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,52 @@ def check_key(key: str) -> str:
     if "\0" in key:
         raise TopicvaultError(f"bad object key {key!r}: NUL characters are not allowed")
     return key
+
+
+# Keys a listing may pass in one folder beyond the ones it looks for before the rest are asked
+# for one by one (HEAD): a template that puts every partition in one folder must not make a
+# check walk the folder's whole history.
+_LISTED_PAST_WANTED = 1000
+# Folders checked at once: each listing is a round trip (S3), so 256 partitions in a row would
+# take 256 of them (about 5 s at 20 ms); in-process servers gain nothing (moto: 0.75 vs 0.87 s).
+_CHECKING_THREADS = 16
+
+
+def missing_objects(store: ObjectStore, keys: Iterable[str]) -> list[str]:
+    """The `keys` the store does not hold, sorted.
+
+    One listing per folder, from just before its first wanted key to its last (a run's objects
+    of one partition sit side by side: 256 partitions cost 256 requests, however many objects
+    each has); past _LISTED_PAST_WANTED unwanted keys a folder's remaining keys are HEADed.
+    Folders are asked in parallel (each request is a round trip)."""
+    by_folder: dict[str, list[str]] = {}
+    for key in sorted(set(keys)):
+        by_folder.setdefault(key[:key.rfind("/") + 1], []).append(key)
+    if len(by_folder) <= 1:
+        return [m for wanted in by_folder.values() for m in _missing_in_folder(store, wanted)]
+    with ThreadPoolExecutor(min(_CHECKING_THREADS, len(by_folder)), thread_name_prefix="check") as pool:
+        # Sorted again: a folder's keys and a subfolder's interleave ("a/a", "a/b/x", "a/c").
+        return sorted(m for found in pool.map(lambda wanted: _missing_in_folder(store, wanted), by_folder.values())
+                      for m in found)
+
+
+def _missing_in_folder(store: ObjectStore, wanted: list[str]) -> list[str]:
+    """`wanted` (sorted keys of one folder) that the store lacks."""
+    # Start just before the first key: its own prefix minus one character sorts before it.
+    listing = store.list(wanted[0][:wanted[0].rfind("/") + 1], start_after=wanted[0][:-1])
+    missing, index, passed = [], 0, 0
+    for info in listing:
+        while index < len(wanted) and wanted[index] < info.key:
+            missing.append(wanted[index])
+            index += 1
+        if index == len(wanted):
+            break
+        if info.key == wanted[index]:
+            index += 1
+        else:
+            passed += 1
+            if passed > _LISTED_PAST_WANTED:
+                break
+    else:  # the listing ended: whatever is left is not there
+        return missing + wanted[index:]
+    return missing + [key for key in wanted[index:] if store.head(key) is None]

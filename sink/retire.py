@@ -16,7 +16,12 @@ Why the grace protects a running backup: a backup (or a follower's micro-batch) 
 objects first and commits them at its end. An object it is about to commit is therefore at
 most as old as that run (or micro-batch); as long as `grace` is longer than the longest run,
 a young uncommitted object is left alone. The state is read forward after the listing, so any
-commit that landed before the deletes start is known. Only keys that carry a run id
+commit that landed before the deletes start is known, and again every DELETES_PER_STATE_READ
+deletes. A grace shorter than a run does delete that run's objects: the run then finds them
+gone just before its commit (core.checkpoints.check_objects_held) and fails, committing nothing,
+so a commit never names a deleted object (a compact retires nothing either). The one window
+left is a commit landing between a state read and the delete of an object whose check came
+before that delete: at most DELETES_PER_STATE_READ deletes long. Only keys that carry a run id
 (`<offset>-r<12 hex>`, the names topicvault writes since run ids) and name one of the
 location's topics are ever deleted, and nothing under a nested location (a `_topicvault/` below
 the root): objects of older versions, peer sinks, other locations or people are never touched. Everything under `_topicvault/`
@@ -35,6 +40,10 @@ from ..core.store import ObjectStore
 from ..keys.codec import RUN_ID_PATTERN
 
 DEFAULT_GRACE_MS = 24 * 3_600_000
+# Deletes between two reads forward of the state (one listing each): a run that commits an orphan
+# while a long collection deletes (its check, core.checkpoints.check_objects_held, still saw the
+# object) is noticed within this many deletes, not only when the collection started.
+DELETES_PER_STATE_READ = 100
 # A run-id key: the start offset's digits, the run id, then an extension or nothing.
 _RUN_ID_KEY = re.compile(rf"\d-{RUN_ID_PATTERN}(?:\.[A-Za-z][A-Za-z0-9.]*)?$")
 
@@ -92,11 +101,19 @@ def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_m
             found.orphans.append(info.key)
         else:
             found.waiting += 1
-    if not dry_run:
-        crash_at = crash_after("retire.delete")
-        for count, key in enumerate(found.retired + found.orphans):
-            if crash_at is not None and count >= crash_at:
-                crash_now()
-            store.delete(key)
-    return found
+    if dry_run:
+        return found
+    crash_at = crash_after("retire.delete")
+    spared: set[str] = set()  # committed since the collection read the state
+    for count, key in enumerate(found.retired + found.orphans):
+        if crash_at is not None and count >= crash_at:
+            crash_now()
+        if count and count % DELETES_PER_STATE_READ == 0:
+            read_forward(store, state, on_commit=lambda record: live.update(o.key for o in record.objects))
+        if key in live:
+            spared.add(key)
+            continue
+        store.delete(key)
+    return Collected([k for k in found.retired if k not in spared], [k for k in found.orphans if k not in spared],
+                     found.waiting)
 

@@ -92,6 +92,7 @@ def test_a_micro_batch_commit_that_makes_commit_50_writes_the_checkpoint(tmp_pat
     start = state.end_offset(TOPICS[0], 0)
     entry = ObjectEntry(f"topic={TOPICS[0]}/partition=0/{start:019d}.parquet", TOPICS[0], 0, start, start, 1, 10,
                         0, 0, "00")
+    store.put(entry.key, b"object")  # a commit names only objects that exist
     ObjectStreamWriter({"path": store.uri, "streamId": "s2"}).commit([ObjectsWritten([entry])], 0)
     assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is not None
     assert load_state(store) == fold_commits(store)
@@ -284,6 +285,7 @@ def test_requests_of_ls_and_of_a_micro_batch_do_not_grow_with_commits(counted_s3
     start = state.end_offset(TOPICS[0], 0)
     entry = ObjectEntry(f"topic={TOPICS[0]}/partition=0/{start:019d}.parquet", TOPICS[0], 0, start, start, 1, 10,
                         0, 0, "00")
+    store.put(entry.key, b"object")  # written by the batch's task, before its commit
 
     def micro_batch() -> None:
         # The sink's commit (a state read and a conditional PUT), then the follower's read-forward.
@@ -296,12 +298,33 @@ def test_requests_of_ls_and_of_a_micro_batch_do_not_grow_with_commits(counted_s3
     # Exactly what the state read needs, so 10 and 500 commits cost alike (500 sits on a
     # checkpoint: 5; 10 folds 10 commits: 13), and 60 and 510 (10 after a checkpoint) are equal.
     assert len(ls) == expected_state_reads(history), "\n".join(ls)
-    # Commit: the state read and one PUT; read-forward: one listing and one GET.
-    assert len(batch) == expected_state_reads(history) + 1 + 2, batch
+    # Commit: the state read, one listing of the object's folder (it still exists, see
+    # check_objects_held) and one PUT; read-forward: one listing and one GET.
+    assert len(batch) == expected_state_reads(history) + 1 + 1 + 2, batch
     assert len(ls) <= 5 + CHECKPOINT_INTERVAL - 1
     REQUEST_COUNTS[history] = (len(ls), len(batch))
     if 60 in REQUEST_COUNTS and 510 in REQUEST_COUNTS:
         assert REQUEST_COUNTS[60] == REQUEST_COUNTS[510], REQUEST_COUNTS
+
+
+@pytest.mark.parametrize("partitions", [64])
+def test_a_wide_micro_batch_checks_its_objects_with_one_listing_per_partition(counted_s3, partitions):
+    endpoint, log = counted_s3
+    bucket = _bucket(endpoint)
+    uri = f"s3://{bucket}/loc"
+    store = open_store(uri, {"endpoint_url": endpoint})
+    topic = TOPICS[0]
+    entries = [ObjectEntry(f"topic={topic}/partition={p}/{first:019d}-r0000000000a1.parquet", topic, p, first, first + 9,
+                           10, 6, 0, 0, "00") for p in range(partitions) for first in (0, 10)]
+    for e in entries:  # two objects per partition, as a micro-batch that rotated would write
+        store.put(e.key, b"object")
+    writer = ObjectStreamWriter({"path": uri, "store.endpoint_url": endpoint, "streamId": "wide"})
+    batch = requests_during(log, bucket, lambda: writer.commit([ObjectsWritten(entries)], 0))
+    lists = [line for line in batch if "list-type=2" in line and "partition%3D" in line]
+    print(f"{partitions} partitions x 2 objects: commit {len(batch)} S3 requests, {len(lists)} of them the check")
+    assert len(lists) == partitions, batch
+    # The state read of an empty location, the listings and the commit's PUT: nothing per object.
+    assert len(batch) == expected_state_reads(0) + partitions + 1, batch
 
 
 # --- cheap listing (issue #18 item 6) -----------------------------------------------------

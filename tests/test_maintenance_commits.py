@@ -139,6 +139,7 @@ def test_commit_next_rebuilds_after_losing_the_race_and_keeps_the_winners_object
         return CommitRecord(current.last_sequence + 1, 5, (), (entry(0, 19, "r00000000000c"),), kind="compact",
                             removed=(RemovedObject(T, 0, entry(0, 9).key), RemovedObject(T, 0, entry(10, 19).key)))
 
+    store.put(entry(0, 19, "r00000000000c").key, b"merged")  # a commit names only objects that exist
     key, record = commit_next(store, stale, build)
     assert built_on == [3, 4] and key == commit_key(5)
     assert [o.key for o in fold_commits(store).partitions[(T, 0)].objects] == [
@@ -169,6 +170,7 @@ def test_a_follower_batch_that_loses_its_commit_slot_to_a_compact_commits_after_
                               removed=(RemovedObject(T, 0, entry(0, 9).key), RemovedObject(T, 0, entry(10, 19).key)))
     monkeypatch.setattr(stream, "open_store", lambda uri, options=None: store)  # this very store
     writer = stream.ObjectStreamWriter({"path": store.uri, "streamId": "s2"})
+    store.put(entry(30, 39).key, b"batch")  # a commit names only objects that exist
     writer.commit([ObjectsWritten([entry(30, 39)])], 7)
     folded = fold_commits(store)
     assert folded.last_sequence == 5 and folded.last_stream["batch"] == 7

@@ -1,0 +1,227 @@
+"""Garbage collection beside a running backup or compact: a commit never names an object that
+is gone at commit time. A compact or expire with a --grace shorter than a run deletes that
+run's objects as orphans (they are older than the grace and named by no commit yet); the run
+must then fail with one line, committing nothing, never commit a hole.
+
+GC is simulated for real: `collect_garbage` with a grace of 0 runs between a run's writes and
+its commit (the moment a long run is most exposed)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafkatools import produce_records
+from nasty import nasty_records
+from topicvault.core.checkpoints import commit_next, load_state
+from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.kafka import KafkaSettings
+from topicvault.core.local_store import LocalStore
+from topicvault.core.store import missing_objects
+from topicvault.sink.datasource import commit_written
+from topicvault.sink.objects import Rotation
+from topicvault.sink.retire import collect_garbage
+
+T = "orders"
+GONE = "deleted by a garbage collection"
+
+
+def entry(first: int, last: int, partition: int = 0, run: str = "r0000000000a1") -> ObjectEntry:
+    return ObjectEntry(f"topic={T}/partition={partition}/{first:019d}-{run}.parquet", T, partition, first, last,
+                       last - first + 1, 3, 1_000 + first, 1_000 + last, "00")
+
+
+def stored(store, *entries: ObjectEntry) -> list[ObjectEntry]:
+    for e in entries:
+        store.put(e.key, b"obj")
+    return list(entries)
+
+
+def gc_now(store) -> None:
+    """What a compact or expire with --grace 0 deletes right now."""
+    collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000)
+
+
+class CountingStore(LocalStore):
+    """A real local store that counts listings and HEADs (what S3 would be asked)."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.lists = self.heads = 0
+
+    def list(self, prefix="", start_after=None):
+        self.lists += 1
+        return super().list(prefix, start_after)
+
+    def head(self, key):
+        self.heads += 1
+        return super().head(key)
+
+
+# --- pure logic over a local directory --------------------------------------------------
+
+
+def test_a_micro_batch_whose_object_gc_deleted_commits_nothing(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    commit_written(store, stored(store, entry(0, 9)))  # a committed history, so GC knows the topic
+    batch = stored(store, entry(10, 19), entry(10, 19, partition=1))
+    gc_now(store)  # the batch's objects are older than the grace and named by no commit
+    assert store.head(batch[0].key) is None
+    with pytest.raises(TopicvaultError, match=GONE) as failed:
+        commit_written(store, batch)
+    assert "\n" not in str(failed.value) and batch[0].key in str(failed.value)
+    assert load_state(store).last_sequence == 1  # nothing committed
+    # Written again (the rerun), the batch commits.
+    assert commit_written(store, stored(store, *batch))
+    assert load_state(store).end_offset(T, 0) == 20
+
+
+def test_commit_next_checks_the_objects_of_every_attempt(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    state = BackupState()
+    ghost = entry(0, 9)  # never written
+
+    def build(current: BackupState) -> CommitRecord:
+        return CommitRecord(current.last_sequence + 1, 1, (PartitionRange(T, 0, 0, 10),), (ghost,))
+
+    with pytest.raises(TopicvaultError, match=GONE):
+        commit_next(store, state, build)
+    assert load_state(store).last_sequence == 0
+
+
+def test_objects_are_checked_with_one_listing_per_folder(tmp_path):
+    store = CountingStore(str(tmp_path / "loc"))
+    # 8 partitions x 5 objects, beside older objects and other runs' orphans in the same folders.
+    mine = [entry(first, first + 9, p) for p in range(8) for first in range(100, 150, 10)]
+    stored(store, *mine, *[entry(first, first + 9, p, "r0000000000b2") for p in range(8) for first in (0, 100, 200)])
+    store.lists = store.heads = 0
+    assert missing_objects(store, [e.key for e in mine]) == []
+    assert (store.lists, store.heads) == (8, 0)
+    store.delete(mine[7].key)
+    store.delete(mine[-1].key)
+    assert missing_objects(store, [e.key for e in mine]) == sorted([mine[7].key, mine[-1].key])
+    assert missing_objects(store, []) == []
+
+
+def test_a_folder_crowded_between_the_runs_keys_is_checked_by_head_past_a_bound(tmp_path):
+    # A template with every partition in one folder: the listing between the first and last
+    # key of this run would walk every partition's history; past a bound it stops, HEADs the rest.
+    store = CountingStore(str(tmp_path / "loc"))
+    mine = [f"{T}/{p}-{0:019d}-r0000000000a1.parquet" for p in (0, 9)]
+    stored_keys = mine + [f"{T}/{p}-{n:019d}-r0000000000b2.parquet" for p in range(1, 9) for n in range(400)]
+    for key in stored_keys:
+        store.put(key, b"x")
+    store.lists = store.heads = 0
+    assert missing_objects(store, mine) == []
+    assert store.heads <= 1  # the first key was listed; the second was past the bound
+    store.delete(mine[1])
+    assert missing_objects(store, mine) == [mine[1]]
+
+
+# --- a real backup and a real compact, in-process -----------------------------------------
+
+
+def _gc_before_commit(monkeypatch, module) -> list[int]:
+    """Make `module`'s commit_next run a GC (grace 0) first, once; the list counts the GCs."""
+    real, ran = module.commit_next, []
+
+    def gc_then_commit(store, state, build):
+        if not ran:
+            ran.append(1)
+            gc_now(store)
+        return real(store, state, build)
+
+    monkeypatch.setattr(module, "commit_next", gc_then_commit)
+    return ran
+
+
+def test_a_backup_whose_objects_gc_deleted_fails_without_committing(bootstrap, spark, topic_factory, tmp_path,
+                                                                     monkeypatch):
+    from topicvault.sink import backup as backup_module
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
+
+    topic = topic_factory(2, prefix="gcb")
+    uri = str(tmp_path / "loc")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 40, seed=1, big_values=0))
+    job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=uri, rotation=Rotation(max_records=15))
+    run_backup(spark, job, plan_run(job, [topic]))
+    before = load_state(job.open_store())
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 40, seed=2, big_values=0))
+    ran = _gc_before_commit(monkeypatch, backup_module)
+    second = BackupJob(kafka=job.kafka, store_uri=uri, rotation=job.rotation)
+    with pytest.raises(TopicvaultError, match=GONE):
+        run_backup(spark, second, plan_run(second, [topic]))
+    assert ran and load_state(job.open_store()) == before
+    # The rerun backs the same records up and every committed object is there.
+    third = BackupJob(kafka=job.kafka, store_uri=uri, rotation=job.rotation)
+    assert run_backup(spark, third, plan_run(third, [topic])).records == 80
+    after = load_state(job.open_store())
+    assert missing_objects(job.open_store(), [o.key for ps in after.partitions.values() for o in ps.objects]) == []
+
+
+def test_a_compact_whose_merged_objects_gc_deleted_commits_and_retires_nothing(bootstrap, spark, topic_factory,
+                                                                              tmp_path, monkeypatch):
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
+    from topicvault.source import compact as compact_module
+    from topicvault.source.compact import CompactJob, compact
+
+    topic = topic_factory(1, prefix="gcc")
+    uri = str(tmp_path / "loc")
+    job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=uri, rotation=Rotation(max_records=10))
+    for seed in range(2):
+        produce_records(bootstrap, topic, nasty_records(topic, 1, 30, seed=seed, big_values=0))
+        run = BackupJob(kafka=job.kafka, store_uri=uri, rotation=job.rotation)
+        run_backup(spark, run, plan_run(run, [topic]))
+    store = job.open_store()
+    before = load_state(store)
+    originals = [o.key for o in before.partitions[(topic, 0)].objects]
+    assert len(originals) >= 4
+    ran = _gc_before_commit(monkeypatch, compact_module)
+    with pytest.raises(TopicvaultError, match=GONE):
+        compact(CompactJob(uri, rotation=Rotation(max_records=1000), grace_ms=3_600_000))
+    assert ran and load_state(store) == before and not load_state(store).retired
+    assert missing_objects(store, originals) == []
+    monkeypatch.undo()
+    done = compact(CompactJob(uri, rotation=Rotation(max_records=1000), grace_ms=3_600_000))
+    assert done.commit_key and len(load_state(store).partitions[(topic, 0)].objects) == 1
+    live = [o.key for o in load_state(store).partitions[(topic, 0)].objects]
+    assert missing_objects(store, live) == []
+
+
+class CommitsDuringDeletes(LocalStore):
+    """A real local store where a run commits its object (after its check saw it) at the first
+    delete of a garbage collection: the commit lands while the GC's deletes go on."""
+
+    def __init__(self, uri: str, racing: ObjectEntry) -> None:
+        super().__init__(uri)
+        self.racing: ObjectEntry | None = racing
+
+    def delete(self, key):
+        if self.racing is not None:
+            racing, self.racing = self.racing, None
+            commit_written(LocalStore(self.uri), [racing])
+        return super().delete(key)
+
+
+def test_a_gc_reads_the_state_again_while_it_deletes_and_spares_what_was_committed_meanwhile(tmp_path):
+    from topicvault.sink.retire import DELETES_PER_STATE_READ
+
+    plain = LocalStore(str(tmp_path / "loc"))
+    commit_written(plain, stored(plain, entry(0, 9)))
+    orphans = stored(plain, *[entry(first, first, run="r0000000000b2") for first in range(1000, 1000 + DELETES_PER_STATE_READ)])
+    racing = stored(plain, entry(0, 9, partition=1))[0]  # lists after partition 0's orphans
+    store = CommitsDuringDeletes(plain.uri, racing)
+    collected = collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000)
+    assert load_state(plain).end_offset(T, 1) == 10  # the racing run committed
+    assert missing_objects(plain, [racing.key]) == [], "a committed object was deleted"
+    assert collected.orphans == [o.key for o in orphans]
+    assert missing_objects(plain, [o.key for o in orphans]) == [o.key for o in orphans]
+
+
+def test_missing_objects_are_sorted_across_nested_folders(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    keys = ["a/a", "a/b/x", "a/c", "a/b/y"]
+    assert missing_objects(store, keys) == sorted(keys)
+    store.put("a/b/x", b"x")
+    assert missing_objects(store, keys) == ["a/a", "a/b/y", "a/c"]
