@@ -24,7 +24,7 @@ from topicvault.core.local_store import LocalStore
 from topicvault.sink.expire import expire
 from topicvault.sink.objects import Rotation
 from topicvault.source.compact import CompactJob, compact
-from topicvault.source.follow import StandbyRequest
+from topicvault.source.follow import StandbyRequest, archive_with_newer_commits, standby_lag
 from topicvault.source.restore import RestoreJob, check_not_expired, plan_restore, restore_group, run_restore
 from topicvault.source.selection import Selection
 
@@ -163,6 +163,29 @@ def test_a_restore_resumed_after_expire_dropped_records_it_had_not_restored_stop
     with pytest.raises(TopicvaultError, match=rf"{topic}\[0\]: offsets 0\.\.199 were expired from the archive"):
         plan_restore(job, [topic], {topic: target}, "resumed")
     assert sum(map(len, consume_all(bootstrap, target).values())) == 100  # nothing spliced in
+
+
+def test_a_compact_and_an_expire_committed_during_a_round_are_folded_into_the_standbys_lag(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="standby-fold")
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    for first in (0, 100, 200):
+        backed_up(spark, bootstrap, location, topic, first, 100)
+    planned = plan_restore(job, [topic], {topic: target}, "folded", continue_saved=True)
+    maps = [r.offset_map for r in run_restore(spark, job, planned, configure=False).results]
+    # While the round ran: an expire dropped offsets 0..99 (already restored), a compact merged the other two
+    # objects and a backup added 300..399. The round's end folds these commits to say how far behind it is.
+    assert [e.new_start for e in expire(LocalStore(location), BASE + 100, HOUR_MS).expiries] == [100]
+    assert len(compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS)).replaced) == 2
+    backed_up(spark, bootstrap, location, topic, 300, 100)
+    now = archive_with_newer_commits(job, planned.archive)
+    assert now.last_sequence == planned.archive.last_sequence + 3 and now.partitions[(topic, 0)].start == 100
+    [lag] = standby_lag(now, {topic: target}, maps)
+    assert (lag.archive_end, lag.restored_end, lag.behind) == (400, 300, 100)
+    # The plan's own state is left as it was.
+    assert [(o.first_offset, o.last_offset) for o in planned.archive.partitions[(topic, 0)].objects] == [
+        (0, 99), (100, 199), (200, 299)]
 
 
 def overrides(bootstrap: str, topic: str, names) -> dict[str, str]:
