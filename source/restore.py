@@ -40,6 +40,7 @@ from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_par
 from .restore_state import (
     RestoreRecords,
     RestoreState,
+    add_source_starts,
     check_same_restore,
     default_state_uri,
     load_restore_state,
@@ -137,8 +138,10 @@ class RestorePlan:
     # "target-topic:partition" -> where the restore began writing, for every target partition (not only
     # those with objects now: a resumed or followed restore finds objects in the others later).
     target_starts: dict[str, int] = field(default_factory=dict)
-    # "source-topic:partition" -> where the archive started when the restore began (saved with its state).
+    # "source-topic:partition" -> where the archive started when the restore first planned the partition
+    # (saved with its state); those first planned by this resumed run are in new_source_starts too.
     source_starts: dict[str, int] = field(default_factory=dict)
+    new_source_starts: dict[str, int] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -370,7 +373,15 @@ def plan_restore(
     restored = saved_offset_maps(records, restore_id) if continue_saved and saved is not None else {}
     archive_starts = {f"{t}:{p}": ps.start for (t, p), ps in state.partitions.items()
                       if t in topic_map} if layout == "topicvault" else {}
-    began = saved.source_starts if saved is not None else archive_starts
+    if saved is None:
+        began, new_starts = archive_starts, {}
+    elif saved.source_starts is None:  # a state older than source_starts: nothing known, nothing checked
+        began, new_starts = {}, {}
+    else:
+        # A partition the restore has not planned before (empty or absent when it began) begins where the
+        # archive starts now; start_restore saves that before anything of it is produced.
+        new_starts = {where: start for where, start in archive_starts.items() if where not in saved.source_starts}
+        began = {**saved.source_starts, **new_starts}
     tasks = []
     for (source, partition), ps in sorted(state.partitions.items()):
         if source not in topic_map:
@@ -418,7 +429,8 @@ def plan_restore(
     notes = layout_found + lost_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
                        topic_configs=topic_configs, replication=replication, selection=selection, layout=layout,
-                       restored=restored, archive=state, target_starts=starts, source_starts=began)
+                       restored=restored, archive=state, target_starts=starts, source_starts=began,
+                       new_source_starts=new_starts)
 
 
 def check_not_expired(restore_id: str, source: str, partition: int, target: str, archive_start: int,
@@ -586,8 +598,11 @@ def _target_starts(
 
 
 def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
-    """Save the restore's state (first start only), then create missing topics with loading configs."""
-    if not plan.resumed:
+    """Save the restore's state (first start; later, starts of partitions planned for the first time),
+    then create missing topics with loading configs."""
+    if plan.resumed:
+        add_source_starts(job.restore_records(), plan.restore_id, plan.new_source_starts)
+    else:
         # Saved before the topics are created, so a run that dies in between still knows, when
         # resumed, which topics are its own to create and to configure at the end.
         save_restore_state(

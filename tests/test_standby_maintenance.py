@@ -10,6 +10,7 @@ configs are applied when it stops for good.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -21,11 +22,27 @@ from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
+from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.sink.expire import expire
 from topicvault.sink.objects import Rotation
 from topicvault.source.compact import CompactJob, compact
 from topicvault.source.follow import StandbyRequest, archive_with_newer_commits, standby_lag
-from topicvault.source.restore import RestoreJob, check_not_expired, plan_restore, restore_group, run_restore
+from topicvault.source.restore import (
+    RestoreJob,
+    check_not_expired,
+    plan_restore,
+    restore_group,
+    run_restore,
+    start_restore,
+)
+from topicvault.source.restore_state import (
+    STATE_NAME,
+    RestoreRecords,
+    RestoreState,
+    add_source_starts,
+    load_restore_state,
+    save_restore_state,
+)
 from topicvault.source.selection import Selection
 
 BASE = 1_700_000_000_000
@@ -61,6 +78,18 @@ def test_an_archive_start_past_what_was_restored_is_a_gap_only_within_the_select
         check(150, 99)
     with pytest.raises(TopicvaultError, match=r"offsets 100\.\.120 were expired"):
         check(150, 99, Selection(to_offsets=(("*", 120),)))
+
+
+def test_starts_of_partitions_planned_later_are_added_to_the_state_and_a_saved_start_never_moves(tmp_path):
+    records_ = RestoreRecords(LocalStore(str(tmp_path / "state")), LocalStore(str(tmp_path / "archive")))
+    save_restore_state(records_, RestoreState("r1", "b:9092", {"s": "t"}, {"t:0": 0, "t:1": 0}, {}, {}, {"s:0": 7}))
+    add_source_starts(records_, "r1", {"s:0": 50, "s:1": 20})
+    assert load_restore_state(records_, "r1").source_starts == {"s:0": 7, "s:1": 20}
+    legacy = json.loads(records_.read("r1", STATE_NAME))
+    del legacy["source_starts"]
+    records_.write("r2", STATE_NAME, json.dumps(legacy).encode())
+    add_source_starts(records_, "r2", {"s:1": 20})  # a state older than source_starts: nothing known, left alone
+    assert load_restore_state(records_, "r2").source_starts is None
 
 
 def test_after_compact_merges_restored_and_new_objects_a_round_restores_only_the_new_records(
@@ -186,6 +215,30 @@ def test_a_compact_and_an_expire_committed_during_a_round_are_folded_into_the_st
     # The plan's own state is left as it was.
     assert [(o.first_offset, o.last_offset) for o in planned.archive.partitions[(topic, 0)].objects] == [
         (0, 99), (100, 199), (200, 299)]
+
+
+def test_expire_after_a_killed_round_into_a_partition_empty_when_the_restore_began_stops_the_restart(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(2, prefix="standby-late")
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    backed_up(spark, bootstrap, location, topic, 0, 10)  # partition 1 is empty when the standby begins
+    run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "late", continue_saved=True), configure=False)
+    # Partition 1 gets offsets 0..99 in objects of 25; a round restores the first object and is killed
+    # after its producer flushed, before it saved its offset map.
+    produce_records(bootstrap, topic, [replace(r, partition=1) for r in records(topic, 0, 100)])
+    backup_job = BackupJob(KafkaSettings.of(bootstrap), location, rotation=Rotation(max_records=25))
+    run_backup(spark, backup_job, plan_run(backup_job, [topic]))
+    killed = plan_restore(job, [topic], {topic: target}, "late", continue_saved=True)
+    start_restore(job, killed)
+    restore_group(job, [replace(t, objects=t.objects[:1]) for t in killed.tasks if t.partition == 1])
+    assert len(consume_all(bootstrap, target)[1]) == 25
+    # Offsets 0..49 are expired: the restart must not count 25 records against a sequence starting at 50.
+    assert [(e.partition, e.new_start) for e in expire(LocalStore(location), BASE + 50, HOUR_MS).expiries] == [
+        (0, 10), (1, 50)]
+    with pytest.raises(TopicvaultError, match=rf"{topic}\[1\]: offsets 0\.\.49 were expired from the archive"):
+        plan_restore(job, [topic], {topic: target}, "late", continue_saved=True)
+    assert len(consume_all(bootstrap, target)[1]) == 25  # nothing spliced in
 
 
 def overrides(bootstrap: str, topic: str, names) -> dict[str, str]:
