@@ -435,7 +435,7 @@ def plan_restore(
             # A peer object's offsets and times are known only once it is read: select records, not objects.
             # Its name's offset (first or last of the object) orders it; what it holds up to `through` is left out.
             objects = [o for o in ps.objects if through is None or o.first_offset > through]
-        if objects:
+        if objects or holes:  # a partition with only holes left is named again, not called complete
             start = done.target_end if done is not None else starts[f"{target}:{partition}"]
             tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen, layout, restore_id,
                                      holes))

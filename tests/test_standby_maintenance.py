@@ -279,6 +279,21 @@ def test_a_rerun_after_skip_left_out_an_object_a_compact_retired_keeps_the_hole_
         assert content(consume_all(bootstrap, target)[0]) == holed
 
 
+def test_a_rerun_names_a_hole_again_when_nothing_else_of_the_partition_is_left_to_read(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="skip-only-hole")
+    target, location = f"{topic}-r", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location, on_error="skip")
+    backed_up(spark, bootstrap, location, topic, 0, 10)
+    planned = plan_restore(job, [topic], {topic: target}, "only-hole")
+    LocalStore(location).delete(planned.tasks[0].objects[0].key)
+    for _ in (1, 2):  # the rerun does not read the object again, and still says the partition is not complete
+        result = run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "only-hole"))
+        assert [(s.first_offset, s.last_offset, s.key) for s in result.skipped] == [
+            (0, 9, planned.tasks[0].objects[0].key)]
+    assert consume_all(bootstrap, target) == {0: []}
+
+
 def overrides(bootstrap: str, topic: str, names) -> dict[str, str]:
     """The topic's values of `names` it has (real Kafka describes every config; tansu only those set)."""
     described = describe(bootstrap, topic)
