@@ -233,7 +233,7 @@ def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: in
     sequence, archive = 0, plan.archive
     if plan.layout == "topicvault":
         # Commits that landed while the round ran: what the standby is behind by now.
-        sequence, archive = plan.archive.last_sequence, _with_newer_commits(job, plan.archive)
+        sequence, archive = plan.archive.last_sequence, archive_with_newer_commits(job, plan.archive)
     return FollowRound(
         number, plan.restore_id, result.produced, sum(r.already_present for r in result.results), result.bytes,
         result.elapsed_s, tuple(standby_lag(archive, plan.topic_map, maps)), sequence, _commit_age_s(job, sequence),
@@ -241,12 +241,16 @@ def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: in
     )
 
 
-def _with_newer_commits(job: RestoreJob, archive: BackupState) -> BackupState:
-    """The partitions of `archive` with the objects of the commits after it (one listing, one GET each);
-    `archive` itself is left as it is."""
+def archive_with_newer_commits(job: RestoreJob, archive: BackupState) -> BackupState:
+    """The partitions of `archive` with the commits after it folded in (one listing, one GET each);
+    `archive` itself is left as it is.
+
+    Every object is kept in the copy: a compact or expire commit removes objects by key, and
+    folding it onto less than the whole state would find them missing ("inconsistent").
+    """
     newer = BackupState(archive.last_sequence, {
-        where: PartitionState(ps.topic, ps.partition, ps.start, ps.end, ps.objects[-1:])
-        for where, ps in archive.partitions.items()})
+        where: PartitionState(ps.topic, ps.partition, ps.start, ps.end, list(ps.objects), list(ps.lost))
+        for where, ps in archive.partitions.items()}, retired=dict(archive.retired))
     return read_forward(job.open_store(), newer)
 
 

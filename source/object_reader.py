@@ -146,7 +146,13 @@ def read_partition(
             # Decoded whole before any record is yielded, so an error anywhere in it leaves it out
             # whole: never half an object (memory: one object's records, bounded by --max-bytes).
             batches = list(read_object_batches(store, entry, keyring))
-        except (CorruptObject, ObjectNotFound) as exc:  # formats raise CorruptObject for bytes they cannot decode
+        except ObjectNotFound:
+            # Not the stop-mode hint (run again): records after it are produced, so a rerun cannot put it in.
+            skip(entry, f"not found in {store.uri} (a compact or expire may have replaced it after the restore was "
+                        "planned and its --grace passed): restore these offsets into a new topic with a new "
+                        "--restore-id")
+            continue
+        except CorruptObject as exc:  # formats raise CorruptObject for bytes they cannot decode
             # Any other error (network, credentials) says nothing about the object: it stops the restore.
             skip(entry, str(exc))
             continue

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.errors import TopicvaultError
+from .object_reader import SkippedObject
 from .restore_state import RestoreRecords
 
 
@@ -43,7 +44,7 @@ class OffsetMap:
 
     def add_hole(self, first: int, last: int) -> None:
         """Mark source offsets first..last (inclusive) as left out: they could not be read."""
-        self.holes.append((first, last))
+        bisect.insort(self.holes, (first, last))
 
     @property
     def target_end(self) -> int:
@@ -197,6 +198,43 @@ def continued(earlier: dict[tuple[str, int], OffsetMap], later: Iterable[OffsetM
         where = (offset_map.source_topic, offset_map.partition)
         merged[where] = merged[where].followed_by(offset_map) if where in merged else offset_map
     return [merged[where] for where in sorted(merged)]
+
+
+HOLES_DIR = "holes/"
+
+
+def save_hole(records: RestoreRecords, restore_id: str, hole: SkippedObject) -> None:
+    """Record an object a restore left out, before it produces any record after it.
+
+    The target then holds later records without these, so the hole is for good in this
+    restore: a resume (even one that finds the object readable again, say merged by a compact)
+    must count the target against the sequence without it, or it would produce records twice.
+    """
+    name = f"{HOLES_DIR}{hole.topic}-{hole.partition}-{hole.first_offset:019d}.json"
+    records.write(restore_id, name, json.dumps(vars(hole), sort_keys=True).encode())
+
+
+def saved_holes(records: RestoreRecords, restore_id: str) -> dict[tuple[str, int], list[SkippedObject]]:
+    """The objects earlier runs of a restore left out, by (source topic, partition), in offset order."""
+    holes: dict[tuple[str, int], list[SkippedObject]] = {}
+    for info in records.state.list(records.key(restore_id, HOLES_DIR)):
+        hole = SkippedObject(**json.loads(records.state.get(info.key)))
+        holes.setdefault((hole.topic, hole.partition), []).append(hole)
+    return {where: sorted(found, key=lambda h: h.first_offset) for where, found in holes.items()}
+
+
+def without_holes(batches: Iterable[pa.RecordBatch], holes: list[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
+    """The records whose source offsets lie in none of `holes` ((first, last), inclusive)."""
+    for batch in batches:
+        offsets = batch.column("offset")
+        inside = None
+        for first, last in holes:
+            here = pc.and_(pc.greater_equal(offsets, first), pc.less_equal(offsets, last))
+            inside = here if inside is None else pc.or_(inside, here)
+        if inside is not None and pc.any(inside).as_py():
+            batch = batch.filter(pc.invert(inside))
+        if batch.num_rows:
+            yield batch
 
 
 def _order(offset_map: OffsetMap) -> tuple[str, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Iterator
 
@@ -35,11 +35,21 @@ from ..core.spark import check_no_speculation, run_tasks
 from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import SkippedObject, check_keys_open, read_partition
-from .offset_map import OffsetMap, continued, recording, save_offset_maps, saved_offset_maps
+from .offset_map import (
+    OffsetMap,
+    continued,
+    recording,
+    save_hole,
+    save_offset_maps,
+    saved_holes,
+    saved_offset_maps,
+    without_holes,
+)
 from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
 from .restore_state import (
     RestoreRecords,
     RestoreState,
+    add_source_starts,
     check_same_restore,
     default_state_uri,
     load_restore_state,
@@ -61,6 +71,9 @@ class RestoreTask:
     objects: tuple[ObjectEntry, ...]
     selection: Selection = Selection()
     layout: str = "topicvault"  # the archive's layout as plan_restore resolved it (never "auto")
+    restore_id: str = ""  # where objects left out are recorded (offset_map.save_hole); "": not recorded
+    # Objects earlier runs of this restore left out, within the selection: their offsets stay out.
+    earlier_holes: tuple[SkippedObject, ...] = ()
 
     @property
     def records(self) -> int:
@@ -137,8 +150,10 @@ class RestorePlan:
     # "target-topic:partition" -> where the restore began writing, for every target partition (not only
     # those with objects now: a resumed or followed restore finds objects in the others later).
     target_starts: dict[str, int] = field(default_factory=dict)
-    # "source-topic:partition" -> where the archive started when the restore began (saved with its state).
+    # "source-topic:partition" -> where the archive started when the restore first planned the partition
+    # (saved with its state); those first planned by this resumed run are in new_source_starts too.
     source_starts: dict[str, int] = field(default_factory=dict)
+    new_source_starts: dict[str, int] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -211,11 +226,19 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
     skipped: list[SkippedObject] = []
 
     def skip(entry: ObjectEntry, reason: str) -> None:
-        # The hole is what this restore selected of the object; a resumed run meets it again.
+        # The hole is what this restore selected of the object; saved before any later record is produced,
+        # so a resumed run leaves the same offsets out even if the object reads again (plan_restore).
         first, last = task.selection.bounds(task.source_topic, task.partition)
         first, last = max(first, entry.first_offset), min(entry.last_offset, entry.last_offset if last is None else last)
+        hole = SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason)
+        if task.restore_id:
+            save_hole(job.restore_records(), task.restore_id, hole)
         offset_map.add_hole(first, last)
-        skipped.append(SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason))
+        skipped.append(hole)
+
+    for hole in task.earlier_holes:
+        offset_map.add_hole(hole.first_offset, hole.last_offset)
+        skipped.append(hole)
 
     if task.layout == "topicvault":
         source = read_partition(job.open_store(), list(task.objects), skip if job.on_error == "skip" else None,
@@ -224,7 +247,8 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
         peer_report = PeerReadReport(f"{task.source_topic}[{task.partition}]")
         source = read_peer_partition(job.open_store(), peer_layout(task.layout, job.key_template), job.peer_options,
                                      list(task.objects), peer_report)
-    selected = task.selection.records(task.source_topic, task.partition, source)
+    selected = without_holes(task.selection.records(task.source_topic, task.partition, source),
+                             [(h.first_offset, h.last_offset) for h in task.earlier_holes])
     batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
                       f"{task.target_topic}-{task.partition}")
     return _Stream(offset_map, batches, skipped, peer_report)
@@ -368,9 +392,18 @@ def plan_restore(
     else:
         starts = _target_starts(job.kafka, records, partitions_needed, existing, allow_nonempty)
     restored = saved_offset_maps(records, restore_id) if continue_saved and saved is not None else {}
+    left_out = saved_holes(records, restore_id) if saved is not None and layout == "topicvault" else {}
     archive_starts = {f"{t}:{p}": ps.start for (t, p), ps in state.partitions.items()
                       if t in topic_map} if layout == "topicvault" else {}
-    began = saved.source_starts if saved is not None else archive_starts
+    if saved is None:
+        began, new_starts = archive_starts, {}
+    elif saved.source_starts is None:  # a state older than source_starts: nothing known, nothing checked
+        began, new_starts = {}, {}
+    else:
+        # A partition the restore has not planned before (empty or absent when it began) begins where the
+        # archive starts now; start_restore saves that before anything of it is produced.
+        new_starts = {where: start for where, start in archive_starts.items() if where not in saved.source_starts}
+        began = {**saved.source_starts, **new_starts}
     tasks = []
     for (source, partition), ps in sorted(state.partitions.items()):
         if source not in topic_map:
@@ -390,15 +423,22 @@ def plan_restore(
             passed = through if through is not None or start_then is None else start_then - 1
             check_not_expired(restore_id, source, partition, target, ps.start, passed,
                               selection.after(source, partition, passed))
+        holes: tuple[SkippedObject, ...] = ()
         if layout == "topicvault":
-            objects = chosen.objects(source, partition, ps.objects)
+            first_chosen, _ = chosen.bounds(source, partition)
+            holes = tuple(_left_out_before(restore_id, h) for h in left_out.get((source, partition), [])
+                          if h.last_offset >= first_chosen)
+            # An object wholly inside a hole is not read: its records stay out.
+            objects = [o for o in chosen.objects(source, partition, ps.objects)
+                       if not any(h.first_offset <= o.first_offset and o.last_offset <= h.last_offset for h in holes)]
         else:
             # A peer object's offsets and times are known only once it is read: select records, not objects.
             # Its name's offset (first or last of the object) orders it; what it holds up to `through` is left out.
             objects = [o for o in ps.objects if through is None or o.first_offset > through]
-        if objects:
+        if objects or holes:  # a partition with only holes left is named again, not called complete
             start = done.target_end if done is not None else starts[f"{target}:{partition}"]
-            tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen, layout))
+            tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen, layout, restore_id,
+                                     holes))
     # Record times of a peer's objects are known only once they are read (its entries say 0).
     earliest = {
         topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),
@@ -418,7 +458,17 @@ def plan_restore(
     notes = layout_found + lost_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
                        topic_configs=topic_configs, replication=replication, selection=selection, layout=layout,
-                       restored=restored, archive=state, target_starts=starts, source_starts=began)
+                       restored=restored, archive=state, target_starts=starts, source_starts=began,
+                       new_source_starts=new_starts)
+
+
+def _left_out_before(restore_id: str, hole: SkippedObject) -> SkippedObject:
+    """A hole an earlier run of the restore left, as this run reports it again (it stays a hole)."""
+    if hole.reason.startswith("left out by an earlier run"):
+        return hole
+    return replace(hole, reason=(
+        f"left out by an earlier run of restore {restore_id}, which went on past it, so it cannot go in "
+        f"in order ({hole.reason}); restore these offsets into a new topic with a new --restore-id"))
 
 
 def check_not_expired(restore_id: str, source: str, partition: int, target: str, archive_start: int,
@@ -586,8 +636,11 @@ def _target_starts(
 
 
 def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
-    """Save the restore's state (first start only), then create missing topics with loading configs."""
-    if not plan.resumed:
+    """Save the restore's state (first start; later, starts of partitions planned for the first time),
+    then create missing topics with loading configs."""
+    if plan.resumed:
+        add_source_starts(job.restore_records(), plan.restore_id, plan.new_source_starts)
+    else:
         # Saved before the topics are created, so a run that dies in between still knows, when
         # resumed, which topics are its own to create and to configure at the end.
         save_restore_state(

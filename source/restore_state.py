@@ -121,9 +121,11 @@ class RestoreState:
     start_offsets: dict[str, int]  # "target-topic:partition" -> offset
     selection: dict = field(default_factory=dict)  # Selection.to_json(): which records it restores
     topic_configs: dict = field(default_factory=dict)  # configs of the topics it created, set once data is in
-    # "source-topic:partition" -> where the archive started then (topicvault archives; older states: empty).
-    # An expire moving it later drops records a resumed restore may not have written (restore.check_not_expired).
-    source_starts: dict[str, int] = field(default_factory=dict)
+    # "source-topic:partition" -> where the archive started when the restore first planned the partition
+    # (topicvault archives; None: a state older than this field, nothing known). A partition that came
+    # later is added before anything of it is produced (add_source_starts). An expire moving the start
+    # later drops records a resumed restore may not have written (restore.check_not_expired).
+    source_starts: dict[str, int] | None = field(default_factory=dict)
 
     def start_offset(self, topic: str, partition: int) -> int:
         return self.start_offsets[f"{topic}:{partition}"]
@@ -160,8 +162,22 @@ def load_restore_state(records: RestoreRecords, restore_id: str) -> RestoreState
         start_offsets={k: int(v) for k, v in body["start_offsets"].items()},
         selection=body.get("selection", {}),
         topic_configs=body.get("topic_configs", {}),
-        source_starts={k: int(v) for k, v in body.get("source_starts", {}).items()},
+        source_starts={k: int(v) for k, v in body["source_starts"].items()} if "source_starts" in body else None,
     )
+
+
+def add_source_starts(records: RestoreRecords, restore_id: str, starts: dict[str, int]) -> None:
+    """Save where the archive started for partitions a resumed restore plans for the first time.
+
+    Called before anything of them is produced: a run killed after producing some of them must
+    find their start, or an expire in between would go unnoticed and the restart would count
+    what the target holds against a sequence that now starts later (a splice).
+    """
+    body = json.loads(records.read(restore_id, STATE_NAME) or b"{}")
+    if not starts or "source_starts" not in body:
+        return  # nothing new, or a state older than source_starts (no check there)
+    body["source_starts"] = {**starts, **body["source_starts"]}  # a saved start is never moved
+    records.write(restore_id, STATE_NAME, json.dumps(body, sort_keys=True, indent=1).encode())
 
 
 def restores_into(records: RestoreRecords, target_bootstrap: str, topic: str) -> list[str]:

@@ -19,7 +19,7 @@ from topicvault.core.envelope import batch_to_records
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.locations import open_store
 from topicvault.source.object_reader import check_on_error, read_partition
-from topicvault.source.offset_map import OffsetMap, load_offset_maps
+from topicvault.source.offset_map import OffsetMap, load_offset_maps, without_holes
 from topicvault.source.restore_state import RestoreRecords
 
 
@@ -55,6 +55,18 @@ def test_offset_map_marks_holes_and_translation_treats_them_as_gaps():
     stored = OffsetMap.from_json(json.loads(json.dumps(offset_map.to_json())))
     assert stored.holes == [(10, 19)] and stored.ranges == offset_map.ranges
     assert offset_map.landed_at(list(range(100, 120))).holes == [(10, 19)]
+
+
+def test_records_inside_holes_of_an_earlier_run_stay_out_and_holes_keep_offset_order():
+    batch = pa.RecordBatch.from_pydict({"offset": pa.array(range(0, 30), pa.int64())})
+    kept = [o for b in without_holes([batch.slice(0, 15), batch.slice(15)], [(10, 19), (25, 25)])
+            for o in b.column("offset").to_pylist()]
+    assert kept == [*range(0, 10), *range(20, 25), *range(26, 30)]
+    assert [b.num_rows for b in without_holes([batch.slice(10, 10)], [(10, 19)])] == []  # no empty batches
+    offset_map = OffsetMap("s", 0, "t", 0)
+    offset_map.add_hole(30, 39)
+    offset_map.add_hole(10, 19)  # an earlier run's hole, added when a resumed run meets a later one first
+    assert offset_map.holes == [(10, 19), (30, 39)]
 
 
 def test_on_error_takes_stop_or_skip():

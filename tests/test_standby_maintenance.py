@@ -10,6 +10,7 @@ configs are applied when it stops for good.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -21,11 +22,27 @@ from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
+from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.sink.expire import expire
 from topicvault.sink.objects import Rotation
 from topicvault.source.compact import CompactJob, compact
-from topicvault.source.follow import StandbyRequest
-from topicvault.source.restore import RestoreJob, check_not_expired, plan_restore, restore_group, run_restore
+from topicvault.source.follow import StandbyRequest, archive_with_newer_commits, standby_lag
+from topicvault.source.restore import (
+    RestoreJob,
+    check_not_expired,
+    plan_restore,
+    restore_group,
+    run_restore,
+    start_restore,
+)
+from topicvault.source.restore_state import (
+    STATE_NAME,
+    RestoreRecords,
+    RestoreState,
+    add_source_starts,
+    load_restore_state,
+    save_restore_state,
+)
 from topicvault.source.selection import Selection
 
 BASE = 1_700_000_000_000
@@ -61,6 +78,18 @@ def test_an_archive_start_past_what_was_restored_is_a_gap_only_within_the_select
         check(150, 99)
     with pytest.raises(TopicvaultError, match=r"offsets 100\.\.120 were expired"):
         check(150, 99, Selection(to_offsets=(("*", 120),)))
+
+
+def test_starts_of_partitions_planned_later_are_added_to_the_state_and_a_saved_start_never_moves(tmp_path):
+    records_ = RestoreRecords(LocalStore(str(tmp_path / "state")), LocalStore(str(tmp_path / "archive")))
+    save_restore_state(records_, RestoreState("r1", "b:9092", {"s": "t"}, {"t:0": 0, "t:1": 0}, {}, {}, {"s:0": 7}))
+    add_source_starts(records_, "r1", {"s:0": 50, "s:1": 20})
+    assert load_restore_state(records_, "r1").source_starts == {"s:0": 7, "s:1": 20}
+    legacy = json.loads(records_.read("r1", STATE_NAME))
+    del legacy["source_starts"]
+    records_.write("r2", STATE_NAME, json.dumps(legacy).encode())
+    add_source_starts(records_, "r2", {"s:1": 20})  # a state older than source_starts: nothing known, left alone
+    assert load_restore_state(records_, "r2").source_starts is None
 
 
 def test_after_compact_merges_restored_and_new_objects_a_round_restores_only_the_new_records(
@@ -163,6 +192,106 @@ def test_a_restore_resumed_after_expire_dropped_records_it_had_not_restored_stop
     with pytest.raises(TopicvaultError, match=rf"{topic}\[0\]: offsets 0\.\.199 were expired from the archive"):
         plan_restore(job, [topic], {topic: target}, "resumed")
     assert sum(map(len, consume_all(bootstrap, target).values())) == 100  # nothing spliced in
+
+
+def test_a_compact_and_an_expire_committed_during_a_round_are_folded_into_the_standbys_lag(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="standby-fold")
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    for first in (0, 100, 200):
+        backed_up(spark, bootstrap, location, topic, first, 100)
+    planned = plan_restore(job, [topic], {topic: target}, "folded", continue_saved=True)
+    maps = [r.offset_map for r in run_restore(spark, job, planned, configure=False).results]
+    # While the round ran: an expire dropped offsets 0..99 (already restored), a compact merged the other two
+    # objects and a backup added 300..399. The round's end folds these commits to say how far behind it is.
+    assert [e.new_start for e in expire(LocalStore(location), BASE + 100, HOUR_MS).expiries] == [100]
+    assert len(compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS)).replaced) == 2
+    backed_up(spark, bootstrap, location, topic, 300, 100)
+    now = archive_with_newer_commits(job, planned.archive)
+    assert now.last_sequence == planned.archive.last_sequence + 3 and now.partitions[(topic, 0)].start == 100
+    [lag] = standby_lag(now, {topic: target}, maps)
+    assert (lag.archive_end, lag.restored_end, lag.behind) == (400, 300, 100)
+    # The plan's own state is left as it was.
+    assert [(o.first_offset, o.last_offset) for o in planned.archive.partitions[(topic, 0)].objects] == [
+        (0, 99), (100, 199), (200, 299)]
+
+
+def test_expire_after_a_killed_round_into_a_partition_empty_when_the_restore_began_stops_the_restart(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(2, prefix="standby-late")
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    backed_up(spark, bootstrap, location, topic, 0, 10)  # partition 1 is empty when the standby begins
+    run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "late", continue_saved=True), configure=False)
+    # Partition 1 gets offsets 0..99 in objects of 25; a round restores the first object and is killed
+    # after its producer flushed, before it saved its offset map.
+    produce_records(bootstrap, topic, [replace(r, partition=1) for r in records(topic, 0, 100)])
+    backup_job = BackupJob(KafkaSettings.of(bootstrap), location, rotation=Rotation(max_records=25))
+    run_backup(spark, backup_job, plan_run(backup_job, [topic]))
+    killed = plan_restore(job, [topic], {topic: target}, "late", continue_saved=True)
+    start_restore(job, killed)
+    restore_group(job, [replace(t, objects=t.objects[:1]) for t in killed.tasks if t.partition == 1])
+    assert len(consume_all(bootstrap, target)[1]) == 25
+    # Offsets 0..49 are expired: the restart must not count 25 records against a sequence starting at 50.
+    assert [(e.partition, e.new_start) for e in expire(LocalStore(location), BASE + 50, HOUR_MS).expiries] == [
+        (0, 10), (1, 50)]
+    with pytest.raises(TopicvaultError, match=rf"{topic}\[1\]: offsets 0\.\.49 were expired from the archive"):
+        plan_restore(job, [topic], {topic: target}, "late", continue_saved=True)
+    assert len(consume_all(bootstrap, target)[1]) == 25  # nothing spliced in
+
+
+def content(records_) -> list[tuple]:
+    return [(r.key, r.value, r.headers, r.timestamp_ms, r.timestamp_type) for r in records_]
+
+
+def test_a_rerun_after_skip_left_out_an_object_a_compact_retired_keeps_the_hole_and_duplicates_nothing(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="skip-compact")
+    target, location = f"{topic}-r", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location, on_error="skip")
+    produce_records(bootstrap, topic, records(topic, 0, 40))
+    backup_job = BackupJob(KafkaSettings.of(bootstrap), location, rotation=Rotation(max_records=10))
+    run_backup(spark, backup_job, plan_run(backup_job, [topic]))
+    planned = plan_restore(job, [topic], {topic: target}, "holed")
+    [task] = planned.tasks
+    store = LocalStore(location)
+    kept = {o.key: store.get(o.key) for o in task.objects}
+    # A compact merged the objects after this was planned and its grace passed; the restore read the objects it
+    # planned while only the second (offsets 10..19) was already deleted: left out, the ones after it restored.
+    compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
+    for key, data in kept.items():
+        if key != task.objects[1].key:
+            store.put(key, data)
+    start_restore(job, planned)
+    [killed] = restore_group(job, [replace(task, objects=task.objects[:3])])  # killed before saving its map
+    assert [(s.first_offset, s.last_offset) for s in killed.skipped] == [(10, 19)]
+    source = consume_all(bootstrap, topic)[0]
+    holed = content(source[:10] + source[20:])
+    assert content(consume_all(bootstrap, target)[0]) == holed[:20]
+
+    # The rerun reads the merged object, which holds 10..19 again: they cannot go in after 20..29, so the
+    # hole stays (and is named), and the target is not counted against a sequence with them in.
+    for _ in (1, 2):  # resumed after the kill, then run again once finished
+        result = run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "holed"))
+        assert [(s.first_offset, s.last_offset) for s in result.skipped] == [(10, 19)]
+        assert "new --restore-id" in result.skipped[0].reason
+        assert content(consume_all(bootstrap, target)[0]) == holed
+
+
+def test_a_rerun_names_a_hole_again_when_nothing_else_of_the_partition_is_left_to_read(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="skip-only-hole")
+    target, location = f"{topic}-r", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location, on_error="skip")
+    backed_up(spark, bootstrap, location, topic, 0, 10)
+    planned = plan_restore(job, [topic], {topic: target}, "only-hole")
+    LocalStore(location).delete(planned.tasks[0].objects[0].key)
+    for _ in (1, 2):  # the rerun does not read the object again, and still says the partition is not complete
+        result = run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "only-hole"))
+        assert [(s.first_offset, s.last_offset, s.key) for s in result.skipped] == [
+            (0, 9, planned.tasks[0].objects[0].key)]
+    assert consume_all(bootstrap, target) == {0: []}
 
 
 def overrides(bootstrap: str, topic: str, names) -> dict[str, str]:
