@@ -96,10 +96,17 @@ class RestoreJob:
     layout: str = "topicvault"  # or a peer layout (source.peer_layout), or "auto": plan_restore resolves it into the plan
     key_template: str | None = None  # a peer's file-name template, when not its default
     peer_options: PeerOptions = PeerOptions()
-    state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri()
+    state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri(), resolved at once
     on_error: str = "stop"  # or "skip": leave out objects that cannot be read (object_reader.check_on_error)
     rate: RateLimit = RateLimit()  # the whole restore's; run_restore shares it among the tasks
     encryption_keys: tuple[str, ...] = ()  # --encryption-key specs; each worker loads them (core.crypto)
+
+    def __post_init__(self) -> None:
+        # The default state location is resolved here, where the job is built (the driver): tasks
+        # record the objects --on-error skip leaves out there, and a worker on another machine
+        # would resolve the default to its own directory, where the driver never looks.
+        if self.state_uri is None:
+            object.__setattr__(self, "state_uri", default_state_uri())
 
     def keyring(self) -> Keyring | None:
         """The keys encrypted objects may be wrapped by (None: none given)."""
@@ -111,7 +118,7 @@ class RestoreJob:
 
     def restore_records(self) -> RestoreRecords:
         """Where this archive's restores keep their state and offset maps (never in the archive)."""
-        return RestoreRecords(open_store(self.state_uri or default_state_uri()), self.open_store())
+        return RestoreRecords(open_store(self.state_uri), self.open_store())
 
 
 @dataclass(frozen=True)

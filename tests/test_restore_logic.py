@@ -111,3 +111,20 @@ def test_group_tasks_balances_records_over_at_most_the_cores_deterministically()
     assert group_tasks(list(reversed(tasks)), 3) == groups
     assert [len(g) for g in group_tasks(tasks[:2], 8)] == [1, 1]  # never more groups than tasks
     assert group_tasks([], 4) == []
+
+
+def test_a_restore_job_resolves_its_state_location_where_it_is_built(monkeypatch, tmp_path):
+    # Tasks record the objects --on-error skip leaves out in the restore state; a Spark worker on
+    # another machine resolving the default state directory itself would record them where the
+    # driver never looks, and a rerun would produce records twice.
+    import pickle
+
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.source.restore import RestoreJob
+
+    monkeypatch.setenv("TOPICVAULT_STATE_DIR", str(tmp_path / "driver"))
+    shipped = pickle.dumps(RestoreJob(KafkaSettings.of("localhost:9092"), str(tmp_path / "archive")))
+    monkeypatch.setenv("TOPICVAULT_STATE_DIR", str(tmp_path / "worker"))
+    job = pickle.loads(shipped)
+    assert job.state_uri == str(tmp_path / "driver")
+    assert job.restore_records().state.uri.endswith("driver")
