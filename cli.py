@@ -517,8 +517,8 @@ def _grace_ms(text: str) -> int:
 @reports_errors
 def compact_command(
     uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
-    max_records: int = typer.Option(500_000, "--max-records", help="Records per merged object at most."),
-    max_bytes: int = typer.Option(64 * 1024 * 1024, "--max-bytes", help="Payload bytes per merged object at most."),
+    max_records: int = typer.Option(DEFAULT_MAX_RECORDS, "--max-records", help="Records per merged object at most."),
+    max_bytes: int = typer.Option(DEFAULT_MAX_BYTES, "--max-bytes", help="Payload bytes per merged object at most."),
     compression: Optional[str] = typer.Option(None, "--compression", help="Codec of merged objects (default: "
                                               "their format's default)."),
     key_template: Optional[str] = typer.Option(None, "--key-template", help="The key template the backups used."),

@@ -410,6 +410,23 @@ def next_commit(
     return CommitRecord(state.last_sequence + 1, int(time.time() * 1000), ranges, tuple(objects), **fields)
 
 
+def maintenance_commit(state: BackupState, kind: str, removed: Iterable[RemovedObject], *,
+                       objects: Iterable[ObjectEntry] = (), starts: Iterable[PartitionStart] = (),
+                       forgotten: tuple[str, ...] = ()) -> CommitRecord:
+    """The compact or expire commit (`kind`) that follows `state`: it covers no new offsets, adds
+    `objects` (compact's merged ones), removes `removed` and moves partition `starts` (expire)."""
+    return CommitRecord(
+        sequence=state.last_sequence + 1,
+        created_ms=int(time.time() * 1000),
+        ranges=(),
+        objects=tuple(objects),
+        kind=kind,
+        removed=tuple(removed),
+        starts=tuple(starts),
+        forgotten=forgotten,
+    )
+
+
 def write_commit(store: ObjectStore, record: CommitRecord) -> str:
     """Write a commit record only if no record with its sequence exists; return its key."""
     key = commit_key(record.sequence)

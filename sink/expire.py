@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from ..core.checkpoints import commit_next, load_state
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject, maintenance_commit
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore
@@ -97,13 +97,7 @@ def _record(state: BackupState, expiries: list[Expiry], forgotten: tuple[str, ..
                 f"another compact or expire changed {expiry.topic}[{expiry.partition}] while this expire ran: "
                 "nothing was committed; run expire again"
             )
-    return CommitRecord(
-        sequence=state.last_sequence + 1,
-        created_ms=int(time.time() * 1000),
-        ranges=(),
-        objects=(),
-        kind="expire",
-        removed=tuple(RemovedObject(e.topic, e.partition, o.key) for e in expiries for o in e.dropped),
-        starts=tuple(PartitionStart(e.topic, e.partition, e.new_start) for e in expiries),
-        forgotten=forgotten,
+    return maintenance_commit(
+        state, "expire", (RemovedObject(e.topic, e.partition, o.key) for e in expiries for o in e.dropped),
+        starts=(PartitionStart(e.topic, e.partition, e.new_start) for e in expiries), forgotten=forgotten,
     )

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.checkpoints import commit_next, load_state
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject, maintenance_commit
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
@@ -201,14 +201,9 @@ def _record(state: BackupState, done: list[tuple[Merge, list[ObjectEntry]]], for
                 f"another compact or expire removed {gone[0]} while this compact ran: nothing was committed; "
                 "run compact again (what this run wrote is deleted as orphans after the grace period)"
             )
-    return CommitRecord(
-        sequence=state.last_sequence + 1,
-        created_ms=int(time.time() * 1000),
-        ranges=(),
-        objects=tuple(o for _, written in done for o in written),
-        kind="compact",
-        removed=tuple(RemovedObject(m.topic, m.partition, o.key) for m, _ in done for o in m.objects),
-        forgotten=forgotten,
+    return maintenance_commit(
+        state, "compact", (RemovedObject(m.topic, m.partition, o.key) for m, _ in done for o in m.objects),
+        objects=(o for _, written in done for o in written), forgotten=forgotten,
     )
 
 
