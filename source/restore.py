@@ -25,9 +25,7 @@ from ..core.kafka import (
     broker_count,
     create_topics,
     list_topic_partitions,
-    metadata_consumer,
     partition_watermarks,
-    watermarks,
 )
 from ..core.locations import open_store
 from ..core.progress import counted
@@ -622,21 +620,20 @@ def _target_starts(
 ) -> dict[str, int]:
     starts: dict[str, int] = {}
     holding: list[tuple[str, int]] = []
-    consumer = metadata_consumer(kafka, **{"isolation.level": "read_uncommitted"})
-    try:
-        for topic, count in partitions_needed.items():
-            for partition in range(count):
-                if topic not in existing:
-                    starts[f"{topic}:{partition}"] = 0
-                    continue
-                low, high = watermarks(consumer, topic, partition)
-                if high > low and not allow_nonempty:
-                    raise _nonempty_target_error(records, kafka.bootstrap_servers, topic, partition)
-                starts[f"{topic}:{partition}"] = high
-                if high > low:
-                    holding.append((topic, partition))
-    finally:
-        consumer.close()
+    # The log as written (read_uncommitted): an open transaction's records are there too.
+    live = partition_watermarks(kafka, [(topic, partition) for topic, count in partitions_needed.items()
+                                        if topic in existing for partition in range(count)], "read_uncommitted")
+    for topic, count in partitions_needed.items():
+        for partition in range(count):
+            if topic not in existing:
+                starts[f"{topic}:{partition}"] = 0
+                continue
+            low, high = live[(topic, partition)]
+            if high > low and not allow_nonempty:
+                raise _nonempty_target_error(records, kafka.bootstrap_servers, topic, partition)
+            starts[f"{topic}:{partition}"] = high
+            if high > low:
+                holding.append((topic, partition))
     for (topic, partition), end in partition_ends(kafka, holding).items():
         starts[f"{topic}:{partition}"] = end
     return starts
