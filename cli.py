@@ -15,10 +15,10 @@ import typer
 from . import __version__
 from .core import report
 from .core.errors import TopicvaultError
-from .formats.peers import PEERS, PeerOptions
 
 # Option defaults are the library's own (one place each).
-from .sink.objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
+from .core.rotation import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
+from .formats.peers import PEERS, PeerOptions
 from .sink.plan import DEFAULT_RECORDS_PER_TASK
 
 app = typer.Typer(
@@ -190,8 +190,8 @@ def backup(
     quiet: bool = QUIET,
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
+    from .core.rotation import Rotation
     from .sink.backup import BackupJob, commit_unread, plan_run, run_backup
-    from .sink.objects import Rotation
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
     key_template = _key_template_of(key_template, time_partition)
@@ -533,7 +533,7 @@ def compact_command(
 ) -> None:
     """Merge each partition's small committed objects into objects of the rotation size, in one
     commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
-    from .sink.objects import Rotation
+    from .core.rotation import Rotation
     from .source.compact import CompactJob, compact
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)

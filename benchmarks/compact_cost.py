@@ -18,9 +18,10 @@ from topicvault.core.checkpoints import commit_with_checkpoint
 from topicvault.core.commits import BackupState, CommitRecord, PartitionRange
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.local_store import LocalStore
+from topicvault.core.rotation import Rotation
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec, new_run_id
-from topicvault.sink.objects import Rotation, write_objects
+from topicvault.sink.objects import write_objects
 from topicvault.source.compact import CompactJob, compact
 
 

@@ -18,9 +18,10 @@ import time
 from topicvault.core.crypto import Keyring, keyring_of, seal, unseal, write_key_file
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.locations import open_store
+from topicvault.core.rotation import Rotation
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec
-from topicvault.sink.objects import Rotation, write_objects
+from topicvault.sink.objects import write_objects
 from topicvault.source.object_reader import read_partition
 
 MB = 1024 * 1024

@@ -85,7 +85,7 @@ class LocalStore(ObjectStore):
 
     def put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
-    ) -> str:
+    ) -> None:
         if if_none_match and if_match is not None:
             raise ValueError("put: give if_none_match or if_match, not both")
         path = self._path(key)
@@ -115,7 +115,6 @@ class LocalStore(ObjectStore):
             except FileNotFoundError:
                 pass
         _fsync_dir(path.parent)
-        return hashlib.md5(data).hexdigest()
 
     def _write_temp(self, path: Path, data: bytes) -> str:
         """A fsynced temp file with `data` next to `path`; its directory is created if needed."""

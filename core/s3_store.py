@@ -147,7 +147,7 @@ class S3Store(ObjectStore):
 
     def put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
-    ) -> str:
+    ) -> None:
         if if_none_match and if_match is not None:
             raise ValueError("put: give if_none_match or if_match, not both")
         full = self._full(key)
@@ -158,21 +158,17 @@ class S3Store(ObjectStore):
             conditions["IfMatch"] = f'"{if_match.strip(chr(34))}"'
         try:
             if len(data) > self.multipart_threshold:
-                etag = self._put_multipart(full, data, conditions)
+                self._put_multipart(full, data, conditions)
             else:
-                response = self.client.put_object(
-                    Bucket=self.bucket, Key=full, Body=data, **conditions, **self._sse()
-                )
-                etag = response["ETag"]
+                self.client.put_object(Bucket=self.bucket, Key=full, Body=data, **conditions, **self._sse())
         except (ClientError, BotoCoreError) as exc:
             error = self._error(exc, key)
             if isinstance(error, ObjectNotFound) and if_match is not None:
                 # If-Match on an absent object: S3 answers NoSuchKey.
                 raise PreconditionFailed(f"object s3://{self.bucket}/{full} is absent") from None
             raise error from None
-        return etag.strip('"')
 
-    def _put_multipart(self, full: str, data: bytes, conditions: dict[str, str]) -> str:
+    def _put_multipart(self, full: str, data: bytes, conditions: dict[str, str]) -> None:
         part_size = max(MIN_PART_SIZE, self.multipart_threshold, -(-len(data) // MAX_PARTS))
         upload_id = self.client.create_multipart_upload(
             Bucket=self.bucket, Key=full, **self._sse()
@@ -186,7 +182,7 @@ class S3Store(ObjectStore):
                     Body=bytes(view[start : start + part_size]),
                 )
                 parts.append({"PartNumber": number, "ETag": part["ETag"]})
-            response = self.client.complete_multipart_upload(
+            self.client.complete_multipart_upload(
                 Bucket=self.bucket, Key=full, UploadId=upload_id,
                 MultipartUpload={"Parts": parts}, **conditions,
             )
@@ -196,7 +192,6 @@ class S3Store(ObjectStore):
             except (ClientError, BotoCoreError):
                 pass  # the original error matters; a lifecycle rule reaps what is left
             raise
-        return response["ETag"]
 
     def get(self, key: str) -> bytes:
         try:

@@ -38,11 +38,14 @@ class ObjectStore(ABC):
     @abstractmethod
     def put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
-    ) -> str:
-        """Store `data` under `key` and return its new ETag.
+    ) -> None:
+        """Store `data` under `key`.
 
         `if_none_match` writes only if no object exists; `if_match` only if the current ETag
-        equals it. A failed condition raises PreconditionFailed and leaves the object as it was.
+        (see `head`) equals it. A failed condition raises PreconditionFailed and leaves the
+        object as it was. No ETag is returned: a local directory would have to hash every
+        object it stores for one (its ETag is an MD5, as S3's), which cost a backup of large
+        records a tenth of its time, and no writer needs it.
         """
 
     @abstractmethod

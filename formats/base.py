@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from abc import ABC, abstractmethod
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -32,8 +32,8 @@ class ObjectWriter(ABC):
     format's `write` of the same records, however they were batched."""
 
     @abstractmethod
-    def add(self, batch: pa.RecordBatch) -> None:
-        """Append the next records."""
+    def add(self, batch: pa.RecordBatch, sizes: Sequence[int]) -> None:
+        """Append the next records; `sizes` holds each one's payload bytes (core.envelope.record_sizes)."""
 
     @abstractmethod
     def finish(self) -> bytes:
@@ -48,7 +48,7 @@ class BufferedWriter(ObjectWriter):
         self._format = object_format
         self._batches: list[pa.RecordBatch] = []
 
-    def add(self, batch: pa.RecordBatch) -> None:
+    def add(self, batch: pa.RecordBatch, sizes: Sequence[int]) -> None:
         self._batches.append(batch)
 
     def finish(self) -> bytes:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, timestamp_column, timestamps_ms
+from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, record_sizes, timestamp_column, timestamps_ms
+from ..core.rotation import Rotation, cut_points
 from .base import METADATA_TYPE, ObjectFormat, ObjectWriter, records_per_batch
 
 CODECS = ("zstd", "snappy", "gzip", "none")
@@ -20,8 +21,12 @@ FILE_SCHEMA = pa.schema(
         pa.field("metadata", METADATA_TYPE),
     ]
 )
-# Records per row group: a restore decodes one at a time, a backup holds one before encoding.
+# A row group ends at this many records, or before the record that would take its payload past
+# ROW_GROUP_BYTES: a backup holds one group's records (and a copy made contiguous) before encoding
+# it, so large records must not make it larger than a few MiB (65,536 records of 2 KB were 128 MiB).
 ROW_GROUP_RECORDS = 65_536
+ROW_GROUP_BYTES = 8 * 1024 * 1024
+ROW_GROUP = Rotation(ROW_GROUP_RECORDS, ROW_GROUP_BYTES)
 # Records decoded first to learn the decoded size of an object's records (see read_stream).
 SIZE_PROBE_RECORDS = 256
 
@@ -44,10 +49,11 @@ def _physical(table: pa.Table) -> pa.Table:
 
 
 class ParquetObjectWriter(ObjectWriter):
-    """Encodes row groups of a fixed record count as records arrive.
+    """Encodes row groups (see ROW_GROUP) as records arrive.
 
-    Each row group is made contiguous before encoding, so the bytes depend only on the records,
-    not on how they arrived in batches; only one row group's records wait in memory.
+    Row groups are cut record by record and each is made contiguous before encoding, so the
+    bytes depend only on the records, not on how they arrived in batches; only one row group's
+    records wait in memory.
     """
 
     def __init__(self, compression: str) -> None:
@@ -55,32 +61,33 @@ class ParquetObjectWriter(ObjectWriter):
         self._writer = pq.ParquetWriter(self._sink, FILE_SCHEMA, compression=compression)
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
+        self._pending_bytes = 0
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        self._pending.append(batch)
-        self._pending_rows += batch.num_rows
-        if self._pending_rows >= ROW_GROUP_RECORDS:
-            pending = pa.Table.from_batches(self._pending)
-            start = 0
-            while pending.num_rows - start >= ROW_GROUP_RECORDS:
-                self._write_group([pending.slice(start, ROW_GROUP_RECORDS)])
-                start += ROW_GROUP_RECORDS
-            self._pending = pending.slice(start).to_batches()
-            self._pending_rows = pending.num_rows - start
+    def add(self, batch: pa.RecordBatch, sizes: Sequence[int]) -> None:
+        start = 0
+        for cut in cut_points(sizes, self._pending_rows, self._pending_bytes, ROW_GROUP):
+            if cut > start:
+                self._pending.append(batch.slice(start, cut - start))
+            self._write_group()
+            start = cut
+        if start < batch.num_rows:
+            self._pending.append(batch.slice(start) if start else batch)
+            self._pending_rows += batch.num_rows - start
+            self._pending_bytes += sum(sizes[start:]) if start else sum(sizes)
 
     def finish(self) -> bytes:
         if self._pending_rows:
-            rows = [pa.Table.from_batches(self._pending)]
-            self._pending, self._pending_rows = [], 0
-            self._write_group(rows)
+            self._write_group()
         self._writer.close()
         return self._sink.getvalue()
 
-    def _write_group(self, rows: list[pa.Table]) -> None:
-        """Encode the one table in `rows` as a row group; it is taken out of the list, so once
-        combined its chunks are freed before encoding (an object's records are not held twice)."""
-        physical = _physical(rows.pop().combine_chunks())
-        self._writer.write_table(physical, row_group_size=ROW_GROUP_RECORDS)
+    def _write_group(self) -> None:
+        """Encode the pending records as one row group. They are let go of as soon as they are
+        combined, so their batches are freed before encoding (records are not held twice)."""
+        pending, self._pending, self._pending_rows, self._pending_bytes = self._pending, [], 0, 0
+        combined = pa.Table.from_batches(pending).combine_chunks()
+        del pending
+        self._writer.write_table(_physical(combined), row_group_size=ROW_GROUP_RECORDS)
 
 
 class ParquetFormat(ObjectFormat):
@@ -95,7 +102,7 @@ class ParquetFormat(ObjectFormat):
     def write(self, table: pa.Table) -> bytes:
         writer = self.open_writer()
         for batch in table.to_batches():
-            writer.add(batch)
+            writer.add(batch, record_sizes(batch))
         return writer.finish()
 
     def open_writer(self) -> "ParquetObjectWriter":

@@ -27,11 +27,12 @@ from ..core.kafka import (
 )
 from ..core.locations import open_store
 from ..core.progress import counted
+from ..core.rotation import DEFAULT_MAX_BYTES, Rotation
 from ..core.spark import run_tasks
 from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
-from .objects import DEFAULT_MAX_BYTES, PartitionObjects, Rotation
+from .objects import PartitionObjects
 from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, ReadExtent, TaskResult, plan_backup, read_extent
 
 # Objects a task stores at once when its ranges end. Each put costs a round trip (S3) or fsyncs

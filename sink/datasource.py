@@ -27,11 +27,12 @@ from ..core.options import (
     positive_option,
     store_options_from,
 )
+from ..core.rotation import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation
 from ..core.store import ObjectStore
 from ..formats import resolve_format
 from ..keys import default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, read_whole_ranges
-from .objects import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, Rotation, write_objects
+from .objects import write_objects
 from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges, split_range
 
 

@@ -14,8 +14,7 @@ finds its own key already holding the same bytes (its earlier attempt's) goes on
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,52 +24,10 @@ from ..core.crypto import Keyring, is_sealed, seal, unseal
 from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.faults import crash_after, crash_now
+from ..core.rotation import Rotation, cut_points
 from ..core.store import ObjectStore
 from ..formats import ObjectFormat
 from ..keys import KeyCodec
-
-DEFAULT_MAX_RECORDS = 500_000
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Rotation:
-    """When an object is closed: at max_records records or before passing max_bytes of payload."""
-
-    max_records: int = DEFAULT_MAX_RECORDS
-    max_bytes: int = DEFAULT_MAX_BYTES
-
-    def __post_init__(self) -> None:
-        if self.max_records < 1 or self.max_bytes < 1:
-            raise TopicvaultError("--max-records and --max-bytes must be positive")
-
-
-def cut_points(
-    sizes: list[int],
-    filled_records: int,
-    filled_bytes: int,
-    rotation: Rotation,
-    buckets: list[str] | None = None,
-    open_bucket: str | None = None,
-) -> Iterator[int]:
-    """Indices in `sizes` before which a new object starts, given what the open object holds.
-
-    With `buckets` (each record's time bucket, see KeyCodec.time_format), an object also ends
-    where the bucket changes, so a time-partitioned key names the folder of all its records.
-    """
-    if buckets is None and filled_records + len(sizes) <= rotation.max_records and (
-        filled_bytes + sum(sizes) <= rotation.max_bytes
-    ):
-        return  # the records all fit the open object (most batches): no per-record walk
-    records, payload, current = filled_records, filled_bytes, open_bucket
-    for index, size in enumerate(sizes):
-        bucket = buckets[index] if buckets is not None else None
-        if records and (records >= rotation.max_records or payload + size > rotation.max_bytes or bucket != current):
-            yield index
-            records, payload = 0, 0
-        records += 1
-        payload += size
-        current = bucket
 
 
 def write_objects(
@@ -126,11 +83,11 @@ class PartitionObjects:
         for cut in cut_points(sizes, *filled, self.rotation, buckets, self._open_bucket):
             if cut > start:
                 building = building or _OpenObject(self.object_format)
-                building.add(batch.slice(start, cut - start), sum(sizes[start:cut]))
+                building.add(batch.slice(start, cut - start), sizes[start:cut])
             self._store(building)
             building, start = None, cut
         building = building or _OpenObject(self.object_format)
-        building.add(batch.slice(start), sum(sizes[start:]))
+        building.add(batch.slice(start) if start else batch, sizes[start:] if start else sizes)
         self._building = building
         self._open_bucket = buckets[-1] if buckets else None
 
@@ -169,7 +126,8 @@ class _OpenObject:
         self.min_timestamp_ms = 0
         self.max_timestamp_ms = 0
 
-    def add(self, batch: pa.RecordBatch, payload: int) -> None:
+    def add(self, batch: pa.RecordBatch, sizes: list[int]) -> None:
+        """Append records; `sizes` holds each one's payload bytes."""
         millis = timestamps_ms(batch)
         bounds = pc.min_max(millis)
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
@@ -181,8 +139,8 @@ class _OpenObject:
         self.max_timestamp_ms = max(self.max_timestamp_ms, high)
         self.last_offset = batch.column("offset")[-1].as_py()
         self.records += batch.num_rows
-        self.payload += payload
-        self.writer.add(batch)
+        self.payload += sum(sizes)
+        self.writer.add(batch, sizes)
 
     def store(self, store: ObjectStore, codec: KeyCodec, run_id: str, keyring: Keyring | None) -> ObjectEntry:
         """Finish the object, encrypt it whole with a keyring, store it under its key (only if

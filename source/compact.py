@@ -36,10 +36,11 @@ from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.locations import open_store
+from ..core.rotation import Rotation
 from ..core.store import ObjectStore
 from ..formats import ObjectFormat, extension_of, format_for_extension, resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
-from ..sink.objects import PartitionObjects, Rotation
+from ..sink.objects import PartitionObjects
 from ..sink.retire import DEFAULT_GRACE_MS, Collected, collect_garbage, deleted_retirees
 from .object_reader import check_keys_open, read_object_batches
 

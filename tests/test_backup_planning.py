@@ -63,7 +63,7 @@ def test_next_commit_follows_the_state_and_refuses_a_run_that_was_overtaken():
 
 
 def test_cut_points_close_objects_by_records_bytes_and_time_bucket():
-    from topicvault.sink.objects import Rotation, cut_points
+    from topicvault.core.rotation import Rotation, cut_points
 
     assert list(cut_points([1] * 7, 0, 0, Rotation(max_records=3))) == [3, 6]
     assert list(cut_points([1] * 4, 2, 2, Rotation(max_records=3))) == [1]  # the open object holds 2 already

@@ -15,7 +15,7 @@ from topicvault.core.envelope import (
     record_sizes,
     records_to_batch,
 )
-from topicvault.sink.objects import Rotation, cut_points
+from topicvault.core.rotation import Rotation, cut_points
 from topicvault.source.kafka_writer import header_lists
 
 

@@ -21,8 +21,8 @@ from topicvault.core.commits import fold_commits
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
+from topicvault.core.rotation import Rotation
 from topicvault.sink.expire import expire
-from topicvault.sink.objects import Rotation
 from topicvault.source.compact import CompactJob, compact
 
 CLI = str(Path(sys.executable).with_name("topicvault"))

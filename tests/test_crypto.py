@@ -27,9 +27,10 @@ from topicvault.core.crypto import (
 from topicvault.core.envelope import Record, batch_to_records, records_to_batch
 from topicvault.core.errors import CorruptObject, TopicvaultError
 from topicvault.core.locations import open_store
+from topicvault.core.rotation import Rotation
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec
-from topicvault.sink.objects import Rotation, write_objects
+from topicvault.sink.objects import write_objects
 from topicvault.source.object_reader import read_partition
 
 MARKER = b"PLAINTEXT-MARKER"

@@ -18,9 +18,9 @@ from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, Part
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
+from topicvault.core.rotation import Rotation
 from topicvault.core.store import missing_objects
 from topicvault.sink.datasource import commit_written
-from topicvault.sink.objects import Rotation
 from topicvault.sink.retire import collect_garbage
 
 T = "orders"

@@ -109,8 +109,8 @@ def test_grouped_objects_are_byte_identical_to_one_task_per_partition_even_over_
         bootstrap, spark, topic_factory, tmp_path):
     # A tiny open-object budget makes a grouped task fall back to one partition at a time
     # halfway: the objects must still be exactly those of one task per partition.
+    from topicvault.core.rotation import Rotation
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
-    from topicvault.sink.objects import Rotation
 
     topic = topic_factory(6, prefix="budget")
     produce_records(bootstrap, topic, nasty_records(topic, 6, 900))
@@ -229,8 +229,8 @@ def test_streaming_micro_batch_over_many_partitions_runs_one_task_per_core_and_w
     # What `backup --follow` runs: readStream topicvault-kafka -> writeStream topicvault.
     from topicvault.core.checkpoints import load_state
     from topicvault.core.locations import open_store
+    from topicvault.core.rotation import Rotation
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
-    from topicvault.sink.objects import Rotation
 
     topic = topic_factory(64, prefix="wide-stream")
     produce_records(bootstrap, topic, nasty_records(topic, 64, 30))

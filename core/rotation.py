@@ -1,0 +1,52 @@
+"""When an object (or a Parquet row group) ends: after a number of records or before a number
+of payload bytes, decided record by record so the cut never depends on how records were batched."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from .errors import TopicvaultError
+
+DEFAULT_MAX_RECORDS = 500_000
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """When an object is closed: at max_records records or before passing max_bytes of payload."""
+
+    max_records: int = DEFAULT_MAX_RECORDS
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        if self.max_records < 1 or self.max_bytes < 1:
+            raise TopicvaultError("--max-records and --max-bytes must be positive")
+
+
+def cut_points(
+    sizes: list[int],
+    filled_records: int,
+    filled_bytes: int,
+    rotation: Rotation,
+    buckets: list[str] | None = None,
+    open_bucket: str | None = None,
+) -> Iterator[int]:
+    """Indices in `sizes` before which a new object starts, given what the open object holds.
+
+    With `buckets` (each record's time bucket, see KeyCodec.time_format), an object also ends
+    where the bucket changes, so a time-partitioned key names the folder of all its records.
+    """
+    if buckets is None and filled_records + len(sizes) <= rotation.max_records and (
+        filled_bytes + sum(sizes) <= rotation.max_bytes
+    ):
+        return  # the records all fit the open object (most batches): no per-record walk
+    records, payload, current = filled_records, filled_bytes, open_bucket
+    for index, size in enumerate(sizes):
+        bucket = buckets[index] if buckets is not None else None
+        if records and (records >= rotation.max_records or payload + size > rotation.max_bytes or bucket != current):
+            yield index
+            records, payload = 0, 0
+        records += 1
+        payload += size
+        current = bucket
