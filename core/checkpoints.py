@@ -47,7 +47,7 @@ from .commits import (
     write_commit,
 )
 from .errors import ObjectNotFound, TopicvaultError
-from .store import ObjectInfo, ObjectStore, missing_objects
+from .store import ObjectInfo, ObjectStore
 
 CHECKPOINTS_PREFIX = STATE_PREFIX + "checkpoints/"
 LAST_CHECKPOINT_KEY = STATE_PREFIX + "_last_checkpoint"
@@ -238,8 +238,8 @@ def check_objects_held(store: ObjectStore, record: CommitRecord) -> None:
     is shorter than the run deletes them as orphans meanwhile (sink.retire). Committing them
     anyway would name a hole that every restore then stops at; a compact would also retire the
     originals of the missing merged objects. Checked right before each commit attempt: one
-    listing per folder of new objects (core.store.missing_objects)."""
-    missing = missing_objects(store, (o.key for o in record.objects))
+    listing per folder of new objects, or a stat per object in a directory (ObjectStore.missing)."""
+    missing = store.missing(o.key for o in record.objects)
     if missing:
         raise TopicvaultError(
             f"{len(missing)} object(s) this {record.kind} wrote are gone from {store.uri} (first: {missing[0]}): "

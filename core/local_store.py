@@ -7,7 +7,7 @@ import fcntl
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Self
 from urllib.parse import unquote, urlparse
@@ -60,6 +60,8 @@ def _make_dirs(directory: Path) -> None:
 
 class LocalStore(ObjectStore):
     """Objects are files under a root directory; keys use '/'. ETags are hex MD5s, as in S3."""
+
+    concurrent_puts = 4  # 128 small objects per task: 0.45 s on 4 threads, 0.53 s on 16 (2 cores)
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
@@ -169,6 +171,11 @@ class LocalStore(ObjectStore):
             return _file_etag(path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
+
+    def missing(self, keys: Iterable[str]) -> list[str]:
+        """The `keys` not held, sorted: a stat each (listing their folders, as S3 needs, cost a
+        commit of 256 partitions' objects 80 ms here)."""
+        return sorted(key for key in set(keys) if not self._path(key).is_file())
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectInfo]:
         return self._walk(self.root, "", prefix, start_after)

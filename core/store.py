@@ -34,6 +34,10 @@ class ObjectStore(ABC):
     """
 
     uri: str
+    # Puts worth running at once (e.g. a wide backup storing hundreds of small objects): each
+    # costs a round trip to S3, so many overlap well; a directory's puts are local work and
+    # fsyncs, and more threads than a few only contend for the CPU.
+    concurrent_puts: int = 16
 
     @abstractmethod
     def put(
@@ -47,6 +51,10 @@ class ObjectStore(ABC):
         object it stores for one (its ETag is an MD5, as S3's), which cost a backup of large
         records a tenth of its time, and no writer needs it.
         """
+
+    def missing(self, keys: Iterable[str]) -> list[str]:
+        """The `keys` this store does not hold, sorted (one listing per folder: missing_objects)."""
+        return missing_objects(self, keys)
 
     @abstractmethod
     def get(self, key: str) -> bytes:

@@ -35,11 +35,6 @@ from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_r
 from .objects import PartitionObjects
 from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, ReadExtent, TaskResult, plan_backup, read_extent
 
-# Objects a task stores at once when its ranges end. Each put costs a round trip (S3) or fsyncs
-# (a local directory) whatever its size, so a task of hundreds of small partitions would pay
-# them one after another (measured: 256 partitions x 20 records, 2.1 s of 3.9 s in fsync).
-STORING_THREADS = 16
-
 
 @dataclass(frozen=True)
 class BackupJob:
@@ -110,7 +105,7 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     open objects of all partitions hold at most `job.open_objects_budget` bytes of payload,
     all are read at once; past it, the rest are read one partition after another (each
     finished before the next begins), so a task holds at most about twice the budget (open
-    objects, and finished ranges' last objects being stored by threads, see STORING_THREADS)
+    objects, and finished ranges' last objects being stored by `store.concurrent_puts` threads)
     plus one object (`rotation.max_bytes`) plus the consumer's read-ahead.
     """
     store, codec, object_format = job.open_store(), job.codec(), resolve_format(job.format_name, job.compression)
@@ -133,7 +128,7 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
                 future.result()  # a failed store fails the task now, not after the whole read
                 del in_flight[future]
             held = sum(writer.open_payload for writer in in_flight.values())
-            if len(in_flight) < 4 * STORING_THREADS and held <= job.open_objects_budget:
+            if len(in_flight) < 4 * store.concurrent_puts and held <= job.open_objects_budget:
                 return
             wait(in_flight, return_when=FIRST_COMPLETED)
 
@@ -148,7 +143,10 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
                 yield item
 
     first = tasks[0] if tasks else OffsetRange("", 0, 0, 0)
-    with ThreadPoolExecutor(STORING_THREADS, thread_name_prefix="store") as pool:
+    # Each put costs a round trip (S3) or fsyncs (a directory) whatever its size: a task of
+    # hundreds of small partitions stores their objects on threads rather than one by one
+    # (measured: 256 partitions x 20 records, 2.1 s of 3.9 s in fsync).
+    with ThreadPoolExecutor(store.concurrent_puts, thread_name_prefix="store") as pool:
         try:
             for _ in counted(batches(pool), job.progress_dir, f"{first.topic}-{first.partition}-{first.start}"):
                 pass  # the batches are written as they go by; counted() reports progress

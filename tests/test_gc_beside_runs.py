@@ -225,3 +225,15 @@ def test_missing_objects_are_sorted_across_nested_folders(tmp_path):
     assert missing_objects(store, keys) == sorted(keys)
     store.put("a/b/x", b"x")
     assert missing_objects(store, keys) == ["a/a", "a/b/y", "a/c"]
+
+
+def test_a_directory_answers_which_objects_are_missing_like_a_listing_does(tmp_path):
+    # A commit checks that its objects still exist; a directory does it with a stat per key
+    # (listing 256 partition folders took 80 ms of a wide backup's commit).
+    store = LocalStore(str(tmp_path / "loc"))
+    keys = ["a/a", "a/b/x", "a/c", "a/b/y", "a/b", "z", "a/c"]
+    for key in ("a/b/x", "a/c", "z"):
+        store.put(key, key.encode())
+    expected = ["a/a", "a/b", "a/b/y"]  # "a/b" is a folder here, not an object
+    assert store.missing(keys) == missing_objects(store, keys) == expected
+    assert store.missing([]) == []
