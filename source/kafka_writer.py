@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import OffsetDeleted, TopicvaultError
 from ..core.faults import crash_after, crash_now
+from ..core.hotloop import cyclic_gc_paused
 from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof, true_end_offsets
 from .throttle import RateLimit, TokenBucket
 
@@ -107,34 +108,35 @@ def produce_streams(
     results = [ProduceResult() for _ in streams]
     pending = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
     crash_at = crash_after("restore.produce")
-    try:
-        while pending and not failures:
-            for entry in list(pending):
-                index, batches = entry
-                batch = next(batches, None)
-                if batch is None:
-                    pending.remove(entry)
-                    continue
-                topic, partition, _ = streams[index]
-                if bucket is None:
-                    _produce_batch(producer, topic, partition, batch, results[index], crash_at)
-                else:
-                    for piece, nbytes in _pieces(batch, bucket):
-                        # The limit holds at the broker, not only at the local queue: records held back
-                        # (no leader yet, a slow broker) would otherwise go out later in one burst.
-                        while len(producer) > 2 * piece.num_rows:
-                            producer.poll(0.005)
-                        bucket.take(piece.num_rows, nbytes)
-                        _produce_batch(producer, topic, partition, piece, results[index], crash_at)
-                producer.poll(0)
-                if failures:
-                    break
-    except BaseException:
-        # Settle the partitions before anyone counts them again: drop what was never sent and
-        # wait for what is in flight, so a retried task attempt counts a stable prefix.
-        producer.purge(in_queue=True, in_flight=False)
-        producer.flush(flush_timeout_s)
-        raise
+    with cyclic_gc_paused():  # millions of short-lived objects, no cycles (see core.hotloop)
+        try:
+            while pending and not failures:
+                for entry in list(pending):
+                    index, batches = entry
+                    batch = next(batches, None)
+                    if batch is None:
+                        pending.remove(entry)
+                        continue
+                    topic, partition, _ = streams[index]
+                    if bucket is None:
+                        _produce_batch(producer, topic, partition, batch, results[index], crash_at)
+                    else:
+                        for piece, nbytes in _pieces(batch, bucket):
+                            # The limit holds at the broker, not only at the local queue: records held back
+                            # (no leader yet, a slow broker) would otherwise go out later in one burst.
+                            while len(producer) > 2 * piece.num_rows:
+                                producer.poll(0.005)
+                            bucket.take(piece.num_rows, nbytes)
+                            _produce_batch(producer, topic, partition, piece, results[index], crash_at)
+                    producer.poll(0)
+                    if failures:
+                        break
+        except BaseException:
+            # Settle the partitions before anyone counts them again: drop what was never sent and
+            # wait for what is in flight, so a retried task attempt counts a stable prefix.
+            producer.purge(in_queue=True, in_flight=False)
+            producer.flush(flush_timeout_s)
+            raise
     remaining = producer.flush(flush_timeout_s)
     if failures or remaining:
         producer.purge(in_queue=True, in_flight=False)
