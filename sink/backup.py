@@ -102,61 +102,60 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     records as its own objects (runs in a Spark worker); return one result per range.
 
     Messages arrive interleaved and go to one object writer per partition, which rotates by
-    records as a task of that range alone would: the same keys and bytes. Memory: while the
-    open objects of all partitions hold at most `job.open_objects_budget` bytes of payload,
+    records as a task of that range alone would: the same keys and bytes. Each object closed
+    is stored by one of `store.concurrent_puts` threads while the read goes on. Memory: while
+    the open objects of all partitions hold at most `job.open_objects_budget` bytes of payload,
     all are read at once; past it, the rest are read one partition after another (each
-    finished before the next begins), so a task holds at most about twice the budget (open
-    objects, and finished ranges' last objects being stored by `store.concurrent_puts` threads)
-    plus one object (`rotation.max_bytes`) plus the consumer's read-ahead.
+    finished before the next begins); objects waiting to be stored hold at most the budget
+    too (a new one waits for a thread), so a task holds at most about twice the budget plus
+    one object (`rotation.max_bytes`) plus the consumer's read-ahead.
     """
     store, codec, object_format = job.open_store(), job.codec(), resolve_format(job.format_name, job.compression)
     keyring = job.keyring()
-    writers = [PartitionObjects(store, codec, object_format, job.rotation, run_id=job.run_id, keyring=keyring)
-               for _ in tasks]
-    results: dict[int, TaskResult] = {}
-
-    def over_budget() -> bool:
-        return sum(writer.open_payload for writer in writers) > job.open_objects_budget
-
-    # A finished range's last object is stored by a thread while the read goes on. Its payload
-    # counts in open_payload until stored; those waiting for a thread hold at most the budget.
-    storing: dict[int, tuple[int, Future]] = {}
-    in_flight: dict[Future, PartitionObjects] = {}  # not yet stored (a few, unlike `storing`)
-
-    def wait_for_a_thread() -> None:
-        while True:
-            for future in [future for future in in_flight if future.done()]:
-                future.result()  # a failed store fails the task now, not after the whole read
-                del in_flight[future]
-            held = sum(writer.open_payload for writer in in_flight.values())
-            if len(in_flight) < 4 * store.concurrent_puts and held <= job.open_objects_budget:
-                return
-            wait(in_flight, return_when=FIRST_COMPLETED)
-
-    def batches(pool: ThreadPoolExecutor):
-        for index, item in read_ranges(job.kafka, tasks, job.idle_timeout_s, one_at_a_time=over_budget):
-            if isinstance(item, RangeEnd):
-                wait_for_a_thread()
-                future = pool.submit(writers[index].finish)
-                storing[index], in_flight[future] = (item.stopped_at, future), writers[index]
-            else:
-                writers[index].add(item)
-                yield item
-
-    first = tasks[0] if tasks else OffsetRange("", 0, 0, 0)
     # Each put costs a round trip (S3) or fsyncs (a directory) whatever its size: a task of
     # hundreds of small partitions stores their objects on threads rather than one by one
-    # (measured: 256 partitions x 20 records, 2.1 s of 3.9 s in fsync).
+    # (measured: 256 partitions x 20 records, 2.1 s of 3.9 s in fsync), and a task of big
+    # partitions reads on while an object uploads.
     with ThreadPoolExecutor(store.concurrent_puts, thread_name_prefix="store") as pool, cyclic_gc_paused():
+        in_flight: dict[Future, int] = {}  # stores not yet known to be done -> payload they hold
+
+        def store_on_a_thread(store_object, payload: int) -> Future:
+            while True:
+                for future in [future for future in in_flight if future.done()]:
+                    future.result()  # a failed store fails the task now, not after the whole read
+                    del in_flight[future]
+                if len(in_flight) < 4 * store.concurrent_puts and sum(in_flight.values()) <= job.open_objects_budget:
+                    break
+                wait(in_flight, return_when=FIRST_COMPLETED)
+            future = pool.submit(store_object)
+            in_flight[future] = payload
+            return future
+
+        writers = [PartitionObjects(store, codec, object_format, job.rotation, run_id=job.run_id, keyring=keyring,
+                                    store_elsewhere=store_on_a_thread) for _ in tasks]
+        stopped_at: dict[int, int] = {}
+
+        def over_budget() -> bool:
+            return sum(writer.open_payload for writer in writers) > job.open_objects_budget
+
+        def batches():
+            for index, item in read_ranges(job.kafka, tasks, job.idle_timeout_s, one_at_a_time=over_budget):
+                if isinstance(item, RangeEnd):
+                    writers[index].close()
+                    stopped_at[index] = item.stopped_at
+                else:
+                    writers[index].add(item)
+                    yield item
+
+        first = tasks[0] if tasks else OffsetRange("", 0, 0, 0)
         try:
-            for _ in counted(batches(pool), job.progress_dir, f"{first.topic}-{first.partition}-{first.start}"):
+            for _ in counted(batches(), job.progress_dir, f"{first.topic}-{first.partition}-{first.start}"):
                 pass  # the batches are written as they go by; counted() reports progress
+            return [TaskResult(task, stopped_at[index], writers[index].stored_entries())
+                    for index, task in enumerate(tasks)]
         except BaseException:
             pool.shutdown(cancel_futures=True)
             raise
-        for index, (stopped_at, future) in sorted(storing.items()):
-            results[index] = TaskResult(tasks[index], stopped_at, future.result())
-    return [results[index] for index in range(len(tasks))]
 
 
 def plan_run(

@@ -14,6 +14,8 @@ finds its own key already holding the same bytes (its earlier attempt's) goes on
 from __future__ import annotations
 
 import hashlib
+import threading
+from concurrent.futures import Future
 from typing import Callable, Iterable
 
 import pyarrow as pa
@@ -49,18 +51,27 @@ def write_objects(
     return objects.finish()
 
 
+# Runs one object's store elsewhere (e.g. on a thread), told the payload it holds meanwhile.
+StoreElsewhere = Callable[[Callable[[], ObjectEntry], int], "Future[ObjectEntry]"]
+
+
 class PartitionObjects:
     """The objects of one topic-partition being written: fed its batches in offset order, it
     stores each object as soon as rotation closes it, so only the open one is held in memory.
 
-    A task that reads many partitions keeps one of these per partition (see sink.backup)."""
+    A task that reads many partitions keeps one of these per partition (see sink.backup); it
+    gives `store_elsewhere`, so that storing a closed object (an upload, fsyncs) does not hold
+    up the read."""
 
     def __init__(self, store: ObjectStore, codec: KeyCodec, object_format: ObjectFormat, rotation: Rotation,
-                 *, run_id: str, keyring: Keyring | None = None) -> None:
+                 *, run_id: str, keyring: Keyring | None = None, store_elsewhere: StoreElsewhere | None = None) -> None:
         self.store, self.codec, self.object_format, self.rotation, self.run_id = (
             store, codec, object_format, rotation, run_id)
         self.keyring = keyring  # with a sealing key, every object is encrypted (core.crypto)
-        self.entries: list[ObjectEntry] = []
+        self._store_elsewhere = store_elsewhere
+        self._stored: list[ObjectEntry | Future[ObjectEntry]] = []  # in offset order
+        self._stored_count = 0  # objects whose store completed (the crash hook counts them)
+        self._count_lock = threading.Lock()
         self._crash_at = crash_after("backup.object")
         self._time_format = codec.time_format()
         self._building: _OpenObject | None = None
@@ -91,21 +102,36 @@ class PartitionObjects:
         self._building = building
         self._open_bucket = buckets[-1] if buckets else None
 
-    def finish(self) -> list[ObjectEntry]:
-        """Store the open object, if any; return the entries of every object stored, in offset order."""
+    def close(self) -> None:
+        """Store the open object, if any (elsewhere, when the writer was given where)."""
         if self._building:
             self._store(self._building)
             self._building = None
-        return self.entries
+
+    def finish(self) -> list[ObjectEntry]:
+        """Store the open object, if any; return the entries of every object stored, in offset order."""
+        self.close()
+        return self.stored_entries()
+
+    def stored_entries(self) -> list[ObjectEntry]:
+        """The entries of the objects stored, in offset order, once their stores completed (a
+        store that failed raises here)."""
+        return [item.result() if isinstance(item, Future) else item for item in self._stored]
 
     def _store(self, building: "_OpenObject") -> None:
-        self.entries.append(building.store(self.store, self.codec, self.run_id, self.keyring))
-        _maybe_crash(self._crash_at, len(self.entries))
+        if self._store_elsewhere is None:
+            self._stored.append(self._store_now(building))
+        else:
+            self._stored.append(self._store_elsewhere(lambda: self._store_now(building), building.payload))
 
-
-def _maybe_crash(crash_at: int | None, objects_stored: int) -> None:
-    if crash_at is not None and objects_stored >= crash_at:
-        crash_now()
+    def _store_now(self, building: "_OpenObject") -> ObjectEntry:
+        entry = building.store(self.store, self.codec, self.run_id, self.keyring)
+        with self._count_lock:  # stores of one partition may run on several threads
+            self._stored_count += 1
+            stored = self._stored_count
+        if stored == self._crash_at:  # test hook: once, though later stores may still complete
+            crash_now()
+        return entry
 
 
 class _OpenObject:

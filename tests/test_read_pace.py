@@ -51,3 +51,41 @@ def test_our_consumers_refetch_soon_after_their_queue_drains():
         assert int(config["fetch.queue.backoff.ms"]) <= 50
     # The user's -X still wins.
     assert consumer_config(KafkaSettings.of("h:1", {"fetch.queue.backoff.ms": "500"}))["fetch.queue.backoff.ms"] == "500"
+
+
+def test_a_task_reads_on_while_an_object_it_closed_is_being_stored(bootstrap, topic_factory, tmp_path, monkeypatch):
+    # Storing an object costs an upload (S3: a round trip per part) or fsyncs (a directory). A
+    # task that stored each object it closed before reading on spent that time not reading.
+    # Deterministic: the first put waits until the task has read past that object; a task that
+    # stores before reading on makes it wait out its timeout instead.
+    import itertools
+    import threading
+
+    from topicvault.core.local_store import LocalStore
+    from topicvault.core.rotation import Rotation
+    from topicvault.sink.backup import BackupJob, backup_group, plan_run
+    from topicvault.sink.objects import PartitionObjects
+
+    topic = topic_factory(1, prefix="store-aside")
+    produce_records(bootstrap, topic, (Record(topic, 0, i, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i)
+                                       for i in range(30)))
+    read_past_first, put, add = threading.Event(), LocalStore.put, PartitionObjects.add
+    waited: list[bool] = []
+    puts = itertools.count()  # next() is atomic: puts run on several threads
+
+    def put_after_the_read_went_on(store, key, data, **conditions):
+        if next(puts) == 0:
+            waited.append(read_past_first.wait(timeout=10))
+        return put(store, key, data, **conditions)
+
+    def add_then_say_so(self, batch):
+        add(self, batch)
+        read_past_first.set()  # this batch's records went past the first object (10 records)
+
+    monkeypatch.setattr(LocalStore, "put", put_after_the_read_went_on)
+    monkeypatch.setattr(PartitionObjects, "add", add_then_say_so)
+    job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"), rotation=Rotation(max_records=10))
+    results = backup_group(job, plan_run(job, [topic]).tasks)
+    assert [o.records for r in results for o in r.objects] == [10, 10, 10]
+    assert [o.first_offset for r in results for o in r.objects] == [0, 10, 20]
+    assert waited == [True], "the task stored its first object before reading on"
