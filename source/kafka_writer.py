@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import OffsetDeleted, TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.hotloop import cyclic_gc_paused
+from ..core.hotloop import rare_cyclic_gc
 from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof, true_end_offsets
 from .throttle import RateLimit, TokenBucket
 
@@ -108,7 +108,7 @@ def produce_streams(
     results = [ProduceResult() for _ in streams]
     pending = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
     crash_at = crash_after("restore.produce")
-    with cyclic_gc_paused():  # millions of short-lived objects, no cycles (see core.hotloop)
+    with rare_cyclic_gc():  # millions of short-lived objects (see core.hotloop)
         try:
             while pending and not failures:
                 for entry in list(pending):

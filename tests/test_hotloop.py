@@ -1,4 +1,4 @@
-"""Backup and restore tasks run their per-record loops with the cyclic collector paused (issue #20)."""
+"""Backup and restore tasks run their per-record loops with the cyclic collector running rarely (issue #20)."""
 
 from __future__ import annotations
 
@@ -7,31 +7,26 @@ import gc
 import pyarrow as pa
 from kafkatools import produce_records
 from topicvault.core.envelope import Record, records_to_batch
-from topicvault.core.hotloop import cyclic_gc_paused
+from topicvault.core.hotloop import HOT_LOOP_THRESHOLDS, rare_cyclic_gc
 from topicvault.core.kafka import KafkaSettings
 
 
-def test_the_collector_is_paused_inside_and_restored_after_even_on_error():
-    assert gc.isenabled()
-    with cyclic_gc_paused():
-        assert not gc.isenabled()
-    assert gc.isenabled()
+def test_the_collector_runs_rarely_inside_and_as_before_after_even_on_error():
+    before = gc.get_threshold()
+    assert before != HOT_LOOP_THRESHOLDS
+    with rare_cyclic_gc():
+        assert gc.get_threshold() == HOT_LOOP_THRESHOLDS and gc.isenabled()
+    assert gc.get_threshold() == before
     try:
-        with cyclic_gc_paused():
+        with rare_cyclic_gc():
             raise ValueError("boom")
     except ValueError:
         pass
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with cyclic_gc_paused():
-            pass
-        assert not gc.isenabled(), "a collector the caller had paused stays paused"
-    finally:
-        gc.enable()
+    assert gc.get_threshold() == before
 
 
-def test_a_restore_produces_and_a_backup_reads_with_the_collector_paused(bootstrap, topic_factory, tmp_path, monkeypatch):
+def test_a_restore_produces_and_a_backup_reads_with_the_collector_running_rarely(
+        bootstrap, topic_factory, tmp_path, monkeypatch):
     from topicvault.sink.backup import BackupJob, backup_group, plan_run
     from topicvault.sink.objects import PartitionObjects
     from topicvault.source.kafka_writer import produce_streams
@@ -39,25 +34,25 @@ def test_a_restore_produces_and_a_backup_reads_with_the_collector_paused(bootstr
     topic, target = topic_factory(1, prefix="gc"), topic_factory(1, prefix="gc-target")
     records = [Record(topic, 0, i, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i) for i in range(50)]
     produce_records(bootstrap, topic, records)
-    seen: list[bool] = []
+    seen: list[tuple[int, int, int]] = []
 
     def batches():
-        seen.append(gc.isenabled())
+        seen.append(gc.get_threshold())
         yield records_to_batch(records).slice(0, 25)
-        seen.append(gc.isenabled())
+        seen.append(gc.get_threshold())
         yield records_to_batch(records).slice(25)
 
     produce_streams(KafkaSettings.of(bootstrap), [(target, 0, batches())])
-    assert seen == [False, False] and gc.isenabled()
+    assert seen == [HOT_LOOP_THRESHOLDS] * 2 and gc.get_threshold() != HOT_LOOP_THRESHOLDS
 
     add = PartitionObjects.add
 
     def add_and_look(self, batch: pa.RecordBatch) -> None:
-        seen.append(gc.isenabled())
+        seen.append(gc.get_threshold())
         add(self, batch)
 
     monkeypatch.setattr(PartitionObjects, "add", add_and_look)
     job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
     results = backup_group(job, plan_run(job, [topic]).tasks)
     assert sum(o.records for r in results for o in r.objects) == 50
-    assert seen[2:] and not any(seen[2:]) and gc.isenabled()
+    assert seen[2:] and all(t == HOT_LOOP_THRESHOLDS for t in seen[2:]) and gc.get_threshold() != HOT_LOOP_THRESHOLDS
