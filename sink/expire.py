@@ -76,15 +76,20 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
     if not state.partitions:
         raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
     expiries = plan_expire(state, before_ms)
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
     if dry_run:
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
         return ExpireResult(before_ms, tuple(expiries), None, collect_garbage(store, state, grace_ms, now, dry_run=True))
-    commit_key = None
+    commit_key, committed_ms = None, 0
     if expiries:
         if crash_after("expire.commit") is not None:
             crash_now()
         forgotten = deleted_retirees(store, state)
-        commit_key, _ = commit_next(store, state, lambda current: _record(current, expiries, forgotten))
+        commit_key, record = commit_next(store, state, lambda current: _record(current, expiries, forgotten))
+        committed_ms = record.created_ms
+    # The clock is read after the commit, and never before it: what this run retired is as old
+    # as its commit, so with no grace it goes now (read before, it waited for the next run
+    # whenever the commit was stamped a millisecond later).
+    now = now_ms if now_ms is not None else max(int(time.time() * 1000), committed_ms)
     return ExpireResult(before_ms, tuple(expiries), commit_key, collect_garbage(store, state, grace_ms, now))
 
 

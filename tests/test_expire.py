@@ -116,3 +116,28 @@ def test_expire_bad_input_is_one_line(tmp_path):
     assert_one_line_error(run_cli("expire", str(tmp_path), "--before", "last week", expect_exit=1), "bad --before")
     assert_one_line_error(run_cli("expire", str(tmp_path), "--before", "30d", "--grace", "x", expect_exit=1),
                           "bad --grace")
+
+
+def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp_path, monkeypatch):
+    # Expire read the clock before committing, and its commit stamps the objects it retires a
+    # little later: with --grace 0 they were deleted only when both fell in one millisecond,
+    # and waited for the next run otherwise (test_expire_killed_before_or_after_its_commit_then_rerun
+    # failed once that way). Here the commit is stamped a second later, as a slow commit would be.
+    import time
+    import types
+
+    from topicvault.core import commits
+    from topicvault.sink.datasource import commit_written
+    from topicvault.sink.expire import expire
+
+    store = LocalStore(str(tmp_path / "loc"))
+    objects = [ObjectEntry(f"topic=t/partition=0/{first:019d}-r000000000001.parquet", "t", 0, first, first + 9,
+                           10, 3, T0 + first, T0 + first + 9, "00") for first in (0, 10, 20)]
+    for entry in objects:
+        store.put(entry.key, b"obj")
+    commit_written(store, objects)
+    real_time = time.time
+    monkeypatch.setattr(commits, "time", types.SimpleNamespace(time=lambda: real_time() + 1.0))
+    result = expire(store, T0 + 20, grace_ms=0)
+    assert result.collected.retired == [objects[0].key, objects[1].key]
+    assert [store.head(e.key) is None for e in objects] == [True, True, False]
