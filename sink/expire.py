@@ -78,7 +78,11 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
     expiries = plan_expire(state, before_ms)
     if dry_run:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
-        return ExpireResult(before_ms, tuple(expiries), None, collect_garbage(store, state, grace_ms, now, dry_run=True))
+        found = collect_garbage(store, state, grace_ms, now, dry_run=True)
+        # What the run would retire, it would delete at once with no grace (see below).
+        retiring = [o.key for e in expiries for o in e.dropped] if grace_ms == 0 else []
+        return ExpireResult(before_ms, tuple(expiries), None,
+                            Collected(found.retired + retiring, found.orphans, found.waiting))
     commit_key, committed_ms = None, 0
     if expiries:
         if crash_after("expire.commit") is not None:

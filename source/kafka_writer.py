@@ -60,6 +60,11 @@ def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
     )
     for name, value in settings.properties:
         config[name] = value
+    # librdkafka refuses a message larger than the local queue even when the queue is empty, and
+    # a restore retries that refusal until the queue drains: it would wait forever. The queue
+    # holds at least the largest record the producer may send.
+    largest_kbytes = -(-int(config["message.max.bytes"]) // 1024) + 1
+    config["queue.buffering.max.kbytes"] = max(int(config["queue.buffering.max.kbytes"]), largest_kbytes)
     # Correctness settings the user may not switch off. Gapless: if a record fails after later
     # ones were sent, the producer stops with a fatal error instead of leaving a hole, so the
     # target always holds a prefix of the source, which is what a resumed restore counts on.

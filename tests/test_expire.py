@@ -138,6 +138,9 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
     commit_written(store, objects)
     real_time = time.time
     monkeypatch.setattr(commits, "time", types.SimpleNamespace(time=lambda: real_time() + 1.0))
+    dry = expire(store, T0 + 20, grace_ms=0, dry_run=True)
+    assert dry.collected.retired == [objects[0].key, objects[1].key], "the dry run says what the run deletes"
+    assert all(store.head(e.key) is not None for e in objects)
     result = expire(store, T0 + 20, grace_ms=0)
     assert result.collected.retired == [objects[0].key, objects[1].key]
     assert [store.head(e.key) is None for e in objects] == [True, True, False]

@@ -89,3 +89,16 @@ def test_a_task_reads_on_while_an_object_it_closed_is_being_stored(bootstrap, to
     assert [o.records for r in results for o in r.objects] == [10, 10, 10]
     assert [o.first_offset for r in results for o in r.objects] == [0, 10, 20]
     assert waited == [True], "the task stored its first object before reading on"
+
+
+def test_a_restore_producer_can_queue_the_largest_record_it_may_send():
+    # librdkafka refuses (BufferError) a message larger than its local queue even when the
+    # queue is empty, and a restore retries a BufferError until the queue drains: a record
+    # over the queue size (possible with -X message.max.bytes above it) hung the restore.
+    # No broker needed: produce only queues locally.
+    from topicvault.source.kafka_writer import restore_producer
+
+    settings = KafkaSettings.of("127.0.0.1:9", {"message.max.bytes": str(48 * 1024 * 1024)})
+    producer = restore_producer(settings, lambda error, message: None)
+    producer.produce("t", b"v" * (40 * 1024 * 1024), b"k", 0)  # raised BufferError: Local: Queue full
+    producer.purge()
