@@ -107,8 +107,9 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
     the open objects of all partitions hold at most `job.open_objects_budget` bytes of payload,
     all are read at once; past it, the rest are read one partition after another (each
     finished before the next begins); objects waiting to be stored hold at most the budget
-    too (a new one waits for a thread), so a task holds at most about twice the budget plus
-    one object (`rotation.max_bytes`) plus the consumer's read-ahead.
+    too (a new one waits while more is in flight), so a task holds at most about twice the
+    budget plus two objects (`rotation.max_bytes`; an encrypted one twice) plus the
+    consumer's read-ahead.
     """
     store, codec, object_format = job.open_store(), job.codec(), resolve_format(job.format_name, job.compression)
     keyring = job.keyring()
