@@ -71,9 +71,9 @@ class ParquetObjectWriter(ObjectWriter):
             self._write_group()
             start = cut
         if start < batch.num_rows:
-            self._pending.append(batch.slice(start) if start else batch)
+            self._pending.append(batch.slice(start))
             self._pending_rows += batch.num_rows - start
-            self._pending_bytes += sum(sizes[start:]) if start else sum(sizes)
+            self._pending_bytes += sum(sizes[start:])
 
     def finish(self) -> bytes:
         if self._pending_rows:

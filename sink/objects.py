@@ -98,7 +98,7 @@ class PartitionObjects:
             self._store(building)
             building, start = None, cut
         building = building or _OpenObject(self.object_format)
-        building.add(batch.slice(start) if start else batch, sizes[start:] if start else sizes)
+        building.add(batch.slice(start), sizes[start:])
         self._building = building
         self._open_bucket = buckets[-1] if buckets else None
 
