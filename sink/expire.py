@@ -17,7 +17,6 @@ keep it off `_topicvault/`.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from ..core.checkpoints import commit_next, load_state
@@ -25,7 +24,7 @@ from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStar
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore
-from .retire import Collected, collect_garbage, deleted_retirees
+from .retire import Collected, collect_garbage, collection_time, deleted_retirees
 
 
 @dataclass(frozen=True)
@@ -77,12 +76,9 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
         raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
     expiries = plan_expire(state, before_ms)
     if dry_run:
-        now = now_ms if now_ms is not None else int(time.time() * 1000)
-        found = collect_garbage(store, state, grace_ms, now, dry_run=True)
-        # What the run would retire, it would delete at once with no grace (see below).
-        retiring = [o.key for e in expiries for o in e.dropped] if grace_ms == 0 else []
-        return ExpireResult(before_ms, tuple(expiries), None,
-                            Collected(found.retired + retiring, found.orphans, found.waiting))
+        dropped = (o.key for e in expiries for o in e.dropped)
+        return ExpireResult(before_ms, tuple(expiries), None, collect_garbage(
+            store, state, grace_ms, collection_time(now_ms), dry_run=True, would_retire=dropped))
     commit_key, committed_ms = None, 0
     if expiries:
         if crash_after("expire.commit") is not None:
@@ -90,10 +86,9 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
         forgotten = deleted_retirees(store, state)
         commit_key, record = commit_next(store, state, lambda current: _record(current, expiries, forgotten))
         committed_ms = record.created_ms
-    # The clock is read after the commit, and never before it: what this run retired is as old
-    # as its commit, so with no grace it goes now (read before, it waited for the next run
-    # whenever the commit was stamped a millisecond later).
-    now = now_ms if now_ms is not None else max(int(time.time() * 1000), committed_ms)
+    # The clock is read after the commit (read before, what this run retired waited for the
+    # next run with no grace whenever the commit was stamped a millisecond later).
+    now = collection_time(now_ms, not_before_ms=committed_ms)
     return ExpireResult(before_ms, tuple(expiries), commit_key, collect_garbage(store, state, grace_ms, now))
 
 

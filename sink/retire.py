@@ -31,6 +31,8 @@ the root): objects of older versions, peer sinks, other locations or people are 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..core.checkpoints import read_forward
@@ -70,13 +72,24 @@ def deleted_retirees(store: ObjectStore, state: BackupState) -> tuple[str, ...]:
     return tuple(sorted(key for key in state.retired if key not in held))
 
 
+def collection_time(now_ms: int | None, not_before_ms: int = 0) -> int:
+    """The time a collection compares ages with: `now_ms` when given, else the clock, never
+    earlier than `not_before_ms` (the run's own commit: what it retired is as old as that
+    commit, so with no grace it goes in the same run)."""
+    return now_ms if now_ms is not None else max(int(time.time() * 1000), not_before_ms)
+
+
 def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_ms: int,
-                    dry_run: bool = False) -> Collected:
+                    dry_run: bool = False, would_retire: Iterable[str] = ()) -> Collected:
     """Delete retired objects whose retiring commit is older than `grace_ms`, and objects no
     commit ever named that were last written more than `grace_ms` ago; see the module doc.
 
-    `state` is read forward (in place) after the listing. Crash point: `retire.delete:N` (after
-    N deletes; 0 is before the first)."""
+    A dry run counts `would_retire` (what the run would retire, its commit not written) as
+    retired at `now_ms`. `state` is read forward (in place) after the listing. Crash point:
+    `retire.delete:N` (after N deletes; 0 is before the first)."""
+    would_retire = set(would_retire)
+    if would_retire and not dry_run:
+        raise ValueError("would_retire is for dry runs: a real run retires by its commit")
     everything = list(store.list())
     # Another location nested inside this one (its own _topicvault/ below our root) is not ours.
     nested = {i.key[:i.key.index("/" + STATE_PREFIX) + 1] for i in everything if "/" + STATE_PREFIX in i.key}
@@ -89,12 +102,12 @@ def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_m
               if not info.key.startswith(STATE_PREFIX) and _RUN_ID_KEY.search(info.key)
               and not any(info.key.startswith(root) for root in nested)
               and names_a_topic.search(info.key)]
-    live = {o.key for ps in state.partitions.values() for o in ps.objects}
+    live = {o.key for ps in state.partitions.values() for o in ps.objects} - would_retire
     found = Collected()
     for info in listed:
         if info.key in live:
             continue
-        retired_ms = state.retired.get(info.key)
+        retired_ms = now_ms if info.key in would_retire else state.retired.get(info.key)
         if retired_ms is not None and retired_ms + grace_ms <= now_ms:
             found.retired.append(info.key)
         elif retired_ms is None and info.modified_ms is not None and info.modified_ms + grace_ms <= now_ms:

@@ -27,7 +27,6 @@ the follower's time and its commit slot; run `compact` beside it (say, hourly) i
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from ..core.checkpoints import commit_next, load_state
@@ -41,7 +40,7 @@ from ..core.store import ObjectStore
 from ..formats import ObjectFormat, extension_of, format_for_extension, resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from ..sink.objects import PartitionObjects
-from ..sink.retire import DEFAULT_GRACE_MS, Collected, collect_garbage, deleted_retirees
+from ..sink.retire import DEFAULT_GRACE_MS, Collected, collect_garbage, collection_time, deleted_retirees
 from .object_reader import check_keys_open, read_object_batches
 
 
@@ -154,7 +153,9 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
     check_names(merges, codec)
     check_keys_open(store, (o for m in merges for o in m.objects), keyring)  # every key needed, before writing
     if dry_run:
-        collected = collect_garbage(store, state, job.grace_ms, _now(now_ms), dry_run=True)
+        replaced = (o.key for m in merges for o in m.objects)
+        collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms), dry_run=True,
+                                    would_retire=replaced)
         return CompactResult(tuple(merges), (), (), None, collected)
     run_id = new_run_id()  # per run, never per job: a job run twice must not write under the same keys
     rewritten = [(merge, _rewrite(store, codec, keyring, job, merge, run_id)) for merge in merges]
@@ -165,7 +166,7 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
             crash_now()
         forgotten = deleted_retirees(store, state)
         commit_key, _ = commit_next(store, state, lambda current: _record(current, done, forgotten))
-    collected = collect_garbage(store, state, job.grace_ms, _now(now_ms))
+    collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms))
     return CompactResult(tuple(merges), tuple(o for m, _ in done for o in m.objects),
                          tuple(o for _, w in done for o in w), commit_key, collected)
 
@@ -207,6 +208,3 @@ def _record(state: BackupState, done: list[tuple[Merge, list[ObjectEntry]]], for
         objects=(o for _, written in done for o in written), forgotten=forgotten,
     )
 
-
-def _now(now_ms: int | None) -> int:
-    return now_ms if now_ms is not None else int(time.time() * 1000)

@@ -101,6 +101,10 @@ def test_replaced_objects_stay_for_the_grace_period_and_orphans_go(bootstrap, sp
     for old in (foreign, nested):
         os.utime(old, (0, 0))
 
+    # With no grace, a compact deletes what it replaces in the same run: its dry run says so too.
+    planned = compact(CompactJob(str(location), grace_ms=0), dry_run=True)
+    assert sorted(planned.collected.retired) == sorted(replaced)
+    assert planned.collected.orphans == sorted(str(f.relative_to(location)) for f in (orphan, young))
     out = json.loads(run_cli("compact", str(location), "--grace", "1h", "--json"))
     assert out["replaced"] == 4 and out["written"] == 1
     assert out["deleted_orphans"] == [str(orphan.relative_to(location))] and out["deleted_retired"] == []

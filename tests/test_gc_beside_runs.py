@@ -237,3 +237,18 @@ def test_a_directory_answers_which_objects_are_missing_like_a_listing_does(tmp_p
     expected = ["a/a", "a/b", "a/b/y"]  # "a/b" is a folder here, not an object
     assert store.missing(keys) == missing_objects(store, keys) == expected
     assert store.missing([]) == []
+
+
+def test_a_dry_run_counts_what_its_run_would_retire_as_retired_now(tmp_path):
+    # A dry compact or expire has not written the commit that would retire its objects: they
+    # count as retired at `now`, so with no grace they are deleted, as the real run deletes them.
+    store = LocalStore(str(tmp_path / "loc"))
+    commit_written(store, stored(store, entry(0, 9), entry(10, 19)))
+    now = int(time.time() * 1000)
+    dry = collect_garbage(store, load_state(store), 0, now, dry_run=True, would_retire=[entry(0, 9).key])
+    assert (dry.retired, dry.orphans, dry.waiting) == ([entry(0, 9).key], [], 0)
+    later = collect_garbage(store, load_state(store), 60_000, now, dry_run=True, would_retire=[entry(0, 9).key])
+    assert (later.retired, later.waiting) == ([], 1)
+    with pytest.raises(ValueError):
+        collect_garbage(store, load_state(store), 0, now, would_retire=[entry(0, 9).key])
+    assert store.head(entry(0, 9).key) is not None
