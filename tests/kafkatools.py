@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from typing import Iterable
+from typing import Callable, Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -116,3 +117,22 @@ def produce_committed_transactions(bootstrap: str, topic: str, transactions: int
             producer.produce(topic, f"v{batch}-{i}".encode(), b"k", partition=0, timestamp=1_700_000_000_000 + i)
         producer.commit_transaction(30)
     produce_records(bootstrap, topic, [Record(topic, 0, 0, b"last", b"last", 1_700_000_000_009, 0, ())])
+
+
+def produce_until(done: threading.Event, bootstrap: str, topic: str, key: Callable[[int], bytes | None], every: int,
+                  pause_s: float, partitions: tuple[int, ...] = (0, 1), base_ms: int = 1_700_000_000_000) -> int:
+    """Live traffic until `done` is set: round i produces to each partition value v<i>, `key(i)`,
+    timestamp base_ms + i and headers n=<i>, n=null; every `every` rounds it flushes and pauses
+    `pause_s`. Returns the rounds produced (all flushed)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    i = 0
+    while not done.is_set():
+        for partition in partitions:
+            producer.produce(topic, b"v%d" % i, key(i), partition=partition, timestamp=base_ms + i,
+                             headers=[("n", b"%d" % i), ("n", None)])
+        i += 1
+        if i % every == 0:
+            producer.flush(30)
+            time.sleep(pause_s)
+    producer.flush(30)
+    return i

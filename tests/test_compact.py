@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 from clitools import assert_one_line_error, run_cli
-from confluent_kafka import Producer
-from kafkatools import consume_all, produce_records
+from kafkatools import consume_all, produce_records, produce_until
 from nasty import nasty_records
 from topicvault.core.commits import fold_commits
 from topicvault.core.crypto import write_key_file
@@ -172,19 +171,6 @@ def test_compact_and_expire_beside_a_running_follower_keep_every_record(bootstra
     log = tmp_path / "follow.log"
     done = threading.Event()
 
-    def produce_continuously() -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-        i = 0
-        while not done.is_set():
-            for partition in (0, 1):
-                producer.produce(topic, b"v%d" % i, b"k%d" % (i % 5), partition=partition,
-                                 timestamp=1_700_000_000_000 + i, headers=[("n", b"%d" % i), ("n", None)])
-            i += 1
-            if i % 20 == 0:
-                producer.flush(30)
-                time.sleep(0.05)
-        producer.flush(30)
-
     def commit_count() -> int:
         folder = location / "_topicvault" / "commits"
         return len(list(folder.glob("*.json"))) if folder.exists() else 0
@@ -195,7 +181,8 @@ def test_compact_and_expire_beside_a_running_follower_keep_every_record(bootstra
             assert time.monotonic() < deadline, f"timed out waiting for {what}; see {log}"
             time.sleep(0.5)
 
-    producer_thread = threading.Thread(target=produce_continuously, daemon=True)
+    producer_thread = threading.Thread(target=produce_until, args=(done, bootstrap, topic, lambda i: b"k%d" % (i % 5),
+                                                                  20, 0.05), daemon=True)
     producer_thread.start()
     with open(log, "ab") as out:
         follower = subprocess.Popen([CLI, "backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic,

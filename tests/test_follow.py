@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 from clitools import run_cli
-from confluent_kafka import Producer
-from kafkatools import consume_all, produce_records
+from kafkatools import consume_all, produce_records, produce_until
 from topicvault.core.envelope import Record
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
@@ -51,20 +50,8 @@ def test_follow_killed_and_restarted_then_stopped_restores_exactly(bootstrap, sp
             "--max-records", "300", "--master", "local[2]"]
     done = threading.Event()
 
-    def produce_continuously() -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-        i = 0
-        while not done.is_set():
-            for partition in (0, 1):
-                producer.produce(topic, b"v%d" % i, b"k%d" % (i % 7), partition=partition, timestamp=BASE + i,
-                                 headers=[("n", b"%d" % i), ("n", None)])
-            i += 1
-            if i % 50 == 0:
-                producer.flush(30)
-                time.sleep(0.05)
-        producer.flush(30)
-
-    producer_thread = threading.Thread(target=produce_continuously, daemon=True)
+    producer_thread = threading.Thread(target=produce_until, args=(done, bootstrap, topic, lambda i: b"k%d" % (i % 7),
+                                                                  50, 0.05), daemon=True)
     producer_thread.start()
     first = start_follow(args, log)
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from clitools import assert_one_line_error, run_cli
-from kafkatools import consume_all, produce_records
+from kafkatools import consume_all, produce_records, produce_until
 from nasty import nasty_records
 from test_cluster_state import commit_offsets, committed
 from test_peer_layouts import FIELDS, aiven_csv
@@ -344,21 +344,8 @@ def test_backup_follow_beside_restore_follow_keeps_an_identical_standby_across_k
     done = threading.Event()
     produced = [0]
 
-    def produce_continuously() -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-        i = 0
-        while not done.is_set():
-            for partition in (0, 1):
-                producer.produce(topic, b"v%d" % i, None if i % 5 == 0 else b"k%d" % (i % 7), partition=partition,
-                                 timestamp=BASE + i, headers=[("n", b"%d" % i), ("n", None)])
-            i += 1
-            if i % 20 == 0:  # about 200 records a second per partition
-                producer.flush(30)
-                time.sleep(0.1)
-        producer.flush(30)
-        produced[0] = i
+    def produce_continuously() -> None:  # about 200 records a second per partition
+        produced[0] = produce_until(done, bootstrap, topic, lambda i: None if i % 5 == 0 else b"k%d" % (i % 7), 20, 0.1)
 
     producer_thread = threading.Thread(target=produce_continuously, daemon=True)
     processes: list[subprocess.Popen] = []
