@@ -2,10 +2,14 @@
 
     PYTHONPATH=… python benchmarks/run.py [--cases header-heavy:200:1000000,…] [--partitions 4] [--s3]
                                           [--linearity] [--no-encryption] [--no-fixed-cost] [--no-wide]
+                                          [--repeats 3]
 
-One run, one machine, the same data. For each case (record shape, value size, records): (a) a
-bare confluent-kafka consumer reads everything, (b) backup, (c) a bare idempotent producer
-writes the same records to a fresh topic, (d) restore to a fresh topic. Shapes (see
+One run, one machine, the same data. For each case (record shape, value size, records), in a
+fresh embedded broker: (a) a bare confluent-kafka consumer reads everything, (b) backup, both
+`--repeats` times in alternation; then (c) a bare idempotent producer writes the same records
+to a fresh topic, (d) restore to a fresh topic, both `--repeats` times in alternation. Each
+figure is the median of its runs: one run of anything here varies by up to 40% (the broker
+shares the two cores). Shapes (see
 benchmarks/records.py): header-heavy, like the test suite's records (null and empty keys and
 values, binary bytes, duplicate, null and unicode headers on two records in five), and plain
 (key and value, no headers). The first case is also backed up and restored encrypted (a key
@@ -32,6 +36,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from statistics import median
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from topicvault.core.embedded_broker import EmbeddedBroker
@@ -139,18 +144,17 @@ def _load_topicvault(_: int) -> int:
     return 0
 
 
-def measure(master: str, broker: EmbeddedBroker, location: str, shape: str, records: int, size: int,
-            partitions: int, key_file: str | None = None) -> dict:
-    """One side-by-side round: bare consume, backup, bare produce, restore, on `records` records of
-    `shape`; with `key_file`, also an encrypted backup and restore of the same records."""
-    settings = KafkaSettings.of(broker.bootstrap)
+def measure(master: str, bootstrap: str, location: str, shape: str, records: int, size: int,
+            partitions: int, key_file: str | None = None, repeats: int = 3) -> dict:
+    """Side-by-side rounds on `records` records of `shape`: bare consume and backup, then bare
+    produce and restore, each pair `repeats` times in alternation; the figures are the medians
+    (one run of each varies by up to 40% on a shared 2-core machine: the broker runs there too).
+    With `key_file`, also an encrypted backup and restore of the same records (once)."""
+    settings = KafkaSettings.of(bootstrap)
     name = f"bench.{shape}.{size}.{records}"
-    source, bare, restored_topic, restored_encrypted = (f"{name}.{part}" for part in ("src", "bare", "restored", "enc"))
-    create_topics(settings, {source: partitions, bare: partitions})
-    bench_records.produce(broker.bootstrap, source, shape, records, size, partitions)
-
-    count, consume_s = bare_consume(broker.bootstrap, source, partitions)
-    assert count == records, f"bare consumer read {count} of {records}"
+    source = f"{name}.src"
+    create_topics(settings, {source: partitions})
+    bench_records.produce(bootstrap, source, shape, records, size, partitions)
 
     def backup_run(keys: tuple[str, ...], to: str) -> tuple[float, float, float, float]:
         spark, spark_start_s = fresh_spark(master)
@@ -166,35 +170,49 @@ def measure(master: str, broker: EmbeddedBroker, location: str, shape: str, reco
         spark, spark_start_s = fresh_spark(master)
         rss = WorkerRssSampler()
         rss.start()
-        job = RestoreJob(settings, location, state_uri=location.rstrip("/") + "-restore-state", encryption_keys=keys)
+        job = RestoreJob(settings, location, state_uri=f"{location}-restore-state-{target}", encryption_keys=keys)
         result = run_restore(spark, job, plan_restore(job, [source], {source: target}, None))
         rss.stop.set()
         assert result.produced == records, f"restore produced {result.produced} of {records}"
         return result.elapsed_s, spark_start_s, rss.peak_kib / 1024, rss.jvm_peak_kib / 1024
 
-    backup_s, backup_spark_s, backup_rss, backup_jvm = backup_run((), location)
+    consumes, backups, produces, restores = [], [], [], []
+    for attempt in range(repeats):
+        count, consume_s = bare_consume(bootstrap, source, partitions)
+        assert count == records, f"bare consumer read {count} of {records}"
+        consumes.append(consume_s)
+        backups.append(backup_run((), f"{location}-{attempt}"))
+    data = list(bench_records.records(shape, records, size))
+    for attempt in range(repeats):
+        bare = f"{name}.bare.{attempt}"
+        create_topics(settings, {bare: partitions})
+        produces.append(bare_produce(bootstrap, bare, partitions, data))
+        restores.append(restore_run((), f"{location}-0", f"{name}.restored.{attempt}"))
+    del data
     encrypted = {}
     if key_file:
         encrypted["backup_s"] = backup_run((f"file://{key_file}",), location + "-encrypted")[0]
-    produce_s = bare_produce(broker.bootstrap, bare, partitions, list(bench_records.records(shape, records, size)))
-    restore_s, restore_spark_s, restore_rss, restore_jvm = restore_run((), location, restored_topic)
-    if key_file:
-        encrypted["restore_s"] = restore_run((f"file://{key_file}",), location + "-encrypted", restored_encrypted)[0]
+        encrypted["restore_s"] = restore_run((f"file://{key_file}",), location + "-encrypted", f"{name}.enc")[0]
+
+    consume_s, backup_s = median(consumes), median(b[0] for b in backups)
+    produce_s, restore_s = median(produces), median(r[0] for r in restores)
+    if encrypted:
         encrypted["backup_time_over_plain"] = encrypted["backup_s"] / backup_s
         encrypted["restore_time_over_plain"] = encrypted["restore_s"] / restore_s
-
     return {
-        "shape": shape, "records": records, "size": size, "partitions": partitions,
+        "shape": shape, "records": records, "size": size, "partitions": partitions, "repeats": repeats,
         "bare_consume_s": consume_s, "backup_s": backup_s,
         "bare_produce_s": produce_s, "restore_s": restore_s,
+        "bare_consume_runs_s": consumes, "backup_runs_s": [b[0] for b in backups],
+        "bare_produce_runs_s": produces, "restore_runs_s": [r[0] for r in restores],
         "backup_over_bare_consume": consume_s / backup_s,
         "restore_over_bare_produce": produce_s / restore_s,
-        "backup_worker_peak_rss_mib": backup_rss,
-        "restore_worker_peak_rss_mib": restore_rss,
-        "backup_jvm_peak_rss_mib": backup_jvm,
-        "restore_jvm_peak_rss_mib": restore_jvm,
+        "backup_worker_peak_rss_mib": max(b[2] for b in backups),
+        "restore_worker_peak_rss_mib": max(r[2] for r in restores),
+        "backup_jvm_peak_rss_mib": max(b[3] for b in backups),
+        "restore_jvm_peak_rss_mib": max(r[3] for r in restores),
         "backup_rss_target_mib": 2 * BackupJob(kafka=settings, store_uri=location).rotation.max_bytes / 2**20 + 300,
-        "spark_start_s": [backup_spark_s, restore_spark_s],
+        "spark_start_s": [backups[0][1], restores[0][1]],
         "encrypted": encrypted,
     }
 
@@ -270,7 +288,9 @@ def report(run: dict) -> None:
     for name, key in (("bare consume", "bare_consume_s"), ("backup", "backup_s"),
                       ("bare produce", "bare_produce_s"), ("restore", "restore_s")):
         seconds = run[key]
-        print(f"{name:13} {seconds:7.2f} s  {run['records'] / seconds:12,.0f} records/s  {mb / seconds:8.1f} MB/s")
+        each = ", ".join(f"{x:.2f}" for x in run[key.removesuffix("_s") + "_runs_s"])
+        print(f"{name:13} {seconds:7.2f} s  {run['records'] / seconds:12,.0f} records/s  {mb / seconds:8.1f} MB/s"
+              f"  (median of {each})")
     size = 200 if run["size"] < 1024 else 2048
     print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= {TARGETS[size, 'backup']})")
     print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= {TARGETS[size, 'restore']})")
@@ -303,6 +323,8 @@ def main() -> int:
     parser.add_argument("--s3", action="store_true", help="back up to the moto S3 server instead of a directory")
     parser.add_argument("--linearity", action="store_true",
                         help="also run 4x the first case's records and print the per-record cost at 4x against 1x")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each side per case, in alternation; the figures are medians")
     parser.add_argument("--no-encryption", action="store_true", help="skip the encrypted run of the first case")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the CLI fixed-cost runs")
     parser.add_argument("--no-wide", action="store_true", help="skip the wide-topic runs")
@@ -325,14 +347,19 @@ def main() -> int:
                   f"topic {fixed['backup_empty_s']:.1f} s")
         runs = []
         for index, (shape, size, records) in enumerate(cases):
-            runs.append(measure(args.master, broker, f"{base}-{index}", shape, records, size, args.partitions,
-                                key_file if index == 0 else None))
+            # A broker of its own per case: the embedded broker keeps every record in memory and
+            # slows as it fills, which would favour whichever side ran first.
+            with EmbeddedBroker() as case_broker:
+                runs.append(measure(args.master, case_broker.bootstrap, f"{base}-{index}", shape, records, size,
+                                    args.partitions, key_file if index == 0 else None, args.repeats))
             report(runs[-1])
         results["runs"] = runs
         if args.linearity:
             shape, size, records = cases[0]
             one = runs[0]
-            four = measure(args.master, broker, f"{base}-4x", shape, 4 * records, size, args.partitions)
+            with EmbeddedBroker() as case_broker:
+                four = measure(args.master, case_broker.bootstrap, f"{base}-4x", shape, 4 * records, size,
+                               args.partitions, repeats=args.repeats)
             report(four)
             results["run_4x"] = four
             results["per_record_cost_4x_over_1x"] = {
