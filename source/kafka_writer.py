@@ -269,14 +269,26 @@ def target_offsets(settings: KafkaSettings, topic: str, partition: int, start: i
         consumer.close()
 
 
-def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-    """Records in each (topic, partition) from its start offset to its true end (read to EOF,
-    not the watermark)."""
+@dataclass(frozen=True)
+class WrittenPrefix:
+    """What a target partition holds from a restore's start offset on: how many records, and the
+    last one's (key, value, headers), None when it holds none."""
+
+    records: int = 0
+    last: tuple | None = None
+
+
+def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], WrittenPrefix]:
+    """The records in each (topic, partition) from its start offset to its true end (read to EOF,
+    not the watermark): their count and the last one."""
     counts = dict.fromkeys(starts, 0)
+    lasts: dict[tuple[str, int], object] = {}
     consumer = _eof_consumer(settings)
     try:
         for message in read_to_eof(consumer, starts):
-            counts[(message.topic(), message.partition())] += 1
+            where = (message.topic(), message.partition())
+            counts[where] += 1
+            lasts[where] = message
     except OffsetDeleted as exc:
         raise TopicvaultError(
             f"{exc}, so what this restore wrote there cannot be counted: restore into a new topic with a new "
@@ -284,7 +296,11 @@ def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]
         ) from None
     finally:
         consumer.close()
-    return counts
+    return {where: WrittenPrefix(count, _fields(lasts[where]) if count else None) for where, count in counts.items()}
+
+
+def _fields(message) -> tuple:
+    return message.key(), message.value(), tuple(message.headers() or ())
 
 
 def partition_ends(settings: KafkaSettings, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:

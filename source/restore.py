@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from itertools import chain
 from typing import Iterator
 
 from ..core.checkpoints import load_state
@@ -31,7 +32,7 @@ from ..core.locations import open_store
 from ..core.progress import counted
 from ..core.spark import check_no_speculation, run_tasks
 from ..formats.peers import PeerOptions, peer_layout
-from .kafka_writer import ProduceResult, count_records, partition_ends, produce_streams, target_offsets
+from .kafka_writer import ProduceResult, WrittenPrefix, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import SkippedObject, check_keys_open, read_partition
 from .offset_map import (
     OffsetMap,
@@ -54,7 +55,7 @@ from .restore_state import (
     restores_into,
     save_restore_state,
 )
-from .selection import Selection, skip_records
+from .selection import NotAPrefix, Selection, skip_records
 from .throttle import RateLimit
 
 
@@ -200,8 +201,9 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = R
     """
     # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
     # and topics are created without their saved configs until the data is in (no compaction).
-    present = count_records(job.kafka, {task.target: task.target_start for task in tasks})
-    streams = [_stream(job, task, present[task.target]) for task in tasks]
+    written = count_records(job.kafka, {task.target: task.target_start for task in tasks})
+    present = {target: prefix.records for target, prefix in written.items()}
+    streams = [_stream(job, task, written[task.target]) for task in tasks]
     produced = produce_streams(job.kafka, [(*task.target, stream.batches) for task, stream in zip(tasks, streams)],
                                rate=rate)
     ends = partition_ends(job.kafka, [task.target for task in tasks])
@@ -219,7 +221,8 @@ class _Stream:
     peer_report: PeerReadReport | None
 
 
-def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
+def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix) -> _Stream:
+    present = written.records
     if task.layout == "topicvault" and present > task.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, "
@@ -254,8 +257,20 @@ def _stream(job: RestoreJob, task: RestoreTask, present: int) -> _Stream:
                                      list(task.objects), peer_report)
     selected = without_holes(task.selection.records(task.source_topic, task.partition, source),
                              [(h.first_offset, h.last_offset) for h in task.earlier_holes])
-    batches = counted(skip_records(recording(selected, offset_map), present), job.progress_dir,
-                      f"{task.target_topic}-{task.partition}")
+    batches = skip_records(recording(selected, offset_map), present, written.last)
+    if present:
+        # Read up to where the target ends now, before anything is produced to any partition.
+        try:
+            first = next(batches, None)
+        except NotAPrefix:
+            raise TopicvaultError(
+                f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, but "
+                f"they are not the first {present} this restore selects (the last one differs): a delivery that "
+                "failed left a gap there, or another producer wrote to it; producing on would splice the partition: "
+                "restore into a new topic with a new --restore-id"
+            ) from None
+        batches = chain([] if first is None else [first], batches)
+    batches = counted(batches, job.progress_dir, f"{task.target_topic}-{task.partition}")
     return _Stream(offset_map, batches, skipped, peer_report)
 
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
-from ..core.envelope import timestamps_ms
+from ..core.envelope import batch_to_records, timestamps_ms
 from ..core.errors import TopicvaultError
 from ..core.instants import iso_to_epoch_ms
 
@@ -103,14 +103,39 @@ def _bound(specs: tuple[tuple[str, int], ...], topic: str, partition: int, defau
     return named.get(f"{topic}:{partition}", named.get(ALL_PARTITIONS, default))
 
 
-def skip_records(batches: Iterable[pa.RecordBatch], count: int) -> Iterator[pa.RecordBatch]:
-    """Leave out the first `count` records (those a resumed restore finds already written)."""
+class NotAPrefix(Exception):
+    """The records a resumed restore found in its target are not the first ones it selects."""
+
+
+def skip_records(batches: Iterable[pa.RecordBatch], count: int,
+                 last_written: tuple | None = None) -> Iterator[pa.RecordBatch]:
+    """Leave out the first `count` records (those a resumed restore finds already written).
+
+    With `last_written`, the (key, value, headers) of the last record found, the count-th record
+    must be that one, or NotAPrefix is raised before any record is yielded: records counted past
+    a gap would otherwise be taken for the ones before it.
+    """
+    remaining = count
     for batch in batches:
-        if count >= batch.num_rows:
-            count -= batch.num_rows
+        if remaining == 0:
+            yield batch
             continue
-        yield batch.slice(count) if count else batch
-        count = 0
+        if remaining >= batch.num_rows:
+            remaining -= batch.num_rows
+            if remaining == 0:
+                _check_last(batch, batch.num_rows - 1, last_written)
+            continue
+        _check_last(batch, remaining - 1, last_written)
+        yield batch.slice(remaining)
+        remaining = 0
+
+
+def _check_last(batch: pa.RecordBatch, row: int, last_written: tuple | None) -> None:
+    if last_written is None:
+        return
+    record = batch_to_records(batch.slice(row, 1))[0]
+    if (record.key, record.value, record.headers) != last_written:
+        raise NotAPrefix()
 
 
 def parse_offset_bounds(specs: list[str], option: str) -> tuple[tuple[str, int], ...]:

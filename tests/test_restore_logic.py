@@ -9,7 +9,7 @@ from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.errors import TopicvaultError
 from topicvault.source.offset_map import OffsetMap, recording
 from topicvault.source.restore import RestoreTask, group_tasks
-from topicvault.source.selection import Selection, skip_records
+from topicvault.source.selection import NotAPrefix, Selection, skip_records
 
 
 def offsets(*values: int) -> pa.Array:
@@ -91,6 +91,22 @@ def test_skip_records_leaves_out_what_a_resumed_restore_finds_written():
     out = list(skip_records([batch(0, 3), batch(3, 3), batch(6, 3)], 4))
     assert [b.column("offset").to_pylist() for b in out] == [[4, 5], [6, 7, 8]]
     assert list(skip_records([batch(0, 3)], 3)) == []
+
+
+def numbered(first: int, count: int) -> pa.RecordBatch:
+    return records_to_batch([Record("s", 0, first + i, b"k%d" % (first + i), b"v%d" % (first + i), 1_000,
+                                    headers=(("h", b"%d" % (first + i)), ("h", None))) for i in range(count)])
+
+
+def test_skip_records_checks_the_last_written_record_wherever_the_count_ends():
+    batches = [numbered(0, 3), numbered(3, 3)]
+    written = (b"k3", b"v3", (("h", b"3"), ("h", None)))  # the 4th record: mid-batch
+    assert [b.column("offset").to_pylist() for b in skip_records(batches, 4, written)] == [[4, 5]]
+    at_batch_end = (b"k2", b"v2", (("h", b"2"), ("h", None)))
+    assert [b.column("offset").to_pylist() for b in skip_records(batches, 3, at_batch_end)] == [[3, 4, 5]]
+    for count, last in ((4, at_batch_end), (3, written), (4, (b"k3", b"v3", (("h", b"3"),)))):
+        with pytest.raises(NotAPrefix):
+            next(skip_records(batches, count, last))
 
 
 # --- task grouping -----------------------------------------------------------------------------
