@@ -74,6 +74,10 @@ def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
     return Producer(config)
 
 
+# Partitions one producer reads at once (see produce_streams).
+OPEN_STREAMS = 2
+
+
 def produce_partition(
     settings: KafkaSettings,
     topic: str,
@@ -114,7 +118,10 @@ def produce_streams(
     if bucket is None and rate.limited:
         bucket = TokenBucket(rate, sleep=producer.poll)
     results = [ProduceResult() for _ in streams]
-    pending = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
+    # Each stream being read holds its current object in memory (up to --max-bytes): only a few
+    # are read at once, the next one opened when one ends.
+    unopened = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
+    pending, unopened = unopened[:OPEN_STREAMS], unopened[OPEN_STREAMS:]
     crash_at = crash_after("restore.produce")
     with rare_cyclic_gc():  # millions of short-lived objects (see core.hotloop)
         try:
@@ -124,6 +131,8 @@ def produce_streams(
                     batch = next(batches, None)
                     if batch is None:
                         pending.remove(entry)
+                        if unopened:
+                            pending.append(unopened.pop(0))
                         continue
                     topic, partition, _ = streams[index]
                     if bucket is None:

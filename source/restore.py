@@ -7,7 +7,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from itertools import chain
 from typing import Iterator
 
 from ..core.checkpoints import load_state
@@ -257,21 +256,22 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix) -> _Stre
                                      list(task.objects), peer_report)
     selected = without_holes(task.selection.records(task.source_topic, task.partition, source),
                              [(h.first_offset, h.last_offset) for h in task.earlier_holes])
-    batches = skip_records(recording(selected, offset_map), present, written.last)
-    if present:
-        # Read up to where the target ends now, before anything is produced to any partition.
-        try:
-            first = next(batches, None)
-        except NotAPrefix:
-            raise TopicvaultError(
-                f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, but "
-                f"they are not the first {present} this restore selects (the last one differs): a delivery that "
-                "failed left a gap there, or another producer wrote to it; producing on would splice the partition: "
-                "restore into a new topic with a new --restore-id"
-            ) from None
-        batches = chain([] if first is None else [first], batches)
+    batches = _prefix_checked(skip_records(recording(selected, offset_map), present, written.last), task, present)
     batches = counted(batches, job.progress_dir, f"{task.target_topic}-{task.partition}")
     return _Stream(offset_map, batches, skipped, peer_report)
+
+
+def _prefix_checked(batches: Iterator, task: RestoreTask, present: int) -> Iterator:
+    """The batches, with a target that is not a prefix of them (see skip_records) named in one line."""
+    try:
+        yield from batches
+    except NotAPrefix:
+        raise TopicvaultError(
+            f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, but "
+            f"they are not the first {present} this restore selects (the last one differs): a delivery that "
+            "failed left a gap there, or another producer wrote to it; producing on would splice the partition: "
+            "restore into a new topic with a new --restore-id"
+        ) from None
 
 
 def _finish(job: RestoreJob, task: RestoreTask, present: int, stream: "_Stream", produced: ProduceResult,

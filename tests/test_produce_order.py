@@ -23,3 +23,28 @@ def test_records_a_full_local_queue_refuses_are_produced_again_once_and_in_order
     [result] = produce_streams(settings, [(target, 0, iter([batch.slice(0, 1000), batch.slice(1000)]))])
     assert result.records == 3000
     assert fields(consume_all(bootstrap, target)[0]) == fields(records)
+
+
+def test_a_producer_of_many_partitions_reads_a_few_of_them_at_a_time(bootstrap, topic_factory):
+    """Each partition being read holds its current object (up to --max-bytes) in memory: a task of
+    many partitions must not open them all at once (32 partitions of 64 MiB objects were 2 GiB)."""
+    from topicvault.core.envelope import Record
+    from topicvault.source.kafka_writer import OPEN_STREAMS
+
+    target = topic_factory(8, prefix="window")
+    open_now, most = [0], [0]
+    sent = {p: [Record(target, p, 0, b"k%d" % i, b"v%d-%d" % (p, i), 1_700_000_000_000 + i) for i in range(30)]
+            for p in range(8)}
+
+    def stream(partition: int):
+        open_now[0] += 1
+        most[0] = max(most[0], open_now[0])
+        for start in range(0, 30, 10):
+            yield records_to_batch(sent[partition][start:start + 10])
+        open_now[0] -= 1
+
+    results = produce_streams(KafkaSettings.of(bootstrap), [(target, p, stream(p)) for p in range(8)])
+    assert [r.records for r in results] == [30] * 8
+    assert most[0] == OPEN_STREAMS == 2
+    got = consume_all(bootstrap, target)
+    assert {p: fields(got[p]) for p in range(8)} == {p: fields(sent[p]) for p in range(8)}
