@@ -39,6 +39,7 @@ from pathlib import Path
 from statistics import median
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from topicvault.core.embedded_broker import EmbeddedBroker
 from topicvault.core.kafka import KafkaSettings, create_topics
 from topicvault.core.spark import get_spark
@@ -121,6 +122,13 @@ def bare_produce(bootstrap: str, topic: str, partitions: int, data: list) -> flo
     return time.monotonic() - started
 
 
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete a topic a timed run wrote, so that later runs do not meet a fuller broker."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the deletion is done
+    for future in admin.delete_topics([topic]).values():
+        future.result(30)
+
+
 def fresh_spark(master: str) -> tuple[object, float]:
     """A new Spark session, so its Python workers start empty: the CLI runs one job per process,
     and a worker reused from an earlier job would carry that job's memory into the figures.
@@ -178,16 +186,27 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
 
     consumes, backups, produces, restores = [], [], [], []
     for attempt in range(repeats):
-        count, consume_s = bare_consume(bootstrap, source, partitions)
-        assert count == records, f"bare consumer read {count} of {records}"
-        consumes.append(consume_s)
-        backups.append(backup_run((), f"{location}-{attempt}"))
+        # Each pair in the other order every other time (ABBA): neither side always runs on a
+        # warmer machine.
+        for side in (("bare", "ours") if attempt % 2 == 0 else ("ours", "bare")):
+            if side == "bare":
+                count, consume_s = bare_consume(bootstrap, source, partitions)
+                assert count == records, f"bare consumer read {count} of {records}"
+                consumes.append(consume_s)
+            else:
+                backups.append(backup_run((), f"{location}-{attempt}"))
     data = list(bench_records.records(shape, records, size))
     for attempt in range(repeats):
-        bare = f"{name}.bare.{attempt}"
-        create_topics(settings, {bare: partitions})
-        produces.append(bare_produce(bootstrap, bare, partitions, data))
-        restores.append(restore_run((), f"{location}-0", f"{name}.restored.{attempt}"))
+        for side in (("bare", "ours") if attempt % 2 == 0 else ("ours", "bare")):
+            if side == "bare":
+                bare = f"{name}.bare.{attempt}"
+                create_topics(settings, {bare: partitions})
+                produces.append(bare_produce(bootstrap, bare, partitions, data))
+                delete_topic(bootstrap, bare)  # the embedded broker keeps every record in memory
+            else:
+                restored = f"{name}.restored.{attempt}"
+                restores.append(restore_run((), f"{location}-0", restored))
+                delete_topic(bootstrap, restored)
     del data
     encrypted = {}
     if key_file:
@@ -330,6 +349,8 @@ def main() -> int:
     parser.add_argument("--no-wide", action="store_true", help="skip the wide-topic runs")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     cases = parse_cases(args.cases)
 
     results: dict[str, object] = {"store": "s3" if args.s3 else "local", "master": args.master,

@@ -225,6 +225,12 @@ def runs_by_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[Iterator[pa
         yield iter(pending)
 
 
+def content_fingerprint(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> bytes:
+    """A digest of a record's key, value and headers (names, values, order), the same whether
+    the record comes from Kafka or from an envelope batch."""
+    return hashlib.sha256(repr((key, value, tuple(headers))).encode()).digest()
+
+
 class RecordDigest:
     """Count and sha256 over each record's offset, key, value, timestamp, type and headers, in order.
 

@@ -11,9 +11,9 @@ from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import Producer
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Producer
 
-from ..core.envelope import record_sizes, timestamps_ms
+from ..core.envelope import content_fingerprint, record_sizes, timestamps_ms
 from ..core.errors import OffsetDeleted, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.hotloop import rare_cyclic_gc
@@ -278,26 +278,31 @@ def target_offsets(settings: KafkaSettings, topic: str, partition: int, start: i
         consumer.close()
 
 
+# Records at the end of a target partition a resume compares with the source (see WrittenPrefix).
+COMPARED_TAIL = 100
+
+
 @dataclass(frozen=True)
 class WrittenPrefix:
-    """What a target partition holds from a restore's start offset on: how many records, and the
-    last one's (key, value, headers), None when it holds none."""
+    """What a target partition holds from a restore's start offset on: how many records, and for
+    its last COMPARED_TAIL records (fewer if it holds fewer) their content fingerprint and their
+    timestamp (None where the broker set it: LogAppendTime)."""
 
     records: int = 0
-    last: tuple | None = None
+    tail: tuple[tuple[bytes, int | None], ...] = ()
 
 
 def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], WrittenPrefix]:
     """The records in each (topic, partition) from its start offset to its true end (read to EOF,
     not the watermark): their count and the last one."""
     counts = dict.fromkeys(starts, 0)
-    lasts: dict[tuple[str, int], object] = {}
+    tails: dict[tuple[str, int], deque] = {where: deque(maxlen=COMPARED_TAIL) for where in starts}
     consumer = _eof_consumer(settings)
     try:
         for message in read_to_eof(consumer, starts):
             where = (message.topic(), message.partition())
             counts[where] += 1
-            lasts[where] = message
+            tails[where].append(message)
     except OffsetDeleted as exc:
         raise TopicvaultError(
             f"{exc}, so what this restore wrote there cannot be counted: restore into a new topic with a new "
@@ -305,11 +310,13 @@ def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]
         ) from None
     finally:
         consumer.close()
-    return {where: WrittenPrefix(count, _fields(lasts[where]) if count else None) for where, count in counts.items()}
+    return {where: WrittenPrefix(count, tuple(map(_compared, tails[where]))) for where, count in counts.items()}
 
 
-def _fields(message) -> tuple:
-    return message.key(), message.value(), tuple(message.headers() or ())
+def _compared(message) -> tuple[bytes, int | None]:
+    kind, timestamp = message.timestamp()
+    fingerprint = content_fingerprint(message.key(), message.value(), message.headers() or ())
+    return fingerprint, timestamp if kind == TIMESTAMP_CREATE_TIME else None
 
 
 def partition_ends(settings: KafkaSettings, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:

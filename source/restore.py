@@ -256,7 +256,7 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix) -> _Stre
                                      list(task.objects), peer_report)
     selected = without_holes(task.selection.records(task.source_topic, task.partition, source),
                              [(h.first_offset, h.last_offset) for h in task.earlier_holes])
-    batches = _prefix_checked(skip_records(recording(selected, offset_map), present, written.last), task, present)
+    batches = _prefix_checked(skip_records(recording(selected, offset_map), present, written.tail), task, present)
     batches = counted(batches, job.progress_dir, f"{task.target_topic}-{task.partition}")
     return _Stream(offset_map, batches, skipped, peer_report)
 

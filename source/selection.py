@@ -8,13 +8,13 @@ deterministic sequence, which a resumed restore relies on when it skips what the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
-from ..core.envelope import batch_to_records, timestamps_ms
+from ..core.envelope import batch_to_records, content_fingerprint, timestamps_ms
 from ..core.errors import TopicvaultError
 from ..core.instants import iso_to_epoch_ms
 
@@ -108,34 +108,37 @@ class NotAPrefix(Exception):
 
 
 def skip_records(batches: Iterable[pa.RecordBatch], count: int,
-                 last_written: tuple | None = None) -> Iterator[pa.RecordBatch]:
+                 written_tail: Sequence[tuple[bytes, int | None]] = ()) -> Iterator[pa.RecordBatch]:
     """Leave out the first `count` records (those a resumed restore finds already written).
 
-    With `last_written`, the (key, value, headers) of the last record found, the count-th record
-    must be that one, or NotAPrefix is raised before any record is yielded: records counted past
-    a gap would otherwise be taken for the ones before it.
+    `written_tail` describes the last records found written, (content fingerprint, timestamp or
+    None), in order: the skipped records must end with those, or NotAPrefix is raised before any
+    record is yielded. Records counted past a gap would otherwise be taken for the ones before it.
     """
     remaining = count
+    first_compared = count - len(written_tail)  # index of the first skipped record compared
+    skipped = 0
     for batch in batches:
         if remaining == 0:
             yield batch
             continue
-        if remaining >= batch.num_rows:
-            remaining -= batch.num_rows
-            if remaining == 0:
-                _check_last(batch, batch.num_rows - 1, last_written)
-            continue
-        _check_last(batch, remaining - 1, last_written)
-        yield batch.slice(remaining)
-        remaining = 0
+        take = min(remaining, batch.num_rows)
+        if written_tail and skipped + take > first_compared:
+            start = max(first_compared - skipped, 0)
+            _check_written(batch.slice(start, take - start), written_tail[skipped + start - first_compared:])
+        skipped += take
+        remaining -= take
+        if take < batch.num_rows:
+            yield batch.slice(take)
 
 
-def _check_last(batch: pa.RecordBatch, row: int, last_written: tuple | None) -> None:
-    if last_written is None:
-        return
-    record = batch_to_records(batch.slice(row, 1))[0]
-    if (record.key, record.value, record.headers) != last_written:
-        raise NotAPrefix()
+def _check_written(batch: pa.RecordBatch, written: Sequence[tuple[bytes, int | None]]) -> None:
+    """The batch's records against the first of `written`: same content, and the same timestamp
+    where both sides have their own (not a broker's or a replaced one)."""
+    for record, (fingerprint, timestamp) in zip(batch_to_records(batch), written):
+        same_time = timestamp is None or record.timestamp_ms <= 0 or record.timestamp_ms == timestamp
+        if not same_time or content_fingerprint(record.key, record.value, record.headers) != fingerprint:
+            raise NotAPrefix()
 
 
 def parse_offset_bounds(specs: list[str], option: str) -> tuple[tuple[str, int], ...]:

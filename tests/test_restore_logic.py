@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from topicvault.core.commits import ObjectEntry
-from topicvault.core.envelope import Record, records_to_batch
+from topicvault.core.envelope import Record, batch_to_records, content_fingerprint, records_to_batch
 from topicvault.core.errors import TopicvaultError
 from topicvault.source.offset_map import OffsetMap, recording
 from topicvault.source.restore import RestoreTask, group_tasks
@@ -94,19 +94,38 @@ def test_skip_records_leaves_out_what_a_resumed_restore_finds_written():
 
 
 def numbered(first: int, count: int) -> pa.RecordBatch:
-    return records_to_batch([Record("s", 0, first + i, b"k%d" % (first + i), b"v%d" % (first + i), 1_000,
+    return records_to_batch([Record("s", 0, first + i, b"k%d" % (first + i), b"v%d" % (first + i), 1_000 + first + i,
                                     headers=(("h", b"%d" % (first + i)), ("h", None))) for i in range(count)])
 
 
-def test_skip_records_checks_the_last_written_record_wherever_the_count_ends():
-    batches = [numbered(0, 3), numbered(3, 3)]
-    written = (b"k3", b"v3", (("h", b"3"), ("h", None)))  # the 4th record: mid-batch
-    assert [b.column("offset").to_pylist() for b in skip_records(batches, 4, written)] == [[4, 5]]
-    at_batch_end = (b"k2", b"v2", (("h", b"2"), ("h", None)))
-    assert [b.column("offset").to_pylist() for b in skip_records(batches, 3, at_batch_end)] == [[3, 4, 5]]
-    for count, last in ((4, at_batch_end), (3, written), (4, (b"k3", b"v3", (("h", b"3"),)))):
-        with pytest.raises(NotAPrefix):
-            next(skip_records(batches, count, last))
+def tail_of(batch: pa.RecordBatch, broker_time: bool = False) -> tuple:
+    """What the target's count_records reports for these records as its last ones."""
+    return tuple((content_fingerprint(r.key, r.value, r.headers), None if broker_time else r.timestamp_ms)
+                 for r in batch_to_records(batch))
+
+
+def test_skip_records_checks_the_last_written_records_wherever_the_count_ends():
+    source = numbered(0, 6)
+    batches = [source.slice(0, 3), source.slice(3, 3)]
+    # The count ends mid-batch, at a batch end, and the tail spans two batches.
+    assert [b.column("offset").to_pylist() for b in skip_records(batches, 4, tail_of(source.slice(2, 2)))] == [[4, 5]]
+    assert [b.column("offset").to_pylist() for b in skip_records(batches, 3, tail_of(source.slice(0, 3)))] == [[3, 4, 5]]
+    assert list(skip_records(batches, 6, tail_of(source.slice(1, 5)))) == []
+    # A gap: record 2 missing, so the target's last records are 3 and 4 where 2 and 3 belong.
+    with pytest.raises(NotAPrefix):
+        next(skip_records(batches, 4, tail_of(source.slice(3, 2))))
+
+
+def test_a_gap_among_records_of_equal_content_is_found_by_their_timestamps():
+    x, y = (b"s1", b"ok"), (b"s1", b"ALARM")
+    contents = [x, y, x, x, x]
+    source = records_to_batch([Record("s", 0, i, k, v, 1_000 + i) for i, (k, v) in enumerate(contents)])
+    # y's delivery timed out, records 2 and 3 went: the target holds x x x (source records 0, 2, 3).
+    target = tail_of(records_to_batch([batch_to_records(source)[i] for i in (0, 2, 3)]))
+    with pytest.raises(NotAPrefix):
+        next(skip_records([source], 3, target))
+    # Where the broker set the timestamps (LogAppendTime), content alone is compared.
+    assert list(skip_records([source.slice(0, 3)], 3, tail_of(source.slice(0, 3), broker_time=True))) == []
 
 
 # --- task grouping -----------------------------------------------------------------------------
