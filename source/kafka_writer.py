@@ -99,8 +99,8 @@ def produce_streams(
     bucket: TokenBucket | None = None,
 ) -> list[ProduceResult]:
     """Produce each stream's records to its (topic, partition) with key, value, headers and
-    timestamp, through one producer, taking a batch from each stream in turn; wait for all
-    deliveries and fail on any delivery error.
+    timestamp, through one producer, taking a batch from each stream being read in turn (two
+    at a time, see OPEN_STREAMS); wait for all deliveries and fail on any delivery error.
 
     One producer for several partitions batches requests across them, as a plain producer
     would; within each partition the order is the stream's order. `rate` is this producer's
@@ -218,7 +218,8 @@ def produce_in_order(producer: Producer, topic: str, partition: int, values: lis
     and the same map goes on from i + 1.
     """
     produce = producer.produce
-    remaining_values = iter(values)  # how far the map got tells which record was refused
+    # How far the map got tells which record was refused (length_hint is exact for a list's iterator).
+    remaining_values = iter(values)
     calls = map(produce, repeat(topic), remaining_values, keys, repeat(partition), repeat(None), repeat(None),
                 millis, headers)
     while True:

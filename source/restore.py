@@ -268,9 +268,10 @@ def _prefix_checked(batches: Iterator, task: RestoreTask, present: int) -> Itera
     except NotAPrefix:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, but "
-            f"they are not the first {present} this restore selects (the last one differs): a delivery that "
-            "failed left a gap there, or another producer wrote to it; producing on would splice the partition: "
-            "restore into a new topic with a new --restore-id"
+            f"they are not the first {present} this restore selects (its last records differ): a delivery that "
+            "failed left a gap there, another producer wrote to it, or an object already restored can no longer be "
+            "read (--on-error skip); producing on would splice the partition: restore into a new topic with a new "
+            "--restore-id"
         ) from None
 
 
