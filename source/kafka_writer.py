@@ -279,8 +279,11 @@ def target_offsets(settings: KafkaSettings, topic: str, partition: int, start: i
         consumer.close()
 
 
-# Records at the end of a target partition a resume compares with the source (see WrittenPrefix).
+# Records at the end of a target partition a resume compares with the source (see WrittenPrefix):
+# this many, fewer when they hold more than COMPARED_TAIL_BYTES (at least one is compared); the
+# counting read keeps them whole until the end of the partition is known.
 COMPARED_TAIL = 100
+COMPARED_TAIL_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -297,13 +300,13 @@ def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]
     """The records in each (topic, partition) from its start offset to its true end (read to EOF,
     not the watermark): their count and the last one."""
     counts = dict.fromkeys(starts, 0)
-    tails: dict[tuple[str, int], deque] = {where: deque(maxlen=COMPARED_TAIL) for where in starts}
+    tails = {where: _Tail() for where in starts}
     consumer = _eof_consumer(settings)
     try:
         for message in read_to_eof(consumer, starts):
             where = (message.topic(), message.partition())
             counts[where] += 1
-            tails[where].append(message)
+            tails[where].add(message)
     except OffsetDeleted as exc:
         raise TopicvaultError(
             f"{exc}, so what this restore wrote there cannot be counted: restore into a new topic with a new "
@@ -311,7 +314,21 @@ def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]
         ) from None
     finally:
         consumer.close()
-    return {where: WrittenPrefix(count, tuple(map(_compared, tails[where]))) for where, count in counts.items()}
+    return {where: WrittenPrefix(count, tuple(map(_compared, tails[where].messages))) for where, count in counts.items()}
+
+
+class _Tail:
+    """The last messages of a partition, COMPARED_TAIL at most and COMPARED_TAIL_BYTES (but one)."""
+
+    def __init__(self) -> None:
+        self.messages: deque = deque()
+        self.bytes = 0
+
+    def add(self, message) -> None:
+        self.messages.append(message)
+        self.bytes += len(message)
+        while len(self.messages) > COMPARED_TAIL or (self.bytes > COMPARED_TAIL_BYTES and len(self.messages) > 1):
+            self.bytes -= len(self.messages.popleft())
 
 
 def _compared(message) -> tuple[bytes, int | None]:

@@ -34,3 +34,23 @@ def test_a_resume_refuses_a_target_with_a_gap_instead_of_splicing_it(bootstrap, 
     assert len(error) == 1 and "Traceback" not in out, out
     assert f"{target}[0]" in error[0] and "not the first 150" in error[0], error[0]
     assert strip(consume_all(bootstrap, target)[0]) == strip(source[:100] + source[101:151])
+
+
+def test_the_tail_a_count_keeps_is_bounded_in_records_and_bytes(bootstrap, topic_factory):
+    """The counting read keeps the last messages whole until it reaches the end: at most 100 of
+    them, and about 1 MiB (at least one), whatever the size of the records."""
+    from topicvault.core.envelope import Record, content_fingerprint
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.source.kafka_writer import count_records
+
+    topic = topic_factory(2, prefix="tail")
+    small = [Record(topic, 0, 0, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i, headers=(("h", b"%d" % i),))
+             for i in range(150)]
+    large = [Record(topic, 1, 0, b"big%d" % i, bytes([i]) * 400_000, 1_700_000_000_000 + i) for i in range(5)]
+    produce_records(bootstrap, topic, small + large)
+    written = count_records(KafkaSettings.of(bootstrap), {(topic, 0): 0, (topic, 1): 0})
+    assert written[(topic, 0)].records == 150 and written[(topic, 1)].records == 5
+    assert written[(topic, 0)].tail == tuple(
+        (content_fingerprint(r.key, r.value, r.headers), r.timestamp_ms) for r in small[-100:])
+    assert written[(topic, 1)].tail == tuple(
+        (content_fingerprint(r.key, r.value, r.headers), r.timestamp_ms) for r in large[-2:])
