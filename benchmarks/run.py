@@ -35,8 +35,10 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from statistics import median
+from typing import Callable
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -122,6 +124,17 @@ def bare_produce(bootstrap: str, topic: str, partitions: int, data: list) -> flo
     return time.monotonic() - started
 
 
+def alternated(repeats: int, bare: Callable[[int], object], ours: Callable[[int], object]) -> tuple[list, list]:
+    """`bare(attempt)` and `ours(attempt)` for each attempt, in the other order every other time
+    (ABBA: neither side always runs on a warmer machine); their results, each side's in order."""
+    bare_results, our_results = [], []
+    for attempt in range(repeats):
+        sides = ((bare, bare_results), (ours, our_results))
+        for run, results in sides if attempt % 2 == 0 else reversed(sides):
+            results.append(run(attempt))
+    return bare_results, our_results
+
+
 def delete_topic(bootstrap: str, topic: str) -> None:
     """Delete a topic a timed run wrote, so that later runs do not meet a fuller broker."""
     admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the deletion is done
@@ -164,49 +177,52 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
     create_topics(settings, {source: partitions})
     bench_records.produce(bootstrap, source, shape, records, size, partitions)
 
-    def backup_run(keys: tuple[str, ...], to: str) -> tuple[float, float, float, float]:
+    def timed_job(run) -> tuple[float, float, float, float]:
+        """(job seconds, Spark start seconds, worker and JVM peak RSS MiB) of `run(spark)`."""
         spark, spark_start_s = fresh_spark(master)
         rss = WorkerRssSampler()
         rss.start()
-        job = BackupJob(kafka=settings, store_uri=to, encryption_keys=keys)
-        result = run_backup(spark, job, plan_run(job, [source]))
+        elapsed_s = run(spark)
         rss.stop.set()
-        assert result.records == records, f"backup wrote {result.records} of {records}"
-        return result.elapsed_s, spark_start_s, rss.peak_kib / 1024, rss.jvm_peak_kib / 1024
+        return elapsed_s, spark_start_s, rss.peak_kib / 1024, rss.jvm_peak_kib / 1024
+
+    def backup_run(keys: tuple[str, ...], to: str) -> tuple[float, float, float, float]:
+        def run(spark) -> float:
+            job = BackupJob(kafka=settings, store_uri=to, encryption_keys=keys)
+            result = run_backup(spark, job, plan_run(job, [source]))
+            assert result.records == records, f"backup wrote {result.records} of {records}"
+            return result.elapsed_s
+        return timed_job(run)
 
     def restore_run(keys: tuple[str, ...], location: str, target: str) -> tuple[float, float, float, float]:
-        spark, spark_start_s = fresh_spark(master)
-        rss = WorkerRssSampler()
-        rss.start()
-        job = RestoreJob(settings, location, state_uri=f"{location}-restore-state-{target}", encryption_keys=keys)
-        result = run_restore(spark, job, plan_restore(job, [source], {source: target}, None))
-        rss.stop.set()
-        assert result.produced == records, f"restore produced {result.produced} of {records}"
-        return result.elapsed_s, spark_start_s, rss.peak_kib / 1024, rss.jvm_peak_kib / 1024
+        def run(spark) -> float:
+            job = RestoreJob(settings, location, state_uri=f"{location}-restore-state-{target}", encryption_keys=keys)
+            result = run_restore(spark, job, plan_restore(job, [source], {source: target}, None))
+            assert result.produced == records, f"restore produced {result.produced} of {records}"
+            return result.elapsed_s
+        return timed_job(run)
 
-    consumes, backups, produces, restores = [], [], [], []
-    for attempt in range(repeats):
-        # Each pair in the other order every other time (ABBA): neither side always runs on a
-        # warmer machine.
-        for side in (("bare", "ours") if attempt % 2 == 0 else ("ours", "bare")):
-            if side == "bare":
-                count, consume_s = bare_consume(bootstrap, source, partitions)
-                assert count == records, f"bare consumer read {count} of {records}"
-                consumes.append(consume_s)
-            else:
-                backups.append(backup_run((), f"{location}-{attempt}"))
+    def consume_run(attempt: int) -> float:
+        count, consume_s = bare_consume(bootstrap, source, partitions)
+        assert count == records, f"bare consumer read {count} of {records}"
+        return consume_s
+
+    def produce_run(attempt: int, data: list) -> float:
+        bare = f"{name}.bare.{attempt}"
+        create_topics(settings, {bare: partitions})
+        produce_s = bare_produce(bootstrap, bare, partitions, data)
+        delete_topic(bootstrap, bare)  # the embedded broker keeps every record in memory
+        return produce_s
+
+    def restore_attempt(attempt: int) -> tuple[float, float, float, float]:
+        restored = f"{name}.restored.{attempt}"
+        figures = restore_run((), f"{location}-0", restored)
+        delete_topic(bootstrap, restored)
+        return figures
+
+    consumes, backups = alternated(repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"))
     data = list(bench_records.records(shape, records, size))
-    for attempt in range(repeats):
-        for side in (("bare", "ours") if attempt % 2 == 0 else ("ours", "bare")):
-            if side == "bare":
-                bare = f"{name}.bare.{attempt}"
-                create_topics(settings, {bare: partitions})
-                produces.append(bare_produce(bootstrap, bare, partitions, data))
-                delete_topic(bootstrap, bare)  # the embedded broker keeps every record in memory
-            else:
-                restored = f"{name}.restored.{attempt}"
-                restores.append(restore_run((), f"{location}-0", restored))
-                delete_topic(bootstrap, restored)
+    produces, restores = alternated(repeats, partial(produce_run, data=data), restore_attempt)
     del data
     encrypted = {}
     if key_file:

@@ -298,15 +298,12 @@ class WrittenPrefix:
 
 def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], WrittenPrefix]:
     """The records in each (topic, partition) from its start offset to its true end (read to EOF,
-    not the watermark): their count and the last one."""
-    counts = dict.fromkeys(starts, 0)
-    tails = {where: _Tail() for where in starts}
+    not the watermark): their count and their last ones (see WrittenPrefix)."""
+    found = {where: _Found() for where in starts}
     consumer = _eof_consumer(settings)
     try:
         for message in read_to_eof(consumer, starts):
-            where = (message.topic(), message.partition())
-            counts[where] += 1
-            tails[where].add(message)
+            found[(message.topic(), message.partition())].add(message)
     except OffsetDeleted as exc:
         raise TopicvaultError(
             f"{exc}, so what this restore wrote there cannot be counted: restore into a new topic with a new "
@@ -314,17 +311,20 @@ def count_records(settings: KafkaSettings, starts: Mapping[tuple[str, int], int]
         ) from None
     finally:
         consumer.close()
-    return {where: WrittenPrefix(count, tuple(map(_compared, tails[where].messages))) for where, count in counts.items()}
+    return {where: WrittenPrefix(f.records, tuple(map(_compared, f.messages))) for where, f in found.items()}
 
 
-class _Tail:
-    """The last messages of a partition, COMPARED_TAIL at most and COMPARED_TAIL_BYTES (but one)."""
+class _Found:
+    """A partition's records counted so far, and its last messages: COMPARED_TAIL at most and
+    COMPARED_TAIL_BYTES (but one)."""
 
     def __init__(self) -> None:
+        self.records = 0
         self.messages: deque = deque()
         self.bytes = 0
 
     def add(self, message) -> None:
+        self.records += 1
         self.messages.append(message)
         self.bytes += len(message)
         while len(self.messages) > COMPARED_TAIL or (self.bytes > COMPARED_TAIL_BYTES and len(self.messages) > 1):

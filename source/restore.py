@@ -201,12 +201,11 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = R
     # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
     # and topics are created without their saved configs until the data is in (no compaction).
     written = count_records(job.kafka, {task.target: task.target_start for task in tasks})
-    present = {target: prefix.records for target, prefix in written.items()}
     streams = [_stream(job, task, written[task.target]) for task in tasks]
     produced = produce_streams(job.kafka, [(*task.target, stream.batches) for task, stream in zip(tasks, streams)],
                                rate=rate)
     ends = partition_ends(job.kafka, [task.target for task in tasks])
-    return [_finish(job, task, present[task.target], stream, result, ends[task.target])
+    return [_finish(job, task, written[task.target].records, stream, result, ends[task.target])
             for task, stream, result in zip(tasks, streams, produced)]
 
 

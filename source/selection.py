@@ -115,19 +115,17 @@ def skip_records(batches: Iterable[pa.RecordBatch], count: int,
     None), in order: the skipped records must end with those, or NotAPrefix is raised before any
     record is yielded. Records counted past a gap would otherwise be taken for the ones before it.
     """
-    remaining = count
     first_compared = count - len(written_tail)  # index of the first skipped record compared
     skipped = 0
     for batch in batches:
-        if remaining == 0:
+        if skipped == count:
             yield batch
             continue
-        take = min(remaining, batch.num_rows)
-        if written_tail and skipped + take > first_compared:
+        take = min(count - skipped, batch.num_rows)
+        if skipped + take > first_compared:
             start = max(first_compared - skipped, 0)
             _check_written(batch.slice(start, take - start), written_tail[skipped + start - first_compared:])
         skipped += take
-        remaining -= take
         if take < batch.num_rows:
             yield batch.slice(take)
 
