@@ -11,7 +11,7 @@ from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import TIMESTAMP_CREATE_TIME, Producer
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaException, Producer
 
 from ..core.envelope import content_fingerprint, record_sizes, timestamps_ms
 from ..core.errors import OffsetDeleted, TopicvaultError
@@ -74,6 +74,21 @@ def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
     return Producer(config)
 
 
+def ask_producer_id_now(producer: Producer, topic: str, timeout_s: float = 1.0) -> None:
+    """Let a new idempotent producer get its producer id at once instead of after 0.5-1 s.
+
+    librdkafka asks for the id when a metadata response comes while a broker is up, and else on a
+    500 ms timer; a bootstrap address does not count. The first request learns the brokers (and
+    the bootstrap connection closes), the second goes through one of them. Best effort: if it
+    fails, the producer gets its id on the timer and producing reports any real error.
+    """
+    try:
+        for _ in range(2):
+            producer.list_topics(topic, timeout=timeout_s)
+    except KafkaException:
+        pass
+
+
 # Partitions one producer reads at once (see produce_streams).
 OPEN_STREAMS = 2
 
@@ -114,6 +129,8 @@ def produce_streams(
             failures.append(error.str())
 
     producer = restore_producer(settings, on_delivery)
+    if streams:
+        ask_producer_id_now(producer, streams[0][0])
     # Waiting for the bucket polls the producer, so deliveries are served meanwhile.
     if bucket is None and rate.limited:
         bucket = TokenBucket(rate, sleep=producer.poll)
