@@ -292,6 +292,22 @@ def true_end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]]) 
     return ends
 
 
+def consume_ready(consumer: Consumer, limit: int, wait_s: float) -> list:
+    """Up to `limit` messages and events: those already fetched, or else the first to come within
+    `wait_s` and those fetched with it; empty when none came.
+
+    `consume(n, timeout)` returns early only once n have come, so a read whose last records are
+    fewer than n (every read's end, every small partition) would wait out the whole timeout.
+    """
+    ready = consumer.consume(num_messages=limit, timeout=0)
+    if ready:
+        return ready
+    first = consumer.poll(wait_s)
+    if first is None:
+        return []
+    return [first, *consumer.consume(num_messages=limit - 1, timeout=0)] if limit > 1 else [first]
+
+
 def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_timeout_s: float | None = None):
     """Yield the messages of each (topic, partition) from its start offset until its EOF.
 
@@ -309,8 +325,7 @@ def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_
     try:
         last_progress = time.monotonic()
         while open_partitions:
-            # consume() returns early only when num_messages arrive: keep the wait short.
-            messages = consumer.consume(num_messages=10_000, timeout=0.02)
+            messages = consume_ready(consumer, 10_000, 0.2)
             if not messages:
                 if time.monotonic() - last_progress > idle_timeout_s:
                     waiting = ", ".join(f"{t}[{p}]" for t, p in sorted(open_partitions))

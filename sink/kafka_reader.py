@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from ..core.envelope import batch_from_columns
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, confluent_timestamp_type, consumer_config, idle_limit_s, new_client
+from ..core.kafka import KafkaSettings, confluent_timestamp_type, consume_ready, consumer_config, idle_limit_s, new_client
 
 BATCH_RECORDS = 20_000
 BATCH_BYTES = 8 * 1024 * 1024
@@ -179,7 +179,7 @@ def _consume(
     limit = min(batch_records, SIZE_PROBE_RECORDS)
     sized = False
     while waiting:
-        messages = consumer.consume(num_messages=limit, timeout=0.2)
+        messages = consume_ready(consumer, limit, 0.2)
         if not messages:
             if time.monotonic() - last_progress > idle_timeout_s:
                 read = reads[min(waiting)]
@@ -230,6 +230,12 @@ def _consume(
             pending += 1
             if crash_at is not None and read.columns.next_offset - read.task.start >= crash_at:
                 crash_now()
+            if offset == read.task.end - 1:
+                # The range's last offset holds a record: it is read through, with no wait for
+                # an EOF (the broker holds an empty fetch for fetch.wait.max.ms first).
+                read.done_at = read.task.end
+                waiting.discard(index)
+                finished.append(index)
         if finished:
             consumer.pause([TopicPartition(reads[i].task.topic, reads[i].task.partition) for i in finished])
         # Batches of about `limit` rows: a range's own once it has that many, all of them
