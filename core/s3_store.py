@@ -16,7 +16,7 @@ from botocore.exceptions import (
 )
 
 from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from .store import ObjectInfo, ObjectStore, check_key
+from .store import ObjectBytes, ObjectInfo, ObjectStore, check_key
 
 DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for every part but the last
@@ -146,7 +146,7 @@ class S3Store(ObjectStore):
         return extra
 
     def put(
-        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+        self, key: str, data: ObjectBytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> None:
         if if_none_match and if_match is not None:
             raise ValueError("put: give if_none_match or if_match, not both")
@@ -160,7 +160,8 @@ class S3Store(ObjectStore):
             if len(data) > self.multipart_threshold:
                 self._put_multipart(full, data, conditions)
             else:
-                self.client.put_object(Bucket=self.bucket, Key=full, Body=data, **conditions, **self._sse())
+                body = data if isinstance(data, bytes) else bytes(data)  # botocore takes bytes or a file
+                self.client.put_object(Bucket=self.bucket, Key=full, Body=body, **conditions, **self._sse())
         except (ClientError, BotoCoreError) as exc:
             error = self._error(exc, key)
             if isinstance(error, ObjectNotFound) and if_match is not None:
@@ -168,7 +169,7 @@ class S3Store(ObjectStore):
                 raise PreconditionFailed(f"object s3://{self.bucket}/{full} is absent") from None
             raise error from None
 
-    def _put_multipart(self, full: str, data: bytes, conditions: dict[str, str]) -> None:
+    def _put_multipart(self, full: str, data: ObjectBytes, conditions: dict[str, str]) -> None:
         part_size = max(MIN_PART_SIZE, self.multipart_threshold, -(-len(data) // MAX_PARTS))
         upload_id = self.client.create_multipart_upload(
             Bucket=self.bucket, Key=full, **self._sse()

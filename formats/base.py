@@ -15,6 +15,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 
 from ..core.errors import CorruptObject, TopicvaultError
+from ..core.store import ObjectBytes
 
 METADATA_TYPE = pa.struct(
     [
@@ -36,7 +37,7 @@ class ObjectWriter(ABC):
         """Append the next records; `sizes` holds each one's payload bytes (core.envelope.record_sizes)."""
 
     @abstractmethod
-    def finish(self) -> bytes:
+    def finish(self) -> ObjectBytes:
         """The complete object."""
 
 
