@@ -138,9 +138,16 @@ class ParquetFormat(ObjectFormat):
                 if probe is not None:
                     batch_records = records_per_batch(batch_records, batch_bytes, probe.nbytes, probe.num_rows)
                 del probe
-            for batch in parquet.iter_batches(batch_size=batch_records, columns=FILE_SCHEMA.names):
-                physical = pa.Table.from_batches([batch]).cast(FILE_SCHEMA)
-                yield from _envelope(physical).to_batches()
+            # A row group at a time, in even batches of about batch_records (at most half as
+            # many again): a batch that spans two row groups is assembled by copying its records,
+            # and each batch costs its own conversions (a group of 5,084 records read as 4,934 +
+            # 150 took a fifth longer than whole).
+            for group in range(parquet.num_row_groups):
+                rows = parquet.metadata.row_group(group).num_rows
+                even = -(-rows // max(1, round(rows / batch_records)))
+                for batch in parquet.iter_batches(batch_size=even, row_groups=[group], columns=FILE_SCHEMA.names):
+                    physical = pa.Table.from_batches([batch]).cast(FILE_SCHEMA)
+                    yield from _envelope(physical).to_batches()
         except (pa.ArrowException, KeyError, OSError) as exc:
             raise self.corrupt(object_key, exc) from None
 

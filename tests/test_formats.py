@@ -113,6 +113,29 @@ def test_parquet_row_groups_hold_a_few_mib_of_large_records_whatever_their_batch
     assert batch_to_records(fmt.read(data, "obj")) == records
 
 
+def test_parquet_streams_each_row_group_in_even_batches_of_about_the_bytes_asked():
+    """A restore decodes an object a batch at a time: each batch about `batch_bytes` (at most
+    half as much again), none spanning two row groups (one that did was assembled by copying
+    its records), every record once and in order."""
+    records = [Record("t", 0, i, b"k%d" % i, bytes([i % 251]) * (1500 + i % 1100), i, 0,
+                      (("h", b"%d" % i),) if i % 4 == 0 else ()) for i in range(12_000)]
+    fmt = resolve_format("parquet")
+    data = fmt.write(pa.Table.from_batches([records_to_batch(records)]))
+    groups = pq.ParquetFile(io.BytesIO(data)).metadata
+    group_rows = [groups.row_group(i).num_rows for i in range(groups.num_row_groups)]
+    offsets, batches = fmt.read_stream(data, "obj", 50_000, 2 * 2**20)
+    batches = list(batches)
+    assert offsets.to_pylist() == list(range(12_000))
+    assert batch_to_records(pa.Table.from_batches(batches)) == records
+    assert max(batch.nbytes for batch in batches) < 3 * 2**20
+    rows = iter(batch.num_rows for batch in batches)
+    for group in group_rows:  # the batches add up to each group in turn, evenly
+        parts = [next(rows)]
+        while sum(parts) < group:
+            parts.append(next(rows))
+        assert sum(parts) == group and max(parts) - min(parts) < len(parts), (group, parts)
+
+
 @pytest.mark.parametrize("name, codec", ALL)
 def test_empty_table_round_trips(name, codec):
     fmt = resolve_format(name, codec)
