@@ -16,7 +16,10 @@ values, binary bytes, duplicate, null and unicode headers on two records in five
 file from `topicvault keygen`), reported as a ratio to its unencrypted run.
 
 Each job runs in a fresh Spark session, as the CLI does; Spark start-up is measured apart and
-left out of the ratios. The fixed cost of one CLI run is measured apart too: the wall time of
+left out of the ratios. Each side's fixed part is measured too, on a topic of one record per
+partition: the bare consumer spends about 0.6 s of any read waiting for its EOF (the last fetch
+is held for fetch.wait.max.ms), which flatters a backup's ratio at 2 KB; so backup / bare
+consume is also printed with each side's fixed part taken off. The fixed cost of one CLI run is measured apart too: the wall time of
 `topicvault backup` and `topicvault restore` (each its own process: interpreter, imports, JVM
 and Spark start, planning, metadata calls, topic creation, the job, the commit) on a topic of
 one record per partition. Then wide topics: backup of 8 and of 256 partitions x 20 records
@@ -186,25 +189,27 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         rss.stop.set()
         return elapsed_s, spark_start_s, rss.peak_kib / 1024, rss.jvm_peak_kib / 1024
 
-    def backup_run(keys: tuple[str, ...], to: str) -> tuple[float, float, float, float]:
+    def backup_run(keys: tuple[str, ...], to: str, topic: str = source,
+                   expected: int = records) -> tuple[float, float, float, float]:
         def run(spark) -> float:
             job = BackupJob(kafka=settings, store_uri=to, encryption_keys=keys)
-            result = run_backup(spark, job, plan_run(job, [source]))
-            assert result.records == records, f"backup wrote {result.records} of {records}"
+            result = run_backup(spark, job, plan_run(job, [topic]))
+            assert result.records == expected, f"backup wrote {result.records} of {expected}"
             return result.elapsed_s
         return timed_job(run)
 
-    def restore_run(keys: tuple[str, ...], location: str, target: str) -> tuple[float, float, float, float]:
+    def restore_run(keys: tuple[str, ...], location: str, target: str, topic: str = source,
+                    expected: int = records) -> tuple[float, float, float, float]:
         def run(spark) -> float:
             job = RestoreJob(settings, location, state_uri=f"{location}-restore-state-{target}", encryption_keys=keys)
-            result = run_restore(spark, job, plan_restore(job, [source], {source: target}, None))
-            assert result.produced == records, f"restore produced {result.produced} of {records}"
+            result = run_restore(spark, job, plan_restore(job, [topic], {topic: target}, None))
+            assert result.produced == expected, f"restore produced {result.produced} of {expected}"
             return result.elapsed_s
         return timed_job(run)
 
-    def consume_run(attempt: int) -> float:
-        count, consume_s = bare_consume(bootstrap, source, partitions)
-        assert count == records, f"bare consumer read {count} of {records}"
+    def consume_run(attempt: int, topic: str = source, expected: int = records) -> float:
+        count, consume_s = bare_consume(bootstrap, topic, partitions)
+        assert count == expected, f"bare consumer read {count} of {expected}"
         return consume_s
 
     def produce_run(attempt: int, data: list) -> float:
@@ -220,6 +225,31 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         delete_topic(bootstrap, restored)
         return figures
 
+    def fixed_parts(count: int) -> dict[str, float]:
+        """Each side's time on a topic of one record per partition (the median of `repeats`): what
+        it spends whatever the data. The bare consumer's is mostly its wait for the EOF (a fetch at
+        the end is held for fetch.wait.max.ms, 500 ms by default), at the end of every read; the
+        bare producer's is mostly librdkafka's producer-id timer (500 ms), which a big run spends
+        queueing records."""
+        tiny = f"{name}.tiny"
+        create_topics(settings, {tiny: partitions})
+        bench_records.produce(bootstrap, tiny, shape, count, size, partitions)
+        tiny_data = list(bench_records.records(shape, count, size))
+        sides = {
+            "bare_consume_s": lambda attempt: consume_run(attempt, tiny, count),
+            "backup_s": lambda attempt: backup_run((), f"{location}-tiny-{attempt}", tiny, count)[0],
+            "bare_produce_s": lambda attempt: produce_run(f"tiny.{attempt}", tiny_data),
+            "restore_s": lambda attempt: _restore_tiny(attempt),
+        }
+
+        def _restore_tiny(attempt: int) -> float:
+            restored = f"{tiny}.restored.{attempt}"
+            elapsed = restore_run((), f"{location}-tiny-0", restored, tiny, count)[0]
+            delete_topic(bootstrap, restored)
+            return elapsed
+
+        return {side: median(run(attempt) for attempt in range(repeats)) for side, run in sides.items()}
+
     consumes, backups = alternated(repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"))
     data = list(bench_records.records(shape, records, size))
     produces, restores = alternated(repeats, partial(produce_run, data=data), restore_attempt)
@@ -229,6 +259,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         encrypted["backup_s"] = backup_run((f"file://{key_file}",), location + "-encrypted")[0]
         encrypted["restore_s"] = restore_run((f"file://{key_file}",), location + "-encrypted", f"{name}.enc")[0]
 
+    fixed = fixed_parts(partitions)
     consume_s, backup_s = median(consumes), median(b[0] for b in backups)
     produce_s, restore_s = median(produces), median(r[0] for r in restores)
     if encrypted:
@@ -241,6 +272,8 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         "bare_consume_runs_s": consumes, "backup_runs_s": [b[0] for b in backups],
         "bare_produce_runs_s": produces, "restore_runs_s": [r[0] for r in restores],
         "backup_over_bare_consume": consume_s / backup_s,
+        "fixed_part_s": fixed,
+        "backup_over_bare_consume_fixed_parts_off": (consume_s - fixed["bare_consume_s"]) / (backup_s - fixed["backup_s"]),
         "restore_over_bare_produce": produce_s / restore_s,
         "backup_worker_peak_rss_mib": max(b[2] for b in backups),
         "restore_worker_peak_rss_mib": max(r[2] for r in restores),
@@ -329,6 +362,12 @@ def report(run: dict) -> None:
     size = 200 if run["size"] < 1024 else 2048
     print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= {TARGETS[size, 'backup']})")
     print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= {TARGETS[size, 'restore']})")
+    fixed = run["fixed_part_s"]
+    print(f"fixed part of each side (one record per partition): bare consume {fixed['bare_consume_s']:.2f} s, backup "
+          f"{fixed['backup_s']:.2f} s, bare produce {fixed['bare_produce_s']:.2f} s, restore {fixed['restore_s']:.2f} s")
+    print(f"backup / bare consume with each side's fixed part taken off = "
+          f"{run['backup_over_bare_consume_fixed_parts_off']:.2f}x  (the bare consumer waits for its EOF at the end "
+          "of any read; the bare producer's wait overlaps its queueing, so no such figure for restore)")
     if run["encrypted"]:
         enc = run["encrypted"]
         print(f"encrypted: backup {enc['backup_s']:.2f} s = {enc['backup_time_over_plain']:.2f}x the unencrypted time, "
