@@ -248,7 +248,9 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
             delete_topic(bootstrap, restored)
             return elapsed
 
-        return {side: median(run(attempt) for attempt in range(repeats)) for side, run in sides.items()}
+        figures = {side: median(run(attempt) for attempt in range(repeats)) for side, run in sides.items()}
+        delete_topic(bootstrap, tiny)
+        return figures
 
     consumes, backups = alternated(repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"))
     data = list(bench_records.records(shape, records, size))
@@ -273,7 +275,8 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         "bare_produce_runs_s": produces, "restore_runs_s": [r[0] for r in restores],
         "backup_over_bare_consume": consume_s / backup_s,
         "fixed_part_s": fixed,
-        "backup_over_bare_consume_fixed_parts_off": (consume_s - fixed["bare_consume_s"]) / (backup_s - fixed["backup_s"]),
+        "backup_over_bare_consume_fixed_parts_off": _ratio(consume_s - fixed["bare_consume_s"],
+                                                           backup_s - fixed["backup_s"]),
         "restore_over_bare_produce": produce_s / restore_s,
         "backup_worker_peak_rss_mib": max(b[2] for b in backups),
         "restore_worker_peak_rss_mib": max(r[2] for r in restores),
@@ -283,6 +286,11 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         "spark_start_s": [backups[0][1], restores[0][1]],
         "encrypted": encrypted,
     }
+
+
+def _ratio(bare_s: float, ours_s: float) -> float | None:
+    """bare / ours, or None when either side took no longer than its fixed part (a tiny case)."""
+    return bare_s / ours_s if bare_s > 0 and ours_s > 0 else None
 
 
 def cli_fixed_cost(master: str, broker: EmbeddedBroker, base: str, partitions: int) -> dict:
@@ -365,9 +373,10 @@ def report(run: dict) -> None:
     fixed = run["fixed_part_s"]
     print(f"fixed part of each side (one record per partition): bare consume {fixed['bare_consume_s']:.2f} s, backup "
           f"{fixed['backup_s']:.2f} s, bare produce {fixed['bare_produce_s']:.2f} s, restore {fixed['restore_s']:.2f} s")
+    steady = run["backup_over_bare_consume_fixed_parts_off"]
     print(f"backup / bare consume with each side's fixed part taken off = "
-          f"{run['backup_over_bare_consume_fixed_parts_off']:.2f}x  (the bare consumer waits for its EOF at the end "
-          "of any read; the bare producer's wait overlaps its queueing, so no such figure for restore)")
+          f"{'-' if steady is None else f'{steady:.2f}x'}  (the bare consumer waits for its EOF at the end of any "
+          "read; the bare producer's wait overlaps its queueing, so no such figure for restore)")
     if run["encrypted"]:
         enc = run["encrypted"]
         print(f"encrypted: backup {enc['backup_s']:.2f} s = {enc['backup_time_over_plain']:.2f}x the unencrypted time, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -160,7 +161,8 @@ class S3Store(ObjectStore):
             if len(data) > self.multipart_threshold:
                 self._put_multipart(full, data, conditions)
             else:
-                body = data if isinstance(data, bytes) else bytes(data)  # botocore takes bytes or a file
+                # botocore takes bytes or a file: a view is read in place, not copied whole.
+                body = data if isinstance(data, bytes) else ViewReader(data)
                 self.client.put_object(Bucket=self.bucket, Key=full, Body=body, **conditions, **self._sse())
         except (ClientError, BotoCoreError) as exc:
             error = self._error(exc, key)
@@ -315,3 +317,33 @@ def _bool_option(options: Mapping[str, str], name: str) -> bool:
     if raw in ("true", "1", "yes", "on"):
         return True
     raise TopicvaultError(f"bad store option {name}={options[name]}: use true or false")
+
+
+class ViewReader(io.RawIOBase):
+    """A seekable file over a memoryview, read in place: an upload of a writer's buffer (see
+    ObjectBytes) streams it instead of copying the whole object into `bytes` first."""
+
+    def __init__(self, view: memoryview) -> None:
+        super().__init__()
+        self._view = view
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = max(0, min(len(buffer), len(self._view) - self._position))
+        buffer[:count] = self._view[self._position:self._position + count]
+        self._position += count
+        return count
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: len(self._view)}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def tell(self) -> int:
+        return self._position

@@ -81,9 +81,10 @@ class ObjectFormat(ABC):
 
     def read_stream(self, data: bytes, object_key: str, batch_records: int,
                     batch_bytes: int | None = None) -> tuple[pa.Array, Iterator[pa.RecordBatch]]:
-        """The object's offsets (int64, file order), and its records as envelope batches of at
-        most `batch_records` (and about `batch_bytes` decoded, if given), decoded as they are
-        taken where the format allows (Parquet)."""
+        """The object's offsets (int64, file order), and its records as envelope batches of about
+        `batch_records` (and about `batch_bytes` decoded, if given; Parquet's may hold up to half
+        as many again, so that a row group is read in even batches), decoded as they are taken
+        where the format allows (Parquet)."""
         table = self.read(data, object_key)
         size = records_per_batch(batch_records, batch_bytes, table.nbytes, table.num_rows)
         return table.column("offset").combine_chunks(), iter(table.to_batches(max_chunksize=size))

@@ -12,7 +12,14 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from ..core.envelope import batch_from_columns
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.kafka import KafkaSettings, confluent_timestamp_type, consume_ready, consumer_config, idle_limit_s, new_client
+from ..core.kafka import (
+    KafkaSettings,
+    confluent_timestamp_type,
+    consume_ready,
+    consumer_config,
+    idle_limit_s,
+    new_client,
+)
 
 BATCH_RECORDS = 20_000
 BATCH_BYTES = 8 * 1024 * 1024

@@ -74,13 +74,14 @@ def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
     return Producer(config)
 
 
-def ask_producer_id_now(producer: Producer, topic: str, timeout_s: float = 1.0) -> None:
+def ask_producer_id_now(producer: Producer, topic: str, timeout_s: float = 0.5) -> None:
     """Let a new idempotent producer get its producer id at once instead of after 0.5-1 s.
 
     librdkafka asks for the id when a metadata response comes while a broker is up, and else on a
     500 ms timer; a bootstrap address does not count. The first request learns the brokers (and
-    the bootstrap connection closes), the second goes through one of them. Best effort: if it
-    fails, the producer gets its id on the timer and producing reports any real error.
+    the bootstrap connection closes), the second goes through one of them. Best effort: a
+    request slower than the timer itself is given up (the timer gets the id), and producing
+    reports any real error.
     """
     try:
         for _ in range(2):

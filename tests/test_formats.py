@@ -136,6 +136,24 @@ def test_parquet_streams_each_row_group_in_even_batches_of_about_the_bytes_asked
         assert sum(parts) == group and max(parts) - min(parts) < len(parts), (group, parts)
 
 
+def test_parquet_with_an_empty_row_group_streams_the_records_of_the_others():
+    """pyarrow writes a row group of no rows when given an empty table: such a file is intact."""
+    from topicvault.formats.parquet import FILE_SCHEMA, _physical
+
+    records = [Record("t", 0, i, b"k%d" % i, b"v%d" % i, i, 0, ()) for i in range(10)]
+    table = _physical(pa.Table.from_batches([records_to_batch(records)]).combine_chunks())
+    sink = io.BytesIO()
+    with pq.ParquetWriter(sink, FILE_SCHEMA) as writer:
+        writer.write_table(table.slice(0, 4))
+        writer.write_table(table.slice(4, 0))
+        writer.write_table(table.slice(4))
+    data = sink.getvalue()
+    assert [pq.ParquetFile(io.BytesIO(data)).metadata.row_group(i).num_rows for i in range(3)] == [4, 0, 6]
+    offsets, batches = resolve_format("parquet").read_stream(data, "obj", 100, 2**20)
+    assert offsets.to_pylist() == list(range(10))
+    assert batch_to_records(pa.Table.from_batches(list(batches))) == records
+
+
 @pytest.mark.parametrize("name, codec", ALL)
 def test_empty_table_round_trips(name, codec):
     fmt = resolve_format(name, codec)

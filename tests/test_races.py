@@ -97,13 +97,13 @@ def test_a_retried_attempt_that_writes_the_same_objects_again_goes_on(store_uri,
     """An attempt retried after its objects were stored writes the same keys and bytes: each
     format's writer output must compare equal to what the store gives back, whatever type
     holds it (a Parquet object is a view of Arrow's buffer, not a bytes copy)."""
+    from dataclasses import replace
+
     from topicvault.core.envelope import records_to_batch
     from topicvault.core.rotation import Rotation
     from topicvault.formats import resolve_format
     from topicvault.keys.codec import default_codec
     from topicvault.sink.objects import write_objects
-
-    from dataclasses import replace
 
     records = [replace(r, offset=i) for i, r in enumerate(nasty_records("races", 1, 300, big_values=0))]
     store = open_store(store_uri)
