@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from .errors import CorruptObject, TopicvaultError
-from .store import ObjectBytes
 
 MAGIC = b"TVENC\x00\x00\x01"
 ALGORITHM = "AES-256-GCM"
@@ -234,7 +233,7 @@ def _aad(prefix: bytes, object_key: str) -> bytes:
     return prefix + b"\x00" + object_key.encode()
 
 
-def seal(data: ObjectBytes, object_key: str, provider: KeyProvider) -> bytes:
+def seal(data: bytes, object_key: str, provider: KeyProvider) -> bytes:
     """`data` encrypted under a fresh data key wrapped by `provider`, bound to `object_key`."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 

@@ -13,7 +13,7 @@ from typing import Self
 from urllib.parse import unquote, urlparse
 
 from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from .store import ObjectBytes, ObjectInfo, ObjectStore, check_key
+from .store import ObjectInfo, ObjectStore, check_key
 
 TEMP_PREFIX = ".tv-tmp-"
 LOCK_NAME = ".tv-lock"
@@ -86,7 +86,7 @@ class LocalStore(ObjectStore):
         return self.root.joinpath(*key.split("/"))
 
     def put(
-        self, key: str, data: ObjectBytes, *, if_none_match: bool = False, if_match: str | None = None
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> None:
         if if_none_match and if_match is not None:
             raise ValueError("put: give if_none_match or if_match, not both")
@@ -118,7 +118,7 @@ class LocalStore(ObjectStore):
                 pass
         _fsync_dir(path.parent)
 
-    def _write_temp(self, path: Path, data: ObjectBytes) -> str:
+    def _write_temp(self, path: Path, data: bytes) -> str:
         """A fsynced temp file with `data` next to `path`; its directory is created if needed."""
         for attempt in range(_MKDIR_ATTEMPTS):
             try:

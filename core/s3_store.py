@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -17,7 +16,7 @@ from botocore.exceptions import (
 )
 
 from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from .store import ObjectBytes, ObjectInfo, ObjectStore, check_key
+from .store import ObjectInfo, ObjectStore, check_key
 
 DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for every part but the last
@@ -147,7 +146,7 @@ class S3Store(ObjectStore):
         return extra
 
     def put(
-        self, key: str, data: ObjectBytes, *, if_none_match: bool = False, if_match: str | None = None
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> None:
         if if_none_match and if_match is not None:
             raise ValueError("put: give if_none_match or if_match, not both")
@@ -161,9 +160,7 @@ class S3Store(ObjectStore):
             if len(data) > self.multipart_threshold:
                 self._put_multipart(full, data, conditions)
             else:
-                # botocore takes bytes or a file: a view is read in place, not copied whole.
-                body = data if isinstance(data, bytes) else ViewReader(data)
-                self.client.put_object(Bucket=self.bucket, Key=full, Body=body, **conditions, **self._sse())
+                self.client.put_object(Bucket=self.bucket, Key=full, Body=data, **conditions, **self._sse())
         except (ClientError, BotoCoreError) as exc:
             error = self._error(exc, key)
             if isinstance(error, ObjectNotFound) and if_match is not None:
@@ -171,7 +168,7 @@ class S3Store(ObjectStore):
                 raise PreconditionFailed(f"object s3://{self.bucket}/{full} is absent") from None
             raise error from None
 
-    def _put_multipart(self, full: str, data: ObjectBytes, conditions: dict[str, str]) -> None:
+    def _put_multipart(self, full: str, data: bytes, conditions: dict[str, str]) -> None:
         part_size = max(MIN_PART_SIZE, self.multipart_threshold, -(-len(data) // MAX_PARTS))
         upload_id = self.client.create_multipart_upload(
             Bucket=self.bucket, Key=full, **self._sse()
@@ -317,33 +314,3 @@ def _bool_option(options: Mapping[str, str], name: str) -> bool:
     if raw in ("true", "1", "yes", "on"):
         return True
     raise TopicvaultError(f"bad store option {name}={options[name]}: use true or false")
-
-
-class ViewReader(io.RawIOBase):
-    """A seekable file over a memoryview, read in place: an upload of a writer's buffer (see
-    ObjectBytes) streams it instead of copying the whole object into `bytes` first."""
-
-    def __init__(self, view: memoryview) -> None:
-        super().__init__()
-        self._view = view
-        self._position = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        count = max(0, min(len(buffer), len(self._view) - self._position))
-        buffer[:count] = self._view[self._position:self._position + count]
-        self._position += count
-        return count
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: len(self._view)}[whence]
-        self._position = max(0, base + offset)
-        return self._position
-
-    def tell(self) -> int:
-        return self._position

@@ -27,12 +27,6 @@ class ObjectInfo:
     modified_ms: int | None = None
 
 
-# An object's bytes: `bytes`, or an unsigned-byte memoryview of a buffer a writer built (copying
-# a 64 MiB Parquet object into `bytes` cost a fifth of its encoding). Either compares equal to
-# `bytes` of the same content, hashes and writes the same.
-ObjectBytes = bytes | memoryview
-
-
 class ObjectStore(ABC):
     """Objects under one root (a directory or an S3 bucket/prefix), addressed by relative keys.
 
@@ -47,7 +41,7 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def put(
-        self, key: str, data: ObjectBytes, *, if_none_match: bool = False, if_match: str | None = None
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> None:
         """Store `data` under `key`.
 

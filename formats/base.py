@@ -15,7 +15,6 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 
 from ..core.errors import CorruptObject, TopicvaultError
-from ..core.store import ObjectBytes
 
 METADATA_TYPE = pa.struct(
     [
@@ -37,7 +36,7 @@ class ObjectWriter(ABC):
         """Append the next records; `sizes` holds each one's payload bytes (core.envelope.record_sizes)."""
 
     @abstractmethod
-    def finish(self) -> ObjectBytes:
+    def finish(self) -> bytes:
         """The complete object."""
 
 

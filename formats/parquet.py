@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, record_sizes, timestamp_column, timestamps_ms
 from ..core.rotation import Rotation, cut_points
-from .base import METADATA_TYPE, ObjectBytes, ObjectFormat, ObjectWriter, records_per_batch
+from .base import METADATA_TYPE, ObjectFormat, ObjectWriter, records_per_batch
 
 CODECS = ("zstd", "snappy", "gzip", "none")
 FILE_SCHEMA = pa.schema(
@@ -57,8 +57,7 @@ class ParquetObjectWriter(ObjectWriter):
     """
 
     def __init__(self, compression: str) -> None:
-        # Arrow's own stream, not a Python file: no Python call per page, no copy at the end.
-        self._sink = pa.BufferOutputStream()
+        self._sink = io.BytesIO()
         self._writer = pq.ParquetWriter(self._sink, FILE_SCHEMA, compression=compression)
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
@@ -76,12 +75,11 @@ class ParquetObjectWriter(ObjectWriter):
             self._pending_rows += batch.num_rows - start
             self._pending_bytes += sum(sizes[start:])
 
-    def finish(self) -> ObjectBytes:
+    def finish(self) -> bytes:
         if self._pending_rows:
             self._write_group()
         self._writer.close()
-        # "B": Arrow exports signed bytes, and a signed view does not compare equal to `bytes`.
-        return memoryview(self._sink.getvalue()).cast("B")
+        return self._sink.getvalue()
 
     def _write_group(self) -> None:
         """Encode the pending records as one row group. They are let go of as soon as they are
@@ -105,7 +103,7 @@ class ParquetFormat(ObjectFormat):
         writer = self.open_writer()
         for batch in table.to_batches():
             writer.add(batch, record_sizes(batch))
-        return bytes(writer.finish())
+        return writer.finish()
 
     def open_writer(self) -> "ParquetObjectWriter":
         return ParquetObjectWriter(self.compression)

@@ -27,7 +27,7 @@ from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.rotation import Rotation, cut_points
-from ..core.store import ObjectBytes, ObjectStore
+from ..core.store import ObjectStore
 from ..formats import ObjectFormat
 from ..keys import KeyCodec
 
@@ -193,7 +193,7 @@ class _OpenObject:
         )
 
 
-def _same_records(plain: ObjectBytes, key: str, keyring: Keyring) -> Callable[[bytes], bool]:
+def _same_records(plain: bytes, key: str, keyring: Keyring) -> Callable[[bytes], bool]:
     """Whether stored bytes are an encrypted object holding exactly `plain` (an earlier attempt's:
     each attempt encrypts under a fresh data key, so only the plaintext can be compared)."""
 
@@ -206,8 +206,7 @@ def _same_records(plain: ObjectBytes, key: str, keyring: Keyring) -> Callable[[b
     return same
 
 
-def put_once(store: ObjectStore, key: str, data: ObjectBytes,
-             same_content: Callable[[bytes], bool] | None = None) -> ObjectBytes:
+def put_once(store: ObjectStore, key: str, data: bytes, same_content: Callable[[bytes], bool] | None = None) -> bytes:
     """Store `data` under `key` only if the key is free or already holds the same content; return
     the bytes the key holds (the checksum is taken over them).
 
