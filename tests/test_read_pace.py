@@ -105,36 +105,33 @@ def test_a_restore_producer_can_queue_the_largest_record_it_may_send():
 
 
 
-def _fastest_read(settings: KafkaSettings, task: OffsetRange) -> tuple[float, list]:
-    """The fastest of three reads of `task` (a loaded machine slows some runs, never a fixed
-    wait) and the items of the last one."""
+def _fastest_read_of_five(bootstrap: str, topic_factory, prefix: str, fetch_wait_ms: int, end: int) -> float:
+    """Five records in a new topic, read as the range [0, end) with the broker holding an
+    empty fetch `fetch_wait_ms`: the fastest of three reads (a loaded machine slows some runs,
+    never a fixed wait), each checked to give the five records and to stop at 5."""
+    topic = topic_factory(1, prefix=prefix)
+    produce_records(bootstrap, topic, (Record(topic, 0, i, b"k", b"v", 1_700_000_000_000 + i) for i in range(5)))
+    settings = KafkaSettings.of(bootstrap, {"fetch.wait.max.ms": str(fetch_wait_ms)})
     took = []
     for _ in range(3):
         started = time.monotonic()
-        items = [item for _, item in read_ranges(settings, [task])]
+        items = [item for _, item in read_ranges(settings, [OffsetRange(topic, 0, 0, end)])]
         took.append(time.monotonic() - started)
-    return min(took), items
+        assert [item.num_rows for item in items[:-1]] == [5] and items[-1] == RangeEnd(5)
+    return min(took)
 
 
 def test_a_read_returns_records_already_fetched_without_waiting_for_a_full_batch(bootstrap, topic_factory):
     """`consume(n, timeout)` waits until n messages came or the timeout passed: a read whose
     last records are fewer than a batch (every range's last batch, every small partition)
     waited 0.2 s for records that never come, in every backup task (issue #20, fixed cost)."""
-    topic = topic_factory(1, prefix="tail")
-    produce_records(bootstrap, topic, (Record(topic, 0, i, b"k", b"v", 1_700_000_000_000 + i) for i in range(5)))
     # A range past the partition's end stops at its EOF; empty fetches come back at once.
-    quick_eof = KafkaSettings.of(bootstrap, {"fetch.wait.max.ms": "5"})
-    took, items = _fastest_read(quick_eof, OffsetRange(topic, 0, 0, 6))
-    assert [item.num_rows for item in items[:-1]] == [5] and items[-1] == RangeEnd(5)
+    took = _fastest_read_of_five(bootstrap, topic_factory, "tail", fetch_wait_ms=5, end=6)
     assert took < 0.15, f"a read of 5 records took {took:.2f} s at best: it waited for a full batch"
 
 
 def test_a_range_whose_last_offset_holds_a_record_ends_there_without_waiting_for_an_eof(bootstrap, topic_factory):
     """The EOF comes with a fetch at the end, which the broker holds for fetch.wait.max.ms: a
     range is read through once its last offset's record came (issue #20, fixed cost)."""
-    topic = topic_factory(1, prefix="lastoffset")
-    produce_records(bootstrap, topic, (Record(topic, 0, i, b"k", b"v", 1_700_000_000_000 + i) for i in range(5)))
-    slow_eof = KafkaSettings.of(bootstrap, {"fetch.wait.max.ms": "2000"})
-    took, items = _fastest_read(slow_eof, OffsetRange(topic, 0, 0, 5))
-    assert [item.num_rows for item in items[:-1]] == [5] and items[-1] == RangeEnd(5)
+    took = _fastest_read_of_five(bootstrap, topic_factory, "lastoffset", fetch_wait_ms=2000, end=5)
     assert took < 1.0, f"a read of 5 records took {took:.2f} s at best: it waited for the partition's EOF"
