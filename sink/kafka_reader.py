@@ -180,6 +180,7 @@ def _consume(
     last_progress = time.monotonic()
     crash_at = crash_after("backup.consume")
     pending = 0  # records appended but not yet yielded, over all ranges
+    pending_bytes = 0  # and their values' bytes
     # Records per batch: batch_records, fewer for large records, so that about BATCH_BYTES wait
     # at a time (20,000 records of 2 KB held 80 MB as bytes and as Arrow). A first small
     # fetch tells how large they are; each batch then tells again.
@@ -235,8 +236,13 @@ def _consume(
                 continue
             read.columns.append(message, offset)
             pending += 1
+            pending_bytes += len(message)
             if crash_at is not None and read.columns.next_offset - read.task.start >= crash_at:
                 crash_now()
+            if read.columns.value_bytes >= BATCH_BYTES:
+                # Large records: one consume can return the whole read-ahead (tens of MiB).
+                pending, pending_bytes = pending - len(read.columns), pending_bytes - read.columns.value_bytes
+                yield index, read.columns.flush()
             if offset == read.task.end - 1:
                 # The range's last offset holds a record: it is read through, with no wait for
                 # an EOF (the broker holds an empty fetch for fetch.wait.max.ms first).
@@ -246,11 +252,15 @@ def _consume(
         if finished:
             consumer.pause([TopicPartition(reads[i].task.topic, reads[i].task.partition) for i in finished])
         # Batches of about `limit` rows: a range's own once it has that many, all of them
-        # once the ranges together have that many, and a range's last one when it ends.
+        # once the ranges together have that many (or BATCH_BYTES: `limit` comes from the
+        # records seen so far, and larger ones after small ones would otherwise wait until
+        # `limit` of them came), and a range's last one when it ends.
         for index in active:
             read = reads[index]
-            if len(read.columns) and (len(read.columns) >= limit or pending >= limit or index in finished):
+            if len(read.columns) and (len(read.columns) >= limit or pending >= limit or pending_bytes >= BATCH_BYTES
+                                      or index in finished):
                 pending -= len(read.columns)
+                pending_bytes -= read.columns.value_bytes
                 batch = read.columns.flush()
                 limit = max(1, min(batch_records, BATCH_BYTES * batch.num_rows // max(batch.nbytes, 1)))
                 yield index, batch
@@ -306,6 +316,7 @@ class _Columns:
         self.topic = topic
         self.partition = partition
         self.next_offset: int | None = None
+        self.value_bytes = 0  # of the messages kept
         self._messages: list = []
 
     def __len__(self) -> int:
@@ -314,10 +325,11 @@ class _Columns:
     def append(self, message, offset: int) -> None:
         """Add the next message (its offset given, as the caller has read it already)."""
         self._messages.append(message)
+        self.value_bytes += len(message)
         self.next_offset = offset + 1
 
     def flush(self) -> pa.RecordBatch:
-        messages, self._messages = self._messages, []
+        messages, self._messages, self.value_bytes = self._messages, [], 0
         count = len(messages)
         stamps = [message.timestamp() for message in messages]
         batch = batch_from_columns(

@@ -100,7 +100,8 @@ class Produced(WriterCommitMessage):
 class KafkaPartitionWriter(DataSourceArrowWriter):
     """Produces rows to the partition number they carry, in the order received per partition.
 
-    Option `topic` overrides the rows' topic (restore under another name). Options
+    Option `topic` overrides the rows' topic (restore under another name); the topic must
+    exist with the rows' partitions (the producer never has the broker create one). Options
     `maxRecordsPerSecond` and `maxBytesPerSecond` (payload: key + value + headers) limit the
     whole write, as `restore --max-records-per-second` does: each task takes an equal share of
     the tasks that run at once, which is the cores of a local[N] master, or option

@@ -70,7 +70,10 @@ def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
     # Correctness settings the user may not switch off. Gapless: if a record fails after later
     # ones were sent, the producer stops with a fatal error instead of leaving a hole, so the
     # target always holds a prefix of the source, which is what a resumed restore counts on.
-    config.update({"enable.idempotence": True, "acks": "all", "enable.gapless.guarantee": True})
+    # A restore creates its topics itself (partitions, loading configs): a missing one must
+    # not come back from the broker's defaults because the producer asked for its metadata.
+    config.update({"enable.idempotence": True, "acks": "all", "enable.gapless.guarantee": True,
+                   "allow.auto.create.topics": False})
     return Producer(config)
 
 

@@ -69,3 +69,15 @@ def test_a_restore_producer_sends_its_first_record_without_waiting_for_the_produ
         assert result.records == 1
     assert min(took) < 0.45, f"first record acknowledged after {min(took):.2f} s at best: waited for the timer"
     assert len(consume_all(bootstrap, target)[0]) == 3
+
+
+def test_a_restore_producer_never_creates_a_topic(bootstrap, topic_factory):
+    """A restore creates its topics itself, with their partitions and loading configs. Its
+    producer's metadata requests must not have the broker create a missing one with defaults
+    (a target deleted during the restore came back as a new, different topic)."""
+    from confluent_kafka.admin import AdminClient
+
+    missing = f"{topic_factory(1, prefix='gone')}-never-created"
+    [result] = produce_streams(KafkaSettings.of(bootstrap), [(missing, 0, iter([]))])
+    assert result.records == 0
+    assert missing not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
