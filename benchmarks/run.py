@@ -19,10 +19,10 @@ Each job runs in a fresh Spark session, as the CLI does; Spark start-up is measu
 left out of the ratios. Each side's fixed part is measured too, on a topic of one record per
 partition: the bare consumer spends about 0.6 s of any read waiting for its EOF (the last fetch
 is held for fetch.wait.max.ms), which flatters a backup's ratio at 2 KB; so backup / bare
-consume is also printed with each side's fixed part taken off. The fixed cost of one CLI run is measured apart too: the wall time of
-`topicvault backup` and `topicvault restore` (each its own process: interpreter, imports, JVM
-and Spark start, planning, metadata calls, topic creation, the job, the commit) on a topic of
-one record per partition. Then wide topics: backup of 8 and of 256 partitions x 20 records
+consume is also printed with each side's fixed part taken off. The fixed cost of one CLI run is
+measured apart too: the wall time of `topicvault backup` and `topicvault restore` (each its own
+process: interpreter, imports, JVM and Spark start, planning, metadata calls, topic creation,
+the job, the commit) on a topic of one record per partition. Then wide topics: backup of 8 and of 256 partitions x 20 records
 (job time and Spark tasks; issue #18 item 5). Peak RSS of the driver and of the Python
 workers is sampled from /proc.
 """
@@ -219,9 +219,11 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         delete_topic(bootstrap, bare)  # the embedded broker keeps every record in memory
         return produce_s
 
-    def restore_attempt(attempt: int) -> tuple[float, float, float, float]:
-        restored = f"{name}.restored.{attempt}"
-        figures = restore_run((), f"{location}-0", restored)
+    def restore_attempt(attempt: int, backup: str = f"{location}-0", topic: str = source,
+                        expected: int = records) -> tuple[float, float, float, float]:
+        """A timed restore of `topic` from `backup` into a new topic, deleted after."""
+        restored = f"{topic}.restored.{attempt}"
+        figures = restore_run((), backup, restored, topic, expected)
         delete_topic(bootstrap, restored)
         return figures
 
@@ -239,15 +241,8 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
             "bare_consume_s": lambda attempt: consume_run(attempt, tiny, count),
             "backup_s": lambda attempt: backup_run((), f"{location}-tiny-{attempt}", tiny, count)[0],
             "bare_produce_s": lambda attempt: produce_run(f"tiny.{attempt}", tiny_data),
-            "restore_s": lambda attempt: _restore_tiny(attempt),
+            "restore_s": lambda attempt: restore_attempt(attempt, f"{location}-tiny-0", tiny, count)[0],
         }
-
-        def _restore_tiny(attempt: int) -> float:
-            restored = f"{tiny}.restored.{attempt}"
-            elapsed = restore_run((), f"{location}-tiny-0", restored, tiny, count)[0]
-            delete_topic(bootstrap, restored)
-            return elapsed
-
         figures = {side: median(run(attempt) for attempt in range(repeats)) for side, run in sides.items()}
         delete_topic(bootstrap, tiny)
         return figures

@@ -186,6 +186,15 @@ def _consume(
     # fetch tells how large they are; each batch then tells again.
     limit = min(batch_records, SIZE_PROBE_RECORDS)
     sized = False
+
+    def cut(read: _RangeRead) -> pa.RecordBatch:
+        """The range's records kept so far, as one batch; the next batch's size follows from it."""
+        nonlocal pending, pending_bytes, limit
+        pending, pending_bytes = pending - len(read.columns), pending_bytes - read.columns.value_bytes
+        batch = read.columns.flush()
+        limit = max(1, min(batch_records, BATCH_BYTES * batch.num_rows // max(batch.nbytes, 1)))
+        return batch
+
     while waiting:
         messages = consume_ready(consumer, limit, 0.2)
         if not messages:
@@ -241,8 +250,7 @@ def _consume(
                 crash_now()
             if read.columns.value_bytes >= BATCH_BYTES:
                 # Large records: one consume can return the whole read-ahead (tens of MiB).
-                pending, pending_bytes = pending - len(read.columns), pending_bytes - read.columns.value_bytes
-                yield index, read.columns.flush()
+                yield index, cut(read)
             if offset == read.task.end - 1:
                 # The range's last offset holds a record: it is read through, with no wait for
                 # an EOF (the broker holds an empty fetch for fetch.wait.max.ms first).
@@ -259,11 +267,7 @@ def _consume(
             read = reads[index]
             if len(read.columns) and (len(read.columns) >= limit or pending >= limit or pending_bytes >= BATCH_BYTES
                                       or index in finished):
-                pending -= len(read.columns)
-                pending_bytes -= read.columns.value_bytes
-                batch = read.columns.flush()
-                limit = max(1, min(batch_records, BATCH_BYTES * batch.num_rows // max(batch.nbytes, 1)))
-                yield index, batch
+                yield index, cut(read)
         for index in finished:
             reads[index].done = True
             yield index, RangeEnd(reads[index].done_at)
