@@ -15,8 +15,9 @@ values, binary bytes, duplicate, null and unicode headers on two records in five
 (key and value, no headers). The first case is also backed up and restored encrypted (a key
 file from `topicvault keygen`), reported as a ratio to its unencrypted run.
 
-Each job runs in a fresh Spark session, as the CLI does; Spark start-up is measured apart and
-left out of the ratios. Each side's fixed part is measured too, on a topic of one record per
+Each job runs in a fresh Spark context started as the CLI starts its own (no Spark SQL session;
+the driver JVM with the CLI's options); Spark start-up is measured apart and left out of the
+ratios. Each side's fixed part is measured too, on a topic of one record per
 partition: the bare consumer spends about 0.6 s of any read waiting for its EOF (the last fetch
 is held for fetch.wait.max.ms), which flatters a backup's ratio at 2 KB; so backup / bare
 consume is also printed with each side's fixed part taken off. The fixed cost of one CLI run is
@@ -47,7 +48,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from topicvault.core.embedded_broker import EmbeddedBroker
 from topicvault.core.kafka import KafkaSettings, create_topics
-from topicvault.core.spark import get_spark
+from topicvault.core.spark import get_task_session
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 
@@ -146,16 +147,18 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 
 def fresh_spark(master: str) -> tuple[object, float]:
-    """A new Spark session, so its Python workers start empty: the CLI runs one job per process,
-    and a worker reused from an earlier job would carry that job's memory into the figures.
-    Returns the session and its start-up time (workers started and imports loaded)."""
-    from pyspark.sql import SparkSession
+    """A new Spark context started as the CLI's backup and restore start theirs
+    (core.spark.get_task_session: no Spark SQL session; the driver JVM, launched once per
+    process, with the CLI's TASK_DRIVER_JVM_OPTIONS), so its Python workers start empty: the
+    CLI runs one job per process, and a worker reused from an earlier job would carry that job's
+    memory into the figures. Returns the session and its start-up time (workers started and
+    imports loaded)."""
+    from pyspark import SparkContext
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
     started = time.monotonic()
-    spark = get_spark(master)
+    spark = get_task_session(master)
     # Start the Python workers and load what a job imports, as the first task of any job would.
     spark.sparkContext.parallelize(range(4), 4).map(_load_topicvault).count()
     return spark, time.monotonic() - started

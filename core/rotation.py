@@ -3,7 +3,9 @@ of payload bytes, decided record by record so the cut never depends on how recor
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Iterator
 
 from .errors import TopicvaultError
@@ -37,16 +39,35 @@ def cut_points(
     With `buckets` (each record's time bucket, see KeyCodec.time_format), an object also ends
     where the bucket changes, so a time-partitioned key names the folder of all its records.
     """
-    if buckets is None and filled_records + len(sizes) <= rotation.max_records and (
-        filled_bytes + sum(sizes) <= rotation.max_bytes
-    ):
-        return  # the records all fit the open object (most batches): no per-record walk
+    if buckets is None:
+        yield from _cuts_by_size(sizes, filled_records, filled_bytes, rotation)
+        return
     records, payload, current = filled_records, filled_bytes, open_bucket
     for index, size in enumerate(sizes):
-        bucket = buckets[index] if buckets is not None else None
+        bucket = buckets[index]
         if records and (records >= rotation.max_records or payload + size > rotation.max_bytes or bucket != current):
             yield index
             records, payload = 0, 0
         records += 1
         payload += size
         current = bucket
+
+
+def _cuts_by_size(sizes: list[int], records: int, payload: int, rotation: Rotation) -> Iterator[int]:
+    """cut_points without time buckets, found by bisecting the running payload instead of a
+    walk record by record (a Parquet row group ends inside most batches: the walk cost a backup
+    task about as much as building its Arrow columns)."""
+    if records + len(sizes) <= rotation.max_records and payload + sum(sizes) <= rotation.max_bytes:
+        return  # the records all fit the open object (most batches)
+    running = list(accumulate(sizes))  # payload of sizes[:i + 1]; sizes are >= 0, so it never falls
+    start, before = 0, 0  # the open object's first index in `sizes`, and the running payload before it
+    while True:
+        # The first record that reaches max_records, or that would take the payload past max_bytes;
+        # an empty object takes its first record whatever its size.
+        by_count = start + max(0, rotation.max_records - records)
+        by_bytes = bisect_right(running, rotation.max_bytes - payload + before, lo=start)
+        cut = min(by_count, by_bytes if records or by_bytes > start else start + 1)
+        if cut >= len(sizes):
+            return
+        yield cut
+        start, before, records, payload = cut, running[cut - 1] if cut else 0, 0, 0

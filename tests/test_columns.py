@@ -82,11 +82,12 @@ def walk_cut_points(sizes, filled_records, filled_bytes, rotation):
         payload += size
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(200))
 def test_cut_points_equal_the_per_record_rule(seed):
     rng = random.Random(seed)
-    rotation = Rotation(max_records=rng.choice([1, 5, 50, 1000]), max_bytes=rng.choice([1, 100, 5000, 10**6]))
-    sizes = [rng.randrange(0, 300) for _ in range(rng.randrange(0, 200))]
+    rotation = Rotation(max_records=rng.choice([1, 2, 5, 50, 1000]), max_bytes=rng.choice([1, 100, 299, 5000, 10**6]))
+    largest = rng.choice([1, 300, 3000])
+    sizes = [rng.choice([0, rng.randrange(0, largest)]) for _ in range(rng.randrange(0, 200))]
     filled_records = rng.randrange(0, rotation.max_records + 2)
     filled_bytes = 0 if filled_records == 0 else rng.randrange(0, rotation.max_bytes + 50)
     assert list(cut_points(sizes, filled_records, filled_bytes, rotation)) == list(
