@@ -47,6 +47,7 @@ from .commits import (
     write_commit,
 )
 from .errors import ObjectNotFound, TopicvaultError
+from .leases import LEASE_TTL_MS
 from .store import ObjectInfo, ObjectStore
 
 CHECKPOINTS_PREFIX = STATE_PREFIX + "checkpoints/"
@@ -234,8 +235,8 @@ def commit_next(store: ObjectStore, state: BackupState,
 def check_objects_held(store: ObjectStore, record: CommitRecord) -> None:
     """Raise (one line) unless the store holds every object `record` adds.
 
-    A run writes its objects first and commits them last, so a compact or expire whose --grace
-    is shorter than the run deletes them as orphans meanwhile (sink.retire). Committing them
+    A run writes its objects first and commits them last; a compact or expire deletes them as
+    orphans meanwhile if the run's lease lapsed (core.leases, sink.retire). Committing them
     anyway would name a hole that every restore then stops at; a compact would also retire the
     originals of the missing merged objects. Checked right before each commit attempt: one
     listing per folder of new objects, or a stat per object in a directory (ObjectStore.missing)."""
@@ -243,9 +244,9 @@ def check_objects_held(store: ObjectStore, record: CommitRecord) -> None:
     if missing:
         raise TopicvaultError(
             f"{len(missing)} object(s) this {record.kind} wrote are gone from {store.uri} (first: {missing[0]}): "
-            "they were deleted by a garbage collection (compact or expire with a --grace shorter than this run) "
-            "while it ran, so nothing was committed; run it again, and give compact and expire a --grace longer "
-            "than the longest backup or compact"
+            "they were deleted by a garbage collection (compact or expire) while it ran (a DataFrame write or "
+            f"micro-batch longer than the --grace, or a lease not renewed for {LEASE_TTL_MS // 60_000} minutes), so "
+            "nothing was committed; run it again"
         )
 
 

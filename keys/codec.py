@@ -57,6 +57,16 @@ def new_run_id() -> str:
     return "r" + secrets.token_hex(6)
 
 
+_RUN_ID_AT_END = re.compile(rf"\d-({RUN_ID_PATTERN})(?:\.[A-Za-z][A-Za-z0-9.]*)?$")
+
+
+def run_id_of(key: str) -> str | None:
+    """The run id an object key carries (`<offset>-r<12 hex>[.ext]`), or None (keys written
+    before run ids, and other sinks' keys)."""
+    found = _RUN_ID_AT_END.search(key)
+    return found.group(1) if found else None
+
+
 def _run_suffix(run: str) -> str:
     if run and not re.fullmatch(RUN_ID_PATTERN, run):
         raise KeyParseError(f"run id {run!r} is not of the form r<12 hex digits>")

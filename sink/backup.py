@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from ..core.checkpoints import commit_next, load_state
@@ -26,6 +27,7 @@ from ..core.kafka import (
     select_topics,
     topic_ids,
 )
+from ..core.leases import RunLease
 from ..core.locations import open_store
 from ..core.progress import counted
 from ..core.rotation import DEFAULT_MAX_BYTES, Rotation
@@ -200,9 +202,12 @@ def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
     """Run the planned tasks and commit what they wrote; nothing is committed if any task fails."""
     started = time.monotonic()
     groups = backup_plan.task_groups(spark.sparkContext.defaultParallelism)
-    results = [r for group in run_tasks(spark, lambda tasks: backup_group(job, tasks), groups) for r in group]
-    extent = read_extent(backup_plan.partitions, results)
-    commit_key = commit_backup(job, backup_plan, extent) if backup_plan.needs_commit else None
+    # From before the first object to after the commit: a compact or expire leaves this run's
+    # objects alone, however long it runs (core.leases).
+    with RunLease(job.open_store(), job.run_id) if groups else nullcontext():
+        results = [r for group in run_tasks(spark, lambda tasks: backup_group(job, tasks), groups) for r in group]
+        extent = read_extent(backup_plan.partitions, results)
+        commit_key = commit_backup(job, backup_plan, extent) if backup_plan.needs_commit else None
     return BackupResult(backup_plan, extent.objects, commit_key, time.monotonic() - started, warnings=extent.warnings)
 
 

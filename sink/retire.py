@@ -12,20 +12,22 @@ Two kinds of object under a location are named by no current commit:
   compact whose merge was not worth it). They are deleted once their last write is older than
   `grace`.
 
-Why the grace protects a running backup: a backup (or a follower's micro-batch) writes its
-objects first and commits them at its end. An object it is about to commit is therefore at
-most as old as that run (or micro-batch); as long as `grace` is longer than the longest run,
-a young uncommitted object is left alone. The state is read forward after the listing, so any
-commit that landed before the deletes start is known, and again every DELETES_PER_STATE_READ
-deletes. A grace shorter than a run does delete that run's objects: the run then finds them
-gone just before its commit (core.checkpoints.check_objects_held) and fails, committing nothing,
-so a commit never names a deleted object (a compact retires nothing either). The one window
-left is a commit landing between a state read and the delete of an object whose check came
-before that delete: at most DELETES_PER_STATE_READ deletes long. Only keys that carry a run id
+Why a running backup is safe: a backup or a compact writes its objects first and commits them
+at its end. While it runs its driver holds a lease (core.leases); the objects of a run with a
+live lease are never orphans, however long it runs. Without a live lease (a killed run, one whose
+lease lapsed, or a DataFrame write or follower micro-batch, which hold none), an object is an
+orphan once it is older than the grace. The state is read forward after the
+listing, so any commit that landed before the deletes start is known, and again every
+DELETES_PER_STATE_READ deletes. A run whose objects were deleted that way finds them gone just
+before its commit (core.checkpoints.check_objects_held) and fails, committing nothing, so a
+commit never names a deleted object (a compact retires nothing either). The one window left is
+a run whose lease lapsed committing between a state read and the delete of an object whose
+check came before that delete: at most DELETES_PER_STATE_READ deletes long. Only keys that carry a run id
 (`<offset>-r<12 hex>`, the names topicvault writes since run ids) and name one of the
 location's topics are ever deleted, and nothing under a nested location (a `_topicvault/` below
-the root): objects of older versions, peer sinks, other locations or people are never touched. Everything under `_topicvault/`
-(commits, checkpoints) is left as it is: commits are the truth, and checkpoints are few.
+the root): objects of older versions, peer sinks, other locations or people are never touched.
+Under `_topicvault/`, only leases expired for longer than the grace are deleted (killed runs');
+commits and checkpoints are left as they are: commits are the truth, and checkpoints are few.
 """
 
 from __future__ import annotations
@@ -38,16 +40,15 @@ from dataclasses import dataclass, field
 from ..core.checkpoints import read_forward
 from ..core.commits import STATE_PREFIX, BackupState
 from ..core.faults import crash_after, crash_now
+from ..core.leases import expired_leases, live_runs
 from ..core.store import ObjectStore
-from ..keys.codec import RUN_ID_PATTERN
+from ..keys.codec import run_id_of
 
 DEFAULT_GRACE_MS = 24 * 3_600_000
 # Deletes between two reads forward of the state (one listing each): a run that commits an orphan
 # while a long collection deletes (its check, core.checkpoints.check_objects_held, still saw the
 # object) is noticed within this many deletes, not only when the collection started.
 DELETES_PER_STATE_READ = 100
-# A run-id key: the start offset's digits, the run id, then an extension or nothing.
-_RUN_ID_KEY = re.compile(rf"\d-{RUN_ID_PATTERN}(?:\.[A-Za-z][A-Za-z0-9.]*)?$")
 
 
 @dataclass
@@ -99,10 +100,11 @@ def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_m
     # One alternation (longest first), not a loop over topics per key: locations hold many of both.
     names_a_topic = re.compile("|".join(map(re.escape, sorted({t for t, _ in state.partitions}, key=len, reverse=True))))
     listed = [info for info in everything
-              if not info.key.startswith(STATE_PREFIX) and _RUN_ID_KEY.search(info.key)
+              if not info.key.startswith(STATE_PREFIX) and run_id_of(info.key)
               and not any(info.key.startswith(root) for root in nested)
               and names_a_topic.search(info.key)]
     live = {o.key for ps in state.partitions.values() for o in ps.objects} - would_retire
+    running = live_runs(everything, now_ms)  # runs still writing: their objects are not orphans
     found = Collected()
     for info in listed:
         if info.key in live:
@@ -110,12 +112,15 @@ def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_m
         retired_ms = now_ms if info.key in would_retire else state.retired.get(info.key)
         if retired_ms is not None and retired_ms + grace_ms <= now_ms:
             found.retired.append(info.key)
-        elif retired_ms is None and info.modified_ms is not None and info.modified_ms + grace_ms <= now_ms:
+        elif (retired_ms is None and info.modified_ms is not None and info.modified_ms + grace_ms <= now_ms
+              and run_id_of(info.key) not in running):
             found.orphans.append(info.key)
         else:
             found.waiting += 1
     if dry_run:
         return found
+    for lease in expired_leases(everything, now_ms, grace_ms):
+        store.delete(lease)  # a run that never committed: its objects are orphans like any
     crash_at = crash_after("retire.delete")
     spared: set[str] = set()  # committed since the collection read the state
     for count, key in enumerate(found.retired + found.orphans):

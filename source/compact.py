@@ -27,6 +27,7 @@ the follower's time and its commit slot; run `compact` beside it (say, hourly) i
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from ..core.checkpoints import commit_next, load_state
@@ -34,6 +35,7 @@ from ..core.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
+from ..core.leases import RunLease
 from ..core.locations import open_store
 from ..core.rotation import Rotation
 from ..core.store import ObjectStore
@@ -158,14 +160,17 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
                                     would_retire=replaced)
         return CompactResult(tuple(merges), (), (), None, collected)
     run_id = new_run_id()  # per run, never per job: a job run twice must not write under the same keys
-    rewritten = [(merge, _rewrite(store, codec, keyring, job, merge, run_id)) for merge in merges]
-    done = [(merge, written) for merge, written in rewritten if written]
     commit_key = None
-    if done:
-        if crash_after("compact.commit") is not None:
-            crash_now()
-        forgotten = deleted_retirees(store, state)
-        commit_key, _ = commit_next(store, state, lambda current: _record(current, done, forgotten))
+    # From before the first merged object to after the commit: another compact or an expire
+    # leaves them alone, however long this one runs (core.leases).
+    with RunLease(store, run_id) if merges else nullcontext():
+        rewritten = [(merge, _rewrite(store, codec, keyring, job, merge, run_id)) for merge in merges]
+        done = [(merge, written) for merge, written in rewritten if written]
+        if done:
+            if crash_after("compact.commit") is not None:
+                crash_now()
+            forgotten = deleted_retirees(store, state)
+            commit_key, _ = commit_next(store, state, lambda current: _record(current, done, forgotten))
     collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms))
     return CompactResult(tuple(merges), tuple(o for m, _ in done for o in m.objects),
                          tuple(o for _, w in done for o in w), commit_key, collected)

@@ -19,6 +19,7 @@ from kafkatools import (
 )
 from nasty import nasty_records
 from topicvault.core.envelope import Record
+from topicvault.core.local_store import LOCK_NAME
 
 
 def test_offset_gaps_from_transaction_markers_are_kept(bootstrap, spark, topic_factory, tmp_path):
@@ -67,7 +68,7 @@ def test_aborted_transactions_are_not_backed_up(bootstrap, broker_kind, spark, t
 def file_digests(root: Path) -> dict[str, str]:
     """Digest per object key, the key without its run id (each run names its objects apart)."""
     return {re.sub(r"-r[0-9a-f]{12}(?=\.)", "", str(p.relative_to(root))): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in root.rglob("*") if p.is_file() and "_topicvault" not in p.parts}
+            for p in root.rglob("*") if p.is_file() and "_topicvault" not in p.parts and p.name != LOCK_NAME}
 
 
 def test_dataframe_api_writes_the_same_objects_as_the_cli(bootstrap, spark, topic_factory, tmp_path):

@@ -19,6 +19,7 @@ from nasty import nasty_records
 from topicvault.core.commits import fold_commits
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
+from topicvault.core.leases import LEASE_TTL_MS, LEASES_PREFIX
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.sink.expire import expire
@@ -157,8 +158,15 @@ def test_compact_killed_before_during_and_after_its_commit_then_rerun(bootstrap,
     assert "ok:" in run_cli("verify", str(location))
     assert_restores_exactly(bootstrap, topic, str(location))
 
+    # The three compacts killed before their commit left their leases; a clock 10 minutes on
+    # (their mtimes moved back) makes them expired, so their merged objects are orphans now.
+    leases = list((location / "_topicvault" / "leases").iterdir())
+    assert len(leases) == 3
+    for lease in leases:
+        os.utime(lease, (time.time() - LEASE_TTL_MS / 1000 - 1,) * 2)
     assert run_compact_process(args, log) == 0, log.read_text()[-2000:]
     assert len(list(commits.glob("*.json"))) == 4, "the rerun found nothing left to merge"
+    assert not list(LocalStore(str(location)).list(LEASES_PREFIX)), "expired leases left behind"
     live = {o.key for o in live_objects(str(location))}
     assert set(data_files(location)) == live, "retired objects or orphans left behind"
     assert "ok:" in run_cli("verify", str(location), "-b", bootstrap)

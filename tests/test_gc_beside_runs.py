@@ -1,13 +1,15 @@
-"""Garbage collection beside a running backup or compact: a commit never names an object that
-is gone at commit time. A compact or expire with a --grace shorter than a run deletes that
-run's objects as orphans (they are older than the grace and named by no commit yet); the run
-must then fail with one line, committing nothing, never commit a hole.
+"""Garbage collection beside a running backup or compact. A run longer than the grace keeps its
+objects while its lease lives (core.leases) and commits. Should its lease lapse, a compact or
+expire deletes its objects as orphans (older than the grace and named by no commit yet); the
+run must then fail with one line, committing nothing, never commit a hole.
 
 GC is simulated for real: `collect_garbage` with a grace of 0 runs between a run's writes and
-its commit (the moment a long run is most exposed)."""
+its commit (the moment a long run is most exposed); a lapsed lease is a GC whose clock is past
+the lease's lifetime."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -17,6 +19,7 @@ from topicvault.core.checkpoints import commit_next, load_state
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
+from topicvault.core.leases import LEASE_TTL_MS, LEASES_PREFIX, RunLease
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.core.store import missing_objects
@@ -38,9 +41,11 @@ def stored(store, *entries: ObjectEntry) -> list[ObjectEntry]:
     return list(entries)
 
 
-def gc_now(store) -> None:
-    """What a compact or expire with --grace 0 deletes right now."""
-    collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000)
+def gc_now(store, lease_lapsed: bool = False) -> None:
+    """What a compact or expire with --grace 0 deletes right now (or once every lease written
+    now has expired)."""
+    later = LEASE_TTL_MS if lease_lapsed else 0
+    collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000 + later)
 
 
 class CountingStore(LocalStore):
@@ -122,18 +127,37 @@ def test_a_folder_crowded_between_the_runs_keys_is_checked_by_head_past_a_bound(
 # --- a real backup and a real compact, in-process -----------------------------------------
 
 
-def _gc_before_commit(monkeypatch, module) -> list[int]:
+def _gc_before_commit(monkeypatch, module, lease_lapsed: bool = True) -> list[int]:
     """Make `module`'s commit_next run a GC (grace 0) first, once; the list counts the GCs."""
     real, ran = module.commit_next, []
 
     def gc_then_commit(store, state, build):
         if not ran:
             ran.append(1)
-            gc_now(store)
+            gc_now(store, lease_lapsed)
         return real(store, state, build)
 
     monkeypatch.setattr(module, "commit_next", gc_then_commit)
     return ran
+
+
+def test_a_backup_longer_than_the_grace_keeps_its_objects_while_its_lease_lives_and_commits(
+        bootstrap, spark, topic_factory, tmp_path, monkeypatch):
+    from topicvault.sink import backup as backup_module
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
+
+    topic = topic_factory(2, prefix="gcl")
+    uri = str(tmp_path / "loc")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 40, seed=1, big_values=0))
+    job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=uri, rotation=Rotation(max_records=15))
+    run_backup(spark, job, plan_run(job, [topic]))
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 40, seed=2, big_values=0))
+    ran = _gc_before_commit(monkeypatch, backup_module, lease_lapsed=False)
+    second = BackupJob(kafka=job.kafka, store_uri=uri, rotation=job.rotation)
+    assert run_backup(spark, second, plan_run(second, [topic])).records == 80
+    after = load_state(job.open_store())
+    assert ran and after.end_offset(topic, 0) + after.end_offset(topic, 1) == 160
+    assert missing_objects(job.open_store(), [o.key for ps in after.partitions.values() for o in ps.objects]) == []
 
 
 def test_a_backup_whose_objects_gc_deleted_fails_without_committing(bootstrap, spark, topic_factory, tmp_path,
@@ -187,6 +211,61 @@ def test_a_compact_whose_merged_objects_gc_deleted_commits_and_retires_nothing(b
     assert done.commit_key and len(load_state(store).partitions[(topic, 0)].objects) == 1
     live = [o.key for o in load_state(store).partitions[(topic, 0)].objects]
     assert missing_objects(store, live) == []
+
+
+def test_a_compact_longer_than_the_grace_keeps_its_merged_objects_while_its_lease_lives(
+        bootstrap, spark, topic_factory, tmp_path, monkeypatch):
+    from topicvault.sink.backup import BackupJob, plan_run, run_backup
+    from topicvault.source import compact as compact_module
+    from topicvault.source.compact import CompactJob, compact
+
+    topic = topic_factory(1, prefix="gcm")
+    uri = str(tmp_path / "loc")
+    for seed in range(2):
+        produce_records(bootstrap, topic, nasty_records(topic, 1, 30, seed=seed, big_values=0))
+        run = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=uri, rotation=Rotation(max_records=10))
+        run_backup(spark, run, plan_run(run, [topic]))
+    store = LocalStore(uri)
+    ran = _gc_before_commit(monkeypatch, compact_module, lease_lapsed=False)
+    done = compact(CompactJob(uri, rotation=Rotation(max_records=1000), grace_ms=3_600_000))
+    assert ran and done.commit_key and len(load_state(store).partitions[(topic, 0)].objects) == 1
+    live = [o.key for o in load_state(store).partitions[(topic, 0)].objects]
+    assert missing_objects(store, live) == []
+
+
+def test_a_live_lease_spares_its_runs_orphans_and_an_expired_one_is_deleted_after_the_grace(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    commit_written(store, stored(store, entry(0, 9)))  # a committed history, so GC knows the topic
+    running, killed = entry(10, 19, run="r00000000000b"), entry(10, 19, partition=1, run="r00000000000c")
+    leases = store.root / "_topicvault" / "leases"
+    now = int(time.time() * 1000) + 60_000
+    with RunLease(store, "r00000000000b"):
+        RunLease(store, "r00000000000c").__enter__()  # a run killed later: its lease is never deleted
+        stored(store, running, killed)
+        kept = collect_garbage(store, load_state(store), grace_ms=0, now_ms=now)
+        assert kept.orphans == [] and kept.waiting == 2  # both runs' leases are live
+        # Ten minutes on (c's lease aged; b's renewed meanwhile): c's object is an orphan now.
+        os.utime(leases / "r00000000000c", (time.time() - LEASE_TTL_MS / 1000,) * 2)
+        gone = collect_garbage(store, load_state(store), grace_ms=0, now_ms=now)
+        assert gone.orphans == [killed.key] and store.head(running.key) is not None
+        assert sorted(p.name for p in leases.iterdir()) == ["r00000000000b"]  # and its expired lease (grace 0)
+        # With a grace, an expired lease stays until it has been expired that long.
+        os.utime(leases / "r00000000000b", (time.time() - LEASE_TTL_MS / 1000,) * 2)
+        collect_garbage(store, load_state(store), grace_ms=3_600_000, now_ms=now)
+        assert sorted(p.name for p in leases.iterdir()) == ["r00000000000b"]
+    assert not list(store.list(LEASES_PREFIX))  # the run ended: its lease is deleted
+
+
+def test_a_lease_is_renewed_while_its_run_goes_on(tmp_path):
+    store = LocalStore(str(tmp_path / "loc"))
+    lease = store.root / "_topicvault" / "leases" / "r00000000000d"
+    with RunLease(store, "r00000000000d", renew_every_s=0.05):
+        os.utime(lease, (time.time() - LEASE_TTL_MS / 1000,) * 2)  # as if it had not been renewed for long
+        deadline = time.monotonic() + 30
+        while time.time() - lease.stat().st_mtime > 60 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert time.time() - lease.stat().st_mtime < 60, "the lease was not renewed"
+    assert not lease.exists()
 
 
 class CommitsDuringDeletes(LocalStore):

@@ -1,0 +1,91 @@
+"""Run leases: a run that is writing objects it has not committed yet says so in the location.
+
+A backup or a compact stores its objects first and commits them at its end, so until then they
+look like orphans (named by no commit). Garbage collection (sink.retire) deletes orphans older
+than its --grace; without a lease, a run longer than the grace lost its objects to a daily
+compact or expire and could never finish (a first backup of a big topic can run for days).
+
+The run's driver holds a lease, a small object `_topicvault/leases/<run id>`, from before its
+first object until after its commit: put first (a location that cannot be written fails the run
+there), renewed every RENEW_EVERY_S by a thread whatever the tasks are doing (waiting for
+executors, uploading), deleted at the end. While a lease was written less than LEASE_TTL_MS ago,
+a collection leaves every object of that run alone, whatever the grace. A killed run's lease
+stays and expires: its objects are orphans again, deleted after the grace; the lease itself once
+expired for longer than the grace. A live run whose lease lapsed (its renewals failed for that
+long, or the process stood still) is back where every run was without leases: it commits only if
+every object it names is still there (core.checkpoints.check_objects_held). The lease's age is
+the store's modification time against the collecting machine's clock: those must agree to well
+within LEASE_TTL_MS.
+
+A DataFrame write or a follower's micro-batch holds no lease (its driver-side code runs in
+short-lived processes): it commits within a micro-batch, and the grace covers it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable
+
+from .commits import STATE_PREFIX
+from .store import ObjectInfo, ObjectStore
+
+LEASES_PREFIX = STATE_PREFIX + "leases/"
+# A lease older than this is a dead run's: ten renewals missed.
+LEASE_TTL_MS = 10 * 60_000
+RENEW_EVERY_S = 60.0
+
+
+def lease_key(run_id: str) -> str:
+    """The key of a run's lease."""
+    return LEASES_PREFIX + run_id
+
+
+class RunLease:
+    """Holds `run_id`'s lease in `store` while a `with` block runs (see the module doc)."""
+
+    def __init__(self, store: ObjectStore, run_id: str, renew_every_s: float = RENEW_EVERY_S) -> None:
+        self.store, self.key, self.renew_every_s = store, lease_key(run_id), renew_every_s
+        self._stop = threading.Event()
+        self._renewer = threading.Thread(target=self._renew, name=f"lease-{run_id}", daemon=True)
+
+    def __enter__(self) -> "RunLease":
+        self._put()  # before anything of the run is written; raises if the location cannot be written
+        self._renewer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._renewer.join()
+        try:
+            self.store.delete(self.key)  # committed, or failed: either way nothing more to protect
+        except Exception:  # noqa: BLE001 - left behind, it expires and a collection deletes it
+            pass
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.renew_every_s):
+            try:
+                self._put()
+            except Exception:  # noqa: BLE001 - the next renewal may get through; LEASE_TTL_MS allows ten
+                pass
+
+    def _put(self) -> None:
+        self.store.put(self.key, json.dumps({"renewed_ms": int(time.time() * 1000)}).encode())
+
+
+def live_runs(listing: Iterable[ObjectInfo], now_ms: int) -> set[str]:
+    """The run ids whose lease (in `listing`, a listing of the location) is not yet expired."""
+    return {info.key[len(LEASES_PREFIX):] for info in listing
+            if info.key.startswith(LEASES_PREFIX) and _age_ms(info, now_ms) < LEASE_TTL_MS}
+
+
+def expired_leases(listing: Iterable[ObjectInfo], now_ms: int, grace_ms: int) -> list[str]:
+    """Keys of leases expired for longer than `grace_ms`: killed runs' leftovers."""
+    return [info.key for info in listing
+            if info.key.startswith(LEASES_PREFIX) and _age_ms(info, now_ms) >= LEASE_TTL_MS + grace_ms]
+
+
+def _age_ms(info: ObjectInfo, now_ms: int) -> int:
+    # A listing without modification times (none of ours) cannot show a lease as live.
+    return now_ms - info.modified_ms if info.modified_ms is not None else LEASE_TTL_MS
