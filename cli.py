@@ -501,8 +501,8 @@ def inspect(
 
 GRACE = typer.Option("24h", "--grace", help="Delete replaced/expired objects only this long after the commit that "
                      "retired them, and uncommitted objects only this long after they were written (a running "
-                     "backup or compact holds a lease that protects its own): longer than your longest restore "
-                     "and follower micro-batch (e.g. 24h, 90m, 0s).")
+                     "backup or compact holds a lease that protects its own): longer than your longest restore, "
+                     "DataFrame write and --follow micro-batch (e.g. 24h, 90m, 0s).")
 
 
 def _grace_ms(text: str) -> int:

@@ -246,7 +246,8 @@ def check_objects_held(store: ObjectStore, record: CommitRecord) -> None:
             f"{len(missing)} object(s) this {record.kind} wrote are gone from {store.uri} (first: {missing[0]}): "
             "they were deleted by a garbage collection (compact or expire) while it ran (a DataFrame write or "
             f"micro-batch longer than the --grace, or a lease not renewed for {LEASE_TTL_MS // 60_000} minutes), so "
-            "nothing was committed; run it again"
+            "nothing was committed; run it again, with a --grace longer than your longest DataFrame write or "
+            "micro-batch (bound a first --follow batch with --max-records-per-trigger)"
         )
 
 

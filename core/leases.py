@@ -18,7 +18,8 @@ the store's modification time against the collecting machine's clock: those must
 within LEASE_TTL_MS.
 
 A DataFrame write or a follower's micro-batch holds no lease (its driver-side code runs in
-short-lived processes): it commits within a micro-batch, and the grace covers it.
+short-lived processes): the grace must outlast it (a first `--follow` micro-batch takes the
+whole topic unless --max-records-per-trigger bounds it).
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ class RunLease:
 
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
-        self._renewer.join()
+        # Not waiting out a renewal stuck in a slow put (S3 retries take minutes): a late one
+        # only brings back a lease that expires by itself.
+        self._renewer.join(timeout=5)
         try:
             self.store.delete(self.key)  # committed, or failed: either way nothing more to protect
         except Exception:  # noqa: BLE001 - left behind, it expires and a collection deletes it

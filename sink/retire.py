@@ -21,8 +21,9 @@ listing, so any commit that landed before the deletes start is known, and again 
 DELETES_PER_STATE_READ deletes. A run whose objects were deleted that way finds them gone just
 before its commit (core.checkpoints.check_objects_held) and fails, committing nothing, so a
 commit never names a deleted object (a compact retires nothing either). The one window left is
-a run whose lease lapsed committing between a state read and the delete of an object whose
-check came before that delete: at most DELETES_PER_STATE_READ deletes long. Only keys that carry a run id
+a run without a live lease (lapsed, or a DataFrame write or micro-batch longer than the grace)
+committing between a state read and the delete of an object whose check came before that
+delete: at most DELETES_PER_STATE_READ deletes long. Only keys that carry a run id
 (`<offset>-r<12 hex>`, the names topicvault writes since run ids) and name one of the
 location's topics are ever deleted, and nothing under a nested location (a `_topicvault/` below
 the root): objects of older versions, peer sinks, other locations or people are never touched.

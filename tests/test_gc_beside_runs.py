@@ -19,7 +19,7 @@ from topicvault.core.checkpoints import commit_next, load_state
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
-from topicvault.core.leases import LEASE_TTL_MS, LEASES_PREFIX, RunLease
+from topicvault.core.leases import LEASE_TTL_MS, LEASES_PREFIX, RunLease, lease_key
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.core.store import missing_objects
@@ -240,7 +240,7 @@ def test_a_live_lease_spares_its_runs_orphans_and_an_expired_one_is_deleted_afte
     leases = store.root / "_topicvault" / "leases"
     now = int(time.time() * 1000) + 60_000
     with RunLease(store, "r00000000000b"):
-        RunLease(store, "r00000000000c").__enter__()  # a run killed later: its lease is never deleted
+        store.put(lease_key("r00000000000c"), b"{}")  # a run killed later: its lease stays, not renewed
         stored(store, running, killed)
         kept = collect_garbage(store, load_state(store), grace_ms=0, now_ms=now)
         assert kept.orphans == [] and kept.waiting == 2  # both runs' leases are live
