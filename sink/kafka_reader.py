@@ -243,9 +243,8 @@ def _consume(
                 waiting.discard(index)
                 finished.append(index)
                 continue
-            read.columns.append(message, offset)
             pending += 1
-            pending_bytes += len(message)
+            pending_bytes += read.columns.append(message, offset)
             if crash_at is not None and read.columns.next_offset - read.task.start >= crash_at:
                 crash_now()
             if read.columns.value_bytes >= BATCH_BYTES:
@@ -326,11 +325,14 @@ class _Columns:
     def __len__(self) -> int:
         return len(self._messages)
 
-    def append(self, message, offset: int) -> None:
-        """Add the next message (its offset given, as the caller has read it already)."""
+    def append(self, message, offset: int) -> int:
+        """Add the next message (its offset given, as the caller has read it already); return
+        its value's bytes."""
+        size = len(message)
         self._messages.append(message)
-        self.value_bytes += len(message)
+        self.value_bytes += size
         self.next_offset = offset + 1
+        return size
 
     def flush(self) -> pa.RecordBatch:
         messages, self._messages, self.value_bytes = self._messages, [], 0
