@@ -8,7 +8,8 @@ compact or expire and could never finish (a first backup of a big topic can run 
 The run's driver holds a lease, a small object `_topicvault/leases/<run id>`, from before its
 first object until after its commit: put first (a location that cannot be written fails the run
 there), renewed every RENEW_EVERY_S by a thread whatever the tasks are doing (waiting for
-executors, uploading), deleted at the end. While a lease was written less than LEASE_TTL_MS ago,
+executors, uploading; a failed renewal is logged once, and so is the next one that gets
+through), deleted at the end. While a lease was written less than LEASE_TTL_MS ago,
 a collection leaves every object of that run alone, whatever the grace. A killed run's lease
 stays and expires: its objects are orphans again, deleted after the grace; the lease itself once
 expired for longer than the grace. A live run whose lease lapsed (its renewals failed for that
@@ -25,12 +26,15 @@ whole topic unless --max-records-per-trigger bounds it).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterable
 
 from .commits import STATE_PREFIX
 from .store import ObjectInfo, ObjectStore
+
+log = logging.getLogger(__name__)
 
 LEASES_PREFIX = STATE_PREFIX + "leases/"
 # A lease older than this is a dead run's: ten renewals missed.
@@ -67,11 +71,21 @@ class RunLease:
             pass
 
     def _renew(self) -> None:
+        failing = False
         while not self._stop.wait(self.renew_every_s):
             try:
                 self._put()
-            except Exception:  # noqa: BLE001 - the next renewal may get through; LEASE_TTL_MS allows ten
-                pass
+            except Exception as exc:  # noqa: BLE001 - the next renewal may get through; LEASE_TTL_MS allows ten
+                if not failing:  # one line per streak of failures, not one a minute
+                    log.warning("lease %s not renewed (%s): trying again every %.0f s; if it lapses (%d min), a "
+                                "compact or expire with a shorter --grace than this run may delete its objects, "
+                                "and its commit then fails naming them", self.key, exc, self.renew_every_s,
+                                LEASE_TTL_MS // 60_000)
+                failing = True
+            else:
+                if failing:
+                    log.warning("lease %s renewed again", self.key)
+                failing = False
 
     def _put(self) -> None:
         self.store.put(self.key, json.dumps({"renewed_ms": int(time.time() * 1000)}).encode())

@@ -268,6 +268,38 @@ def test_a_lease_is_renewed_while_its_run_goes_on(tmp_path):
     assert not lease.exists()
 
 
+class RefusesPutsAfterTheFirst(LocalStore):
+    """A real local store that stops taking puts after the first one (a bucket policy changed, the
+    credentials expired) until `healed` is set."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.puts, self.healed = 0, False
+
+    def put(self, key, data):
+        self.puts += 1
+        if self.puts > 1 and not self.healed:
+            raise PermissionError(f"AccessDenied on {key}")
+        return super().put(key, data)
+
+
+def test_a_lease_renewal_that_fails_is_reported_once_and_its_recovery_too(tmp_path, caplog):
+    store = RefusesPutsAfterTheFirst(str(tmp_path / "loc"))
+    with caplog.at_level("WARNING", logger="topicvault.core.leases"):
+        with RunLease(store, "r00000000000e", renew_every_s=0.02):
+            deadline = time.monotonic() + 30
+            while store.puts < 6 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            store.healed = True
+            while not any("renewed again" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+                time.sleep(0.02)
+    failed = [r.getMessage() for r in caplog.records if "not renewed" in r.getMessage()]
+    # One line for the whole streak of failures, naming the error and what it risks.
+    assert len(failed) == 1, failed
+    assert "AccessDenied" in failed[0] and "--grace" in failed[0] and "r00000000000e" in failed[0]
+    assert any("renewed again" in r.getMessage() for r in caplog.records)
+
+
 class CommitsDuringDeletes(LocalStore):
     """A real local store where a run commits its object (after its check saw it) at the first
     delete of a garbage collection: the commit lands while the GC's deletes go on."""
