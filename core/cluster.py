@@ -104,18 +104,44 @@ LOADING_CONFIGS = {
     "message.timestamp.type": "CreateTime",
 }
 
+# A broker refuses a record whose timestamp is further than these from its own clock: ahead
+# (Kafka 4.0's default: one hour) or behind (Kafka 3.6+; before that one limit both ways,
+# removed in 4.0). Restored records keep their own times, years old or set in the future, so a
+# restore lifts the limits its target cluster knows while data goes in; naming one the cluster
+# does not know would fail the topic's creation.
+TIMESTAMP_LIMITS = ("message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
+                    "message.timestamp.difference.max.ms")
+NO_LIMIT_MS = str(2**63 - 1)
 
-def loading_configs(saved: Mapping[str, str]) -> dict[str, str]:
-    """The configs a restore creates a topic with: nothing deleted or rewritten, records as large as saved."""
-    configs = dict(LOADING_CONFIGS)
+
+def lifted_timestamp_limits(broker_config_names: Iterable[str]) -> dict[str, str]:
+    """The overrides that lift every timestamp limit a cluster knows, from its broker's config
+    names (each limit's broker-wide synonym is `log.` + its name); none for a broker that
+    describes no configs."""
+    known = set(broker_config_names)
+    return {name: NO_LIMIT_MS for name in TIMESTAMP_LIMITS if f"log.{name}" in known}
+
+
+def cluster_loading_configs(settings: KafkaSettings) -> dict[str, str]:
+    """LOADING_CONFIGS and the lifted timestamp limits of the cluster at `settings` (a broker
+    whose configs cannot be described gets LOADING_CONFIGS only: a record it refuses then stops
+    the restore with one line saying what to set)."""
+    return {**LOADING_CONFIGS, **lifted_timestamp_limits(broker_configs(settings) or {})}
+
+
+def loading_configs(saved: Mapping[str, str], loading: Mapping[str, str] = LOADING_CONFIGS) -> dict[str, str]:
+    """The configs a restore creates a topic with: `loading` (nothing deleted or rewritten, see
+    cluster_loading_configs), records as large as saved."""
+    configs = dict(loading)
     if "max.message.bytes" in saved:  # the restored records must fit, from the first one on
         configs["max.message.bytes"] = saved["max.message.bytes"]
     return configs
 
 
-def apply_topic_configs(settings: KafkaSettings, configs_by_topic: Mapping[str, Mapping[str, str]]) -> None:
+def apply_topic_configs(settings: KafkaSettings, configs_by_topic: Mapping[str, Mapping[str, str]],
+                        loading: Mapping[str, str] = LOADING_CONFIGS) -> None:
     """Give topics a restore created their saved configs once the data is in, and drop the loading
-    overrides (LOADING_CONFIGS) the saved configs do not name, so those fall back to the target's defaults."""
+    overrides (`loading`) the saved configs do not name, so those fall back to the target's defaults."""
     if not configs_by_topic:
         return
     resources = []
@@ -123,7 +149,7 @@ def apply_topic_configs(settings: KafkaSettings, configs_by_topic: Mapping[str, 
         entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
                    for name, value in sorted(configs.items())]
         entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
-                    for name in sorted(LOADING_CONFIGS) if name not in configs]
+                    for name in sorted(loading) if name not in configs]
         resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
     admin = admin_client(settings)  # kept alive until every future resolved
     for resource, future in admin.incremental_alter_configs(resources).items():
@@ -133,7 +159,7 @@ def apply_topic_configs(settings: KafkaSettings, configs_by_topic: Mapping[str, 
             raise TopicvaultError(
                 f"restored {resource.name!r} but could not set its configs ({exc.args[0].str() if exc.args else exc}): "
                 "set them by hand (they are in the backup's commit records) and remove its loading overrides "
-                f"({', '.join(f'{k}={v}' for k, v in LOADING_CONFIGS.items())})"
+                f"({', '.join(f'{k}={v}' for k, v in loading.items())})"
             ) from None
 
 
@@ -153,8 +179,9 @@ def retention_ms(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, in
     return result
 
 
-def default_retention_ms(settings: KafkaSettings) -> int | None:
-    """The retention a new topic gets on this cluster (from a broker's configs), or None when not told."""
+def broker_configs(settings: KafkaSettings) -> dict[str, str | None] | None:
+    """One broker's configs by name (it speaks for the cluster's defaults), or None when they
+    cannot be described (no broker, no permission); tansu describes none."""
     admin = admin_client(settings)
     brokers = admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers
     if not brokers:
@@ -164,7 +191,13 @@ def default_retention_ms(settings: KafkaSettings) -> int | None:
         entries = admin.describe_configs([resource])[resource].result(METADATA_TIMEOUT_S)
     except KafkaException:
         return None
-    return retention_from_broker_configs({name: entry.value for name, entry in entries.items()})
+    return {name: entry.value for name, entry in entries.items()}
+
+
+def default_retention_ms(settings: KafkaSettings) -> int | None:
+    """The retention a new topic gets on this cluster (from a broker's configs), or None when not told."""
+    values = broker_configs(settings)
+    return None if values is None else retention_from_broker_configs(values)
 
 
 def retention_from_broker_configs(values: Mapping[str, str | None]) -> int | None:

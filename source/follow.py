@@ -197,14 +197,15 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         skipped.extend(this_round.skipped)
         report(this_round)
         if stop.is_set() or not _wait_for_news(job, plan, request.poll_interval_s, stop):
-            apply_topic_configs(job.kafka, plan.topic_configs)  # stopped for good: the standby looks like its source
+            apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)  # stopped for good: the standby looks like its source
             return FollowSummary(restore_id, number, produced, tuple(skipped))
 
 
 def keep_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
     """Give the topics this restore created earlier their loading configs again (a clean stop gave
     them their saved ones), before a restarted standby produces; topics it creates now get them anyway."""
-    apply_topic_configs(job.kafka, {topic: loading_configs(configs) for topic, configs in plan.topic_configs.items()
+    apply_topic_configs(job.kafka, {topic: loading_configs(configs, plan.loading)
+                                    for topic, configs in plan.topic_configs.items()
                                     if topic not in plan.topics_to_create})
 
 

@@ -11,8 +11,9 @@ from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaException, Producer
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, Producer
 
+from ..core.cluster import NO_LIMIT_MS, TIMESTAMP_LIMITS
 from ..core.envelope import content_fingerprint, record_sizes, timestamps_ms
 from ..core.errors import OffsetDeleted, TopicvaultError
 from ..core.faults import crash_after, crash_now
@@ -126,11 +127,11 @@ def produce_streams(
     share of the restore's limit: batches go in pieces, each after the bucket lets it. A `bucket`
     given instead is one that earlier calls of the same task used, so their pace carries over.
     """
-    failures: list[str] = []
+    failures: list[KafkaError] = []
 
     def on_delivery(error, message) -> None:
         if error is not None and len(failures) < 5:
-            failures.append(error.str())
+            failures.append(error)
 
     producer = restore_producer(settings, on_delivery)
     if streams:
@@ -180,9 +181,16 @@ def produce_streams(
         producer.purge(in_queue=True, in_flight=False)
         producer.flush(flush_timeout_s)
     where = ", ".join(f"{topic}[{partition}]" for topic, partition, _ in streams)
+    if failures and failures[0].code() == KafkaError.INVALID_TIMESTAMP:
+        # A topic the restore created has its limits lifted while data goes in; one that existed has its own.
+        raise TopicvaultError(
+            f"producing to {where} failed: {failures[0].str()}: the target refuses record timestamps this far from "
+            f"its clock: set {' and '.join(TIMESTAMP_LIMITS[:2])} (before Kafka 3.6: {TIMESTAMP_LIMITS[2]}) to "
+            f"{NO_LIMIT_MS} on the target topic, then run again with the same --restore-id to continue"
+        )
     if failures:
         raise TopicvaultError(
-            f"producing to {where} failed: {failures[0]}: check the broker, then run again with the "
+            f"producing to {where} failed: {failures[0].str()}: check the broker, then run again with the "
             "same --restore-id to continue (-X message.timeout.ms sets how long a broker outage is waited out)"
         )
     if remaining:

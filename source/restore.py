@@ -11,8 +11,10 @@ from typing import Iterator
 
 from ..core.checkpoints import load_state
 from ..core.cluster import (
+    LOADING_CONFIGS,
     TopicSettings,
     apply_topic_configs,
+    cluster_loading_configs,
     default_retention_ms,
     loading_configs,
     retention_ms,
@@ -146,6 +148,8 @@ class RestorePlan:
     notes: list[str] = field(default_factory=list)
     # Every topic the restore creates -> the configs it gets once the data is in (maybe none).
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The overrides those topics hold while data goes in (core.cluster.cluster_loading_configs).
+    loading: dict[str, str] = field(default_factory=lambda: dict(LOADING_CONFIGS))
     replication: dict[str, int] = field(default_factory=dict)  # target topic -> replication factor
     selection: Selection = Selection()
     layout: str = "topicvault"
@@ -476,8 +480,10 @@ def plan_restore(
         topic_configs, replication, setting_notes = _plan_topic_settings(
             job.kafka, to_create, {topic_map[t]: s for t, s in saved_settings.items()}, apply_configs)
     notes = layout_found + lost_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
+    loading = cluster_loading_configs(job.kafka) if topic_configs else dict(LOADING_CONFIGS)
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
-                       topic_configs=topic_configs, replication=replication, selection=selection, layout=layout,
+                       topic_configs=topic_configs, loading=loading, replication=replication, selection=selection,
+                       layout=layout,
                        restored=restored, archive=state, target_starts=starts, source_starts=began,
                        new_source_starts=new_starts)
 
@@ -670,7 +676,8 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
     # Saved configs are applied after the data is in (see run_restore): retention, compaction or
     # LogAppendTime acting on a partition while it is restored would lose or change records.
     create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication,
-                  configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {})) for t in plan.topics_to_create})
+                  configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {}), plan.loading)
+                                    for t in plan.topics_to_create})
 
 
 def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = True) -> RestoreResult:
@@ -689,5 +696,5 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks, share), groups) for r in group]
     save_offset_maps(job.restore_records(), plan.restore_id, continued(plan.restored, [r.offset_map for r in results]))
     if configure:
-        apply_topic_configs(job.kafka, plan.topic_configs)
+        apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)
     return RestoreResult(plan, results, time.monotonic() - started)

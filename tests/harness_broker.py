@@ -13,7 +13,9 @@ import warnings
 
 import pytest
 from kafkatools import create_topic
+from topicvault.core.cluster import broker_configs, lifted_timestamp_limits
 from topicvault.core.embedded_broker import EmbeddedBroker, free_port, wait_for_broker
+from topicvault.core.kafka import KafkaSettings
 
 BROKER_IMAGE = "localhost/topicvault-broker:tansu"
 _broker_kind = {"kind": "not started", "detail": ""}
@@ -72,9 +74,14 @@ def broker_kind(bootstrap) -> str:
 @pytest.fixture
 def topic_factory(bootstrap):
     """Create uniquely named topics: topic_factory(partitions, prefix='t', config=None) -> name."""
+    # On real Kafka the tests' topics take what tansu takes: records up to 8 MiB (Kafka's default
+    # limit is 1 MiB) and any timestamp (Kafka 4.0 refuses those over an hour ahead by default;
+    # the test data has records of 2100). tansu describes no broker configs and enforces neither.
+    on_real_kafka = broker_configs(KafkaSettings.of(bootstrap)) or {}
+    like_tansu = {**lifted_timestamp_limits(on_real_kafka), "max.message.bytes": str(8 * 2**20)} if on_real_kafka else {}
 
     def make(partitions: int, prefix: str = "t", config: dict | None = None) -> str:
-        return create_topic(bootstrap, f"{prefix}-{uuid.uuid4().hex[:8]}", partitions, config)
+        return create_topic(bootstrap, f"{prefix}-{uuid.uuid4().hex[:8]}", partitions, {**like_tansu, **(config or {})})
 
     return make
 

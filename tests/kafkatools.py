@@ -46,6 +46,9 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[Record], produ
     config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
               "message.max.bytes": 8 * 1024 * 1024}
     config.update(producer_config or {})
+    refused: list[str] = []
+    # A record the broker refuses (too large, timestamp out of its limits) must fail the test here.
+    config["on_delivery"] = lambda error, message: refused.append(error.str()) if error is not None else None
     producer = Producer(config)
     records = list(records)
     last_index = {r.partition: i for i, r in enumerate(records)}
@@ -67,6 +70,7 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[Record], produ
     for index in sorted(held):
         send(records[index])
         assert producer.flush(60) == 0
+    assert not refused, f"the broker refused {len(refused)} records: {refused[:3]}"
 
 
 def consume_all(bootstrap: str, topic: str, isolation: str = "read_committed") -> dict[int, list[Record]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -16,7 +17,17 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from kafkatools import consume_all, produce_records, topic_exists
 from nasty import nasty_records
 from test_crash import run_cli_process
-from topicvault.core.cluster import loading_configs, retention_from_broker_configs
+from test_restore_follow import exact
+from topicvault.core.cluster import (
+    LOADING_CONFIGS,
+    NO_LIMIT_MS,
+    apply_topic_configs,
+    broker_configs,
+    lifted_timestamp_limits,
+    loading_configs,
+    retention_from_broker_configs,
+    topic_overrides,
+)
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
@@ -85,9 +96,20 @@ LOADING = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "del
 
 
 def describe(bootstrap: str, topic: str) -> dict[str, str]:
+    """The topic's own configs. Real Kafka describes every config and marks the topic's own (source
+    DYNAMIC_TOPIC_CONFIG); tansu describes only those set, marked as defaults, and no broker configs."""
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future resolves
     future = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
-    return {name: entry.value for name, entry in list(future.values())[0].result(30).items()}
+    entries = list(future.values())[0].result(30)
+    if describes_broker_configs(bootstrap):
+        return topic_overrides(entries)
+    return {name: entry.value for name, entry in entries.items()}
+
+
+@functools.cache
+def describes_broker_configs(bootstrap: str) -> bool:
+    """Whether the broker describes its configs (real Kafka does, tansu does not)."""
+    return bool(broker_configs(KafkaSettings.of(bootstrap)))
 
 
 def edit_saved_configs(location: Path, topic: str, configs: dict[str, str]) -> None:
@@ -103,6 +125,67 @@ def test_loading_configs_keep_every_record_and_the_saved_record_size():
              "message.timestamp.type": "LogAppendTime", "max.message.bytes": "2000000", "segment.ms": "1000"}
     assert loading_configs(saved) == {**LOADING, "max.message.bytes": "2000000"}
     assert loading_configs({}) == LOADING
+
+
+def test_a_restore_lifts_every_timestamp_limit_its_target_cluster_knows_and_no_other():
+    kafka_4 = ["log.retention.ms", "log.message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms"]
+    assert lifted_timestamp_limits(kafka_4) == {"message.timestamp.after.max.ms": NO_LIMIT_MS,
+                                                "message.timestamp.before.max.ms": NO_LIMIT_MS}
+    kafka_3_6 = [*kafka_4, "log.message.timestamp.difference.max.ms"]
+    assert set(lifted_timestamp_limits(kafka_3_6)) == {"message.timestamp.after.max.ms",
+                                                       "message.timestamp.before.max.ms",
+                                                       "message.timestamp.difference.max.ms"}
+    # Before 3.6 only the one limit exists: naming the others would fail the topic's creation.
+    assert lifted_timestamp_limits(["log.retention.ms", "log.message.timestamp.difference.max.ms"]) == {
+        "message.timestamp.difference.max.ms": NO_LIMIT_MS}
+    assert lifted_timestamp_limits([]) == {}  # tansu describes no broker configs (and enforces no limit)
+    assert NO_LIMIT_MS == "9223372036854775807"
+    lifted = {**LOADING_CONFIGS, **lifted_timestamp_limits(kafka_4)}
+    assert loading_configs({"max.message.bytes": "2000000", "retention.ms": "60000"}, lifted) == {
+        **lifted, "max.message.bytes": "2000000"}
+
+
+def test_the_lifted_timestamp_limits_are_dropped_with_the_other_loading_overrides(bootstrap, topic_factory):
+    lifted = {**LOADING_CONFIGS, "message.timestamp.after.max.ms": NO_LIMIT_MS,
+              "message.timestamp.before.max.ms": NO_LIMIT_MS}
+    topic = topic_factory(1, prefix="lifted", config=loading_configs({}, lifted))
+    apply_topic_configs(KafkaSettings.of(bootstrap), {topic: {"retention.ms": "60000"}}, lifted)
+    assert describe(bootstrap, topic) == {"retention.ms": "60000"}
+
+
+def test_records_far_from_the_target_clock_come_back_with_their_own_times(bootstrap, spark, topic_factory, tmp_path):
+    """Runs for real with TOPICVAULT_TEST_BOOTSTRAP: Kafka 4.0 refuses records more than an hour
+    ahead of its clock by default (message.timestamp.after.max.ms), and a cluster may limit how
+    old they are; a restore gives back records of 1970 and 2100 all the same. (tansu enforces no
+    limit: there the restore's lifting is seen only by the two tests above.)"""
+    topic = topic_factory(2, prefix="far-times")  # topic_factory lifts the limits on the source, as 3.x had none
+    times = [1, BASE, 4_102_444_800_000, 4_102_444_800_000 + 1]  # 1970, 2023, 2100
+    records = [Record(topic, i % 2, 0, b"k%d" % i, b"v%d" % i, ts, 0, (("h", b"x"),)) for i, ts in enumerate(times)]
+    produce_records(bootstrap, topic, records)
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    assert {p: exact(rs) for p, rs in consume_all(bootstrap, f"{topic}-r").items()} == {
+        p: exact(rs) for p, rs in consume_all(bootstrap, topic).items()}
+    # Every loading override is dropped once the data is in: the target has its source's own configs.
+    assert describe(bootstrap, f"{topic}-r") == describe(bootstrap, topic)
+
+
+def test_a_target_that_refuses_far_timestamps_stops_the_restore_saying_what_to_set(bootstrap, broker_kind, spark,
+                                                                                  topic_factory, tmp_path, request):
+    if broker_kind != "external":
+        # tansu accepts any timestamp whatever the topic's limits; runs for real with TOPICVAULT_TEST_BOOTSTRAP.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu enforces no timestamp limit"))
+    topic = topic_factory(1, prefix="far-src")
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, b"k", b"v", 4_102_444_800_000, 0, ())])
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    # An existing target keeps its own limits (the restore does not change a topic it did not create).
+    target = topic_factory(1, prefix="far-tgt", config={"message.timestamp.after.max.ms": "3600000"})
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
+                  expect_exit=1)
+    line = error_line(out)
+    assert "message.timestamp.after.max.ms" in line and NO_LIMIT_MS in line and "--restore-id" in line
 
 
 def test_target_keeps_everything_while_data_goes_in_then_gets_its_saved_configs(bootstrap, spark, topic_factory,
