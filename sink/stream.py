@@ -52,6 +52,26 @@ def _split(key: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+def stream_start_offsets(committed: Mapping[str, int], watermarks: Mapping[str, tuple[int, int]]) -> dict[str, int]:
+    """Where a stream starts each partition ("topic:partition" keys): at its committed end, or at
+    its log start when the location has none of it.
+
+    A committed end below the log start fails: retention deleted those offsets after the run was
+    planned (the plan commits the offsets lost before it), and the micro-batch's commit would
+    cover them as a gap, never reported as lost. A new plan records them.
+    """
+    for key, end in sorted(committed.items()):
+        low = watermarks.get(key, (end, end))[0]
+        if end < low:
+            topic, partition = _split(key)
+            raise TopicvaultError(
+                f"{topic}[{partition}]: retention deleted offsets {end}..{low - 1} after this run was planned and "
+                "before its stream started: run again (its plan records them as lost); a DataFrame stream reading "
+                "with startFromLocation: run `topicvault backup` once first"
+            )
+    return {key: max(committed.get(key, low), low) for key, (low, _) in watermarks.items()}
+
+
 class KafkaStreamReader(DataSourceStreamReader):
     """Micro-batches of new offsets of the subscribed topics; new topics and partitions are picked up."""
 
@@ -81,9 +101,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             state = load_state(open_store(location, store_options_from(self.options)))
             check_topic_ids(state.topic_ids, ids, location)
             committed = {_key(t, p): ps.end for (t, p), ps in state.partitions.items()}
-        # Offsets deleted by retention before they were backed up cannot be read: start after them.
-        offsets = {k: max(committed.get(k, low), low) for k, (low, _) in self._watermarks(selected).items()}
-        return {"offsets": offsets, "ids": ids}
+        return {"offsets": stream_start_offsets(committed, self._watermarks(selected)), "ids": ids}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.get("maxrecordspertrigger")

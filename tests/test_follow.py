@@ -95,3 +95,23 @@ def test_follow_killed_and_restarted_then_stopped_restores_exactly(bootstrap, sp
 
     # A one-shot backup afterwards continues from the committed position: nothing is new.
     assert "nothing new" in run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+
+
+def test_a_stream_starting_after_retention_moved_the_log_start_fails_instead_of_skipping_offsets():
+    """A follow plans (and commits the offsets retention deleted before it), then its stream
+    starts reading the watermarks again. Retention that moved a log start in between (real Kafka:
+    every 5 minutes by default) must not be stepped over in silence: the micro-batch's commit
+    would cover the deleted offsets as a gap, never reported as lost."""
+    from topicvault.core.errors import TopicvaultError
+    from topicvault.sink.stream import stream_start_offsets
+
+    watermarks = {"t:0": (10, 50), "t:1": (0, 7), "u:0": (3, 9)}
+    # Committed ends at or after the log start, and partitions the archive never had: start there.
+    assert stream_start_offsets({"t:0": 10, "t:1": 7}, watermarks) == {"t:0": 10, "t:1": 7, "u:0": 3}
+    assert stream_start_offsets({"t:0": 30}, watermarks)["t:0"] == 30
+    try:
+        stream_start_offsets({"t:0": 4, "t:1": 7}, watermarks)
+    except TopicvaultError as exc:
+        assert "t[0]" in str(exc) and "4..9" in str(exc) and "run again" in str(exc)
+    else:
+        raise AssertionError("offsets 4..9, deleted after the plan, were stepped over")
