@@ -75,6 +75,8 @@ def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tup
     peer = peer_layout(layout, key_template)
     state = BackupState()
     ignored: list[str] = []
+    data_keys: set[str] = set()
+    companions: list[str] = []
     for info in store.list(""):
         parsed = peer.parse(info.key)
         if parsed is None:
@@ -82,12 +84,15 @@ def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tup
                 ignored.append(info.key)
             continue
         if parsed.role != "data":
+            companions.append(parsed.key)
             continue
+        data_keys.add(parsed.key)
         partition = state.partitions.setdefault(
             (parsed.topic, parsed.partition), PartitionState(parsed.topic, parsed.partition, 0, 0))
         hint = parsed.offset_hint
         # Counts, sizes and checksums are unknown until the object is read.
         partition.objects.append(ObjectEntry(parsed.key, parsed.topic, parsed.partition, hint, hint, 0, 0, 0, 0, ""))
+    peer.check_companions(data_keys, companions)
     for partition in state.partitions.values():
         partition.objects.sort(key=lambda e: (e.first_offset, e.key))
     return state, ignored

@@ -11,6 +11,7 @@ import base64
 import gzip
 import io
 import json
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 from clitools import run_cli
-from kafkatools import consume_all
+from kafkatools import consume_all, topic_exists
 from topicvault.core.envelope import Record
 
 BASE = 1_700_000_000_000
@@ -159,7 +160,10 @@ def confluent_name(topic: str, p: int, first: Record, role: str = "", ext: str =
     return f"topics/{topic}/{folder}/{topic}+{p}+{first.offset:010d}{role}.{ext}"
 
 
-def write_confluent(root: Path, records: dict[int, list[Record]], ext: str, keys: bool, headers: bool, folder=None):
+def write_confluent(root: Path, records: dict[int, list[Record]], ext: str, keys: bool, headers: bool, folder=None,
+                    sibling_ext: str | None = None):
+    """Confluent files of `records`; `.keys`/`.headers` siblings in `sibling_ext` (keys.format.class and
+    headers.format.class: AvroFormat unless set), else in the value's `ext`."""
     for p, rows in records.items():
         # Confluent files are contiguous runs of offsets: start a file after each gap.
         runs, run = [], [rows[0]]
@@ -178,12 +182,13 @@ def write_confluent(root: Path, records: dict[int, list[Record]], ext: str, keys
                 files[".headers"] = [[{"key": k, "value": None if v is None else b64(v)} for k, v in r.headers]
                                      for r in chunk]
             for role, rows_of_file in files.items():
-                path = root / confluent_name(r_topic(chunk), p, chunk[0], role, ext, where)
+                file_ext = sibling_ext if role and sibling_ext else ext
+                path = root / confluent_name(r_topic(chunk), p, chunk[0], role, file_ext, where)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                if ext == "avro":
+                if file_ext == "avro":
                     schema = CONFLUENT_HEADERS if role == ".headers" else ["null", "bytes"]
                     path.write_bytes(avro_bytes(schema, rows_of_file))
-                elif ext == "json":  # header lists are wrapped as {"headers": [...]} (RecordHeaders)
+                elif file_ext == "json":  # header lists are wrapped as {"headers": [...]} (RecordHeaders)
                     path.write_bytes(b"".join(json.dumps(
                         {"headers": row} if role == ".headers" else (None if row is None else b64(row))).encode() + b"\n"
                         for row in rows_of_file))
@@ -219,6 +224,45 @@ def test_confluent_json_time_partitioned_with_keys_and_headers(bootstrap, spark,
     run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "confluent",
             "--peer-header-encoding", "base64", "--rename", f"{topic}={topic}-r")
     assert_restored(bootstrap, f"{topic}-r", records, timestamps=False)
+
+
+def test_confluent_json_values_with_keys_and_headers_in_the_default_avro_restore_them(bootstrap, spark, tmp_path):
+    # keys.format.class and headers.format.class default to AvroFormat whatever format.class is:
+    # a JSON value file's siblings are .keys.avro and .headers.avro (they were not looked for).
+    topic = f"confluent-mixed-{uuid.uuid4().hex[:6]}"
+    records = archive_records(topic)
+    write_confluent(tmp_path, records, "json", keys=True, headers=True, sibling_ext="avro")
+    run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "confluent",
+            "--peer-header-encoding", "base64", "--rename", f"{topic}={topic}-r")
+    assert_restored(bootstrap, f"{topic}-r", records, timestamps=False)
+
+
+def test_confluent_keys_without_a_value_file_stop_the_restore_before_anything_is_produced(bootstrap, tmp_path):
+    # behavior.on.null.values=write puts a tombstone's key alone in a tombstone folder: restoring
+    # without it would drop the tombstone in silence.
+    topic = f"confluent-tomb-{uuid.uuid4().hex[:6]}"
+    records = archive_records(topic, partitions=1)
+    write_confluent(tmp_path, records, "avro", keys=True, headers=False)
+    lonely = tmp_path / f"topics/{topic}/tombstone/{topic}+0+0000000099.keys.avro"
+    lonely.parent.mkdir(parents=True)
+    lonely.write_bytes(avro_bytes(["null", "bytes"], [b"gone"]))
+    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename", f"{topic}={topic}-r",
+                  expect_exit=1)
+    error = [line for line in out.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and lonely.name in error[0] and "value file" in error[0], out
+    assert not topic_exists(bootstrap, f"{topic}-r")
+
+
+def test_confluent_bytearray_values_come_back_byte_for_byte(bootstrap, spark, tmp_path):
+    # ByteArrayFormat writes each value's bytes as they are, then the separator (a newline by default).
+    topic = f"confluent-bin-{uuid.uuid4().hex[:6]}"
+    values = [b'{"name": "Jos\xc3\xa9", "x": 1.50}', b"", b"x", b'"aGVsbG8="', b"\x00\xff binary"]
+    path = tmp_path / f"topics/{topic}/partition=0/{topic}+0+0000000007.bin"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(value + b"\n" for value in values))
+    run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    restored = consume_all(bootstrap, f"{topic}-r")[0]
+    assert [r.value for r in restored] == values and all(r.key is None for r in restored)
 
 
 def test_confluent_parquet_value_only_restores_null_keys(bootstrap, spark, tmp_path):

@@ -93,6 +93,11 @@ class PeerLayout(ABC):
                companion: Callable[[str], bytes | None]) -> Decoded:
         """The object's records; `companion(key)` reads another object of the archive (None if absent)."""
 
+    def check_companions(self, data_keys: set[str], companion_keys: list[str]) -> None:
+        """Refuse, before anything is restored, companion files (role other than data) that no value
+        file of the archive reads; layouts without companions have none to check."""
+        return None
+
     def header_note(self, options: PeerOptions) -> str | None:
         """Which header encoding a restore used where files do not say it (None: not applicable)."""
         used = options.header_encoding or self.default_header_encoding

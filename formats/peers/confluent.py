@@ -5,6 +5,11 @@ offset, 10 digits>.<ext>`; with `store.kafka.keys` / `store.kafka.headers` a sib
 `<same>.keys.<ext>` / `.headers.<ext>`. Time- and field-based partitioners replace
 `partition=<p>` with their own folders, but the file name still carries `<topic>+<p>+<start>`.
 
+Siblings are looked for in the value's format and in Avro (keys.format.class and
+headers.format.class default to AvroFormat); one no value file reads stops the restore before
+anything is produced. ByteArrayFormat (`.bin`) files hold each value's bytes as they are, each
+followed by a newline (format.bytearray.separator's default).
+
 Contents (kafka-connect-s3/.../format/RecordViews.java): value files hold the value only;
 `.keys.*` files the key (Parquet: struct {key}); `.headers.*` files an array of {key: string,
 value: string} (JSON and Parquet: struct {headers}), the value converted to a string by
@@ -25,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...core.envelope import Record
-from ...core.errors import CorruptObject
+from ...core.errors import CorruptObject, TopicvaultError
 from .base import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, decompress, header_value, json_bytes, table_of
 
 _NAME = re.compile(
@@ -40,7 +45,8 @@ class ConfluentLayout(PeerLayout):
     name = "confluent"
     keeps = ("keeps values; keys and headers only with store.kafka.keys/store.kafka.headers (else null keys, "
              "no headers); never offsets (file start offset + row, so gaps are not seen) nor timestamps "
-             "(the restore time is used); structured values come back as JSON text, not their original bytes")
+             "(the restore time is used); structured values come back as JSON text, not their original bytes; a .bin "
+             "(ByteArrayFormat) value holding a newline reads as two records")
 
     def parse(self, key: str) -> PeerKey | None:
         """Topic, partition, start offset and role (data, keys, headers), or None."""
@@ -51,12 +57,29 @@ class ConfluentLayout(PeerLayout):
         return PeerKey(key, match["topic"], int(match["partition"]), int(match["offset"]), role)
 
     @staticmethod
-    def sibling(key: str, role: str) -> str:
-        """The `.keys` or `.headers` file written beside a value file."""
+    def siblings(key: str, role: str) -> list[str]:
+        """Where the `.keys` or `.headers` file beside a value file may be: in the value's format,
+        or in Avro (keys.format.class and headers.format.class default to AvroFormat whatever
+        format.class is)."""
         match = _NAME.fullmatch(key)
         if match is None or match["role"]:
             raise ValueError(f"{key} is not a Confluent value file")
-        return f"{key[: match.start('ext') - 1]}.{role}.{match['ext']}"
+        stem = key[: match.start("ext") - 1]
+        return [f"{stem}.{role}.{ext}" for ext in dict.fromkeys((match["ext"], "avro"))]
+
+    def check_companions(self, data_keys: set[str], companion_keys: list[str]) -> None:
+        """Every `.keys`/`.headers` file is read beside its value file: one with none (a tombstone's
+        key written alone with behavior.on.null.values=write) or in another format than the
+        value's or Avro would be left out in silence."""
+        read = {sibling for key in data_keys for role in ("keys", "headers") for sibling in self.siblings(key, role)}
+        for key in companion_keys:
+            if key not in read:
+                raise TopicvaultError(
+                    f"Confluent object {key} has no value file beside it in its format or in Avro (a tombstone "
+                    "written alone with behavior.on.null.values=write, or keys/headers in another format): "
+                    "topicvault cannot restore it with its record; restore from an archive written with "
+                    "behavior.on.null.values=ignore, or with keys and headers in Avro or the values' format"
+                )
 
     def overlap_hint(self, options: PeerOptions) -> str:
         """Confluent overlaps come from partitioners that spread a partition over folders."""
@@ -68,10 +91,10 @@ class ConfluentLayout(PeerLayout):
         key = obj.key
         try:
             values = _rows(data, key)
-            keys_data = companion(self.sibling(key, "keys"))
-            headers_data = companion(self.sibling(key, "headers"))
-            keys = _rows(keys_data, key) if keys_data is not None else [None] * len(values)
-            headers = _rows(headers_data, key) if headers_data is not None else [[]] * len(values)
+            keys_key, keys_data = _first_found(self.siblings(key, "keys"), companion)
+            headers_key, headers_data = _first_found(self.siblings(key, "headers"), companion)
+            keys = _rows(keys_data, keys_key) if keys_data is not None else [None] * len(values)
+            headers = _rows(headers_data, headers_key) if headers_data is not None else [[]] * len(values)
             # JSON header files wrap each list as {"headers": [...]} (RecordHeaders); Parquet's one column unwraps it.
             headers = [h.get("headers") if isinstance(h, dict) else h for h in headers]
         except (ValueError, KeyError, pa.ArrowInvalid, StopIteration) as exc:
@@ -81,20 +104,45 @@ class ConfluentLayout(PeerLayout):
                                 f"{len(headers)} header lists in its sibling files")
         encoded = options.value_encoding == "base64"
         header_encoding = options.header_encoding or self.default_header_encoding
-        as_json = data[:4] not in (b"Obj\x01", b"PAR1")
+        keys_as_json = keys_data is not None and _is_json(keys_data, keys_key)
+        values_as_json = _is_json(data, key)
         return Decoded(table_of([
             Record(obj.topic, obj.partition, obj.offset_hint + i,
-                   json_bytes(k, key, encoded) if as_json else as_bytes(k),
-                   json_bytes(v, key, encoded) if as_json else as_bytes(v),
+                   json_bytes(k, key, encoded) if keys_as_json else as_bytes(k),
+                   json_bytes(v, key, encoded) if values_as_json else as_bytes(v),
                    0, 0,
                    tuple((h["key"], header_value(h.get("value"), header_encoding, key)) for h in (hs or [])))
             for i, (k, v, hs) in enumerate(zip(keys, values, headers))
         ]), record_offsets=False)
 
 
+def _first_found(keys: list[str], companion: Callable[[str], bytes | None]) -> tuple[str, bytes | None]:
+    """The first of `keys` the archive holds, and its bytes (the last key and None: none)."""
+    for found in keys:
+        data = companion(found)
+        if data is not None:
+            return found, data
+    return keys[-1], None
+
+
+def _is_json(data: bytes, key: str) -> bool:
+    """Whether a file holds JSON lines (JsonFormat), not Avro, Parquet or raw bytes (ByteArrayFormat)."""
+    return data[:4] not in (b"Obj\x01", b"PAR1") and not _is_bytearray(key)
+
+
+def _is_bytearray(key: str) -> bool:
+    return key.endswith((".bin", ".bin.gz"))
+
+
 def _rows(data: bytes, key: str) -> list[Any]:
     """Records of one Confluent file (value, keys or headers view) as Python values."""
     data = decompress(data, key) if key.endswith(".gz") else data
+    if _is_bytearray(key):
+        # ByteArrayFormat: each record's bytes as they are, then the separator (format.bytearray.separator,
+        # a newline by default). Not JSON: parsing them re-wrote JSON values and dropped empty ones.
+        if data and not data.endswith(b"\n"):
+            raise ValueError("a ByteArrayFormat file ends with its separator, a newline; this one does not")
+        return data.split(b"\n")[:-1]
     if data[:4] == b"Obj\x01":
         return list(fastavro.reader(io.BytesIO(data)))
     if data[:4] == b"PAR1":
