@@ -426,6 +426,19 @@ def test_aiven_csv_value_only_without_encoding(bootstrap, spark, tmp_path):
     assert_restored(bootstrap, f"{topic}-r", records, timestamps=False)
 
 
+def test_aiven_csv_raw_values_that_are_json_objects_are_restored_as_they_are(bootstrap, spark, tmp_path):
+    # value.encoding=none writes JSON payloads raw: they start with "{" like jsonl rows, but are no
+    # Aiven rows (their fields are the payload's); read as jsonl, every value came back null.
+    topic = f"aiven-raw-json-{uuid.uuid4().hex[:6]}"
+    values = [b'{"a":1}', b'{"timestamp": 5, "b": [1, 2]}', b'{"value": null, "x": "y"}']
+    records = {0: [Record(topic, 0, 3 + i, None, value, 0, 0, ()) for i, value in enumerate(values)]}
+    write_chunks(tmp_path, records, lambda p, r: f"{topic}-{p}-{r.offset}",
+                 lambda rows: b"\n".join(r.value for r in rows), redeliver=False)
+    run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--peer-value-encoding", "none",
+            "--rename", f"{topic}={topic}-r")
+    assert_restored(bootstrap, f"{topic}-r", records, timestamps=False)
+
+
 # ---- #17: archives written with the sinks' default settings ----
 
 def test_aiven_default_csv_restores_tombstones_and_reports_gaps(bootstrap, spark, tmp_path):

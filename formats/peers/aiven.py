@@ -22,7 +22,10 @@ Contents (commons/src/main/java/io/aiven/kafka/connect/common/output/):
 * parquet (SinkSchemaBuilder.java): record `connector_records` with the chosen fields; offset
   and timestamp are long (epoch ms); headers a map<string, value> (null when a record has
   none), so header order and repeated header keys are lost; the value type says bytes or text.
-* file names carry no format suffix, so the format is recognised from the content.
+* file names carry no format suffix, so the format is recognised from the content: json or
+  jsonl only when every row is an object of Aiven's field names alone (a csv's raw values,
+  value.encoding=none, may be JSON too: they are read as csv). A raw csv whose every value is
+  such an object would be read as jsonl.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ...core.errors import CorruptObject
 from ...core.instants import iso_to_epoch_ms
 from ...keys.codec import AIVEN_DEFAULT_TEMPLATE, TemplateCodec
 from .base import (
+    AIVEN_FIELDS,
     Decoded,
     PeerKey,
     PeerLayout,
@@ -97,12 +101,10 @@ class AivenLayout(PeerLayout):
         try:
             if data[:4] == b"PAR1":
                 rows = _parquet(data)
-            elif data.lstrip()[:1] == b"[":
-                rows = [_json(row, obj.key, options) for row in json.loads(data)]
-            elif data.lstrip()[:1] == b"{":
-                rows = [_json(json.loads(line), obj.key, options) for line in data.splitlines() if line.strip()]
             else:
-                rows = _csv(data, obj.key, options)
+                nodes = _aiven_json_rows(data)
+                rows = (_csv(data, obj.key, options) if nodes is None
+                        else [_json(node, obj.key, options) for node in nodes])
         except (ValueError, KeyError, csv.Error, pa.ArrowInvalid) as exc:
             raise CorruptObject(f"Aiven object {obj.key} cannot be read ({exc})") from None
         record_offsets = bool(rows) and all("offset" in row for row in rows)
@@ -111,6 +113,23 @@ class AivenLayout(PeerLayout):
                    row.get("key"), row.get("value"), row.get("timestamp", 0), 0, tuple(row.get("headers", ())))
             for i, row in enumerate(rows)
         ]), record_offsets)
+
+
+def _aiven_json_rows(data: bytes) -> list[dict] | None:
+    """The rows of a json (one array) or jsonl object; None when it is not one: csv, whose raw
+    values (value.encoding=none) may be JSON too, but are not objects made of Aiven's fields only."""
+    text = data.lstrip()
+    if text[:1] not in (b"[", b"{"):
+        return None
+    try:
+        nodes = json.loads(data) if text[:1] == b"[" else [json.loads(line) for line in data.splitlines()
+                                                           if line.strip()]
+    except ValueError:
+        return None
+    if isinstance(nodes, list) and all(isinstance(node, dict) and node and set(node) <= set(AIVEN_FIELDS)
+                                       for node in nodes):
+        return nodes
+    return None
 
 
 def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
