@@ -296,6 +296,9 @@ def restore(
     peer_fields: str = typer.Option("value", "--peer-fields", help="Aiven csv: format.output.fields, in order."),
     peer_value_encoding: str = typer.Option("base64", "--peer-value-encoding", help="Aiven/Confluent: how bytes "
                                             "were written as text: base64 (ByteArrayConverter) or none (strings)."),
+    peer_key_encoding: Optional[str] = typer.Option(None, "--peer-key-encoding", help="Aiven jsonl/json, Confluent "
+                                                    "JSON: the same for keys, when the sink's key.converter differs "
+                                                    "from its value.converter (default: as --peer-value-encoding)."),
     peer_header_encoding: Optional[str] = typer.Option(None, "--peer-header-encoding", help="Confluent, Lenses "
                                                        "JSON, Aiven jsonl: how header values were stored as text: "
                                                        "text (SimpleHeaderConverter, the default) or base64 "
@@ -341,7 +344,8 @@ def restore(
                      key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
                      encryption_keys=settings.encryption_keys,
                      peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
-                                              peer_value_encoding, peer_header_encoding), rate=rate)
+                                              peer_value_encoding, peer_header_encoding, peer_key_encoding),
+                     rate=rate)
     selection = Selection(
         until_ms=parse_until(until) if until else None,
         until_mode=check_until_mode(until_mode),

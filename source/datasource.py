@@ -48,7 +48,7 @@ class ObjectReader(DataSourceReader):
 
     Options: `topics` (comma-separated), `layout` (auto, topicvault or a peer sink's, as
     `restore --layout`), and for peer archives `key_template`, `peer_fields`,
-    `peer_value_encoding`, `peer_header_encoding` (as the restore options of the same names).
+    `peer_value_encoding`, `peer_header_encoding`, `peer_key_encoding` (as the restore options of the same names).
     """
 
     def __init__(self, options: Mapping[str, str]) -> None:
@@ -62,6 +62,7 @@ class ObjectReader(DataSourceReader):
             tuple(f.strip() for f in self.options.get("peer_fields", "value").split(",") if f.strip()),
             self.options.get("peer_value_encoding", "base64"),
             self.options.get("peer_header_encoding") or None,
+            self.options.get("peer_key_encoding") or None,
         )
 
     def _store(self):

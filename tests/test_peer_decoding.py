@@ -159,6 +159,13 @@ def test_confluent_headers_written_by_bytearrayconverter(tmp_path):
     assert rows[0]["headers"] == [{"key": "b", "value": b"\x00\xff"}]
 
 
+def test_bad_key_encoding_is_refused():
+    with pytest.raises(TopicvaultError, match="bad --peer-key-encoding 'hex': use base64 or none"):
+        PeerOptions(key_encoding="hex")
+    assert PeerOptions(value_encoding="none").keys_base64 is False
+    assert PeerOptions(value_encoding="none", key_encoding="base64").keys_base64 is True
+
+
 def test_bad_header_encoding_is_refused():
     with pytest.raises(TopicvaultError, match="bad --peer-header-encoding 'utf8': use text or base64"):
         PeerOptions(header_encoding="utf8")

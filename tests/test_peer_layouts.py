@@ -132,6 +132,23 @@ def test_aiven_jsonl_with_time_partitioned_template(bootstrap, spark, tmp_path):
     assert_restored(bootstrap, f"{topic}-r", records)
 
 
+def test_aiven_jsonl_text_keys_beside_base64_values_come_back_both(bootstrap, spark, tmp_path):
+    # key.converter=StringConverter with value.converter=ByteArrayConverter (a common pair): the key
+    # is JSON text, the value base64. One flag for both decoded "12345678" as base64 (b'\xd7m\xf8...').
+    topic = f"aiven-keys-{uuid.uuid4().hex[:6]}"
+    records = {0: [Record(topic, 0, 5 + i, key, b"\x00\xffv%d" % i, BASE + i, 0, ())
+                   for i, key in enumerate([b"12345678", b"user-1", None, b"abcd"])]}
+
+    def encode(rows: list[Record]) -> bytes:
+        return b"\n".join(json.dumps({"key": None if r.key is None else r.key.decode(), "value": b64(r.value),
+                                      "offset": r.offset, "timestamp": r.timestamp_ms}).encode() for r in rows)
+
+    write_chunks(tmp_path, records, lambda p, r: f"{topic}-{p}-{r.offset}", encode, redeliver=False)
+    run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "aiven", "--peer-key-encoding", "none",
+            "--rename", f"{topic}={topic}-r")
+    assert_restored(bootstrap, f"{topic}-r", records)
+
+
 def test_aiven_parquet_keeps_headers_as_a_map(bootstrap, spark, tmp_path):
     topic = "aiven-parquet"
     records = archive_records(topic, headers=False)

@@ -180,7 +180,7 @@ def _json(node: dict, key: str, options: PeerOptions) -> dict:
     header_encoding = options.header_encoding or AivenLayout.default_header_encoding
     row: dict[str, Any] = {}
     if "key" in node:
-        row["key"] = json_bytes(node["key"], key, encoded)
+        row["key"] = json_bytes(node["key"], key, options.keys_base64)
     if "value" in node:
         row["value"] = json_bytes(node["value"], key, encoded)
     if "offset" in node:

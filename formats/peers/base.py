@@ -38,6 +38,9 @@ class PeerOptions:
     # How header values stored as text were written where the files do not say: text (Connect's
     # default SimpleHeaderConverter) or base64 (ByteArrayConverter). None: the layout's default.
     header_encoding: str | None = None
+    # value_encoding for keys, where the sink's key.converter differs from its value.converter
+    # (e.g. StringConverter keys beside ByteArrayConverter values). None: as value_encoding.
+    key_encoding: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.fields if f not in AIVEN_FIELDS]
@@ -45,8 +48,16 @@ class PeerOptions:
             raise TopicvaultError(f"bad --peer-fields {','.join(self.fields)}: use some of {','.join(AIVEN_FIELDS)}")
         if self.value_encoding not in VALUE_ENCODINGS:
             raise TopicvaultError(f"bad --peer-value-encoding {self.value_encoding!r}: use base64 or none")
+        if self.key_encoding is not None and self.key_encoding not in VALUE_ENCODINGS:
+            raise TopicvaultError(f"bad --peer-key-encoding {self.key_encoding!r}: use base64 or none")
         if self.header_encoding is not None and self.header_encoding not in HEADER_ENCODINGS:
             raise TopicvaultError(f"bad --peer-header-encoding {self.header_encoding!r}: use text or base64")
+
+
+    @property
+    def keys_base64(self) -> bool:
+        """Whether keys written as JSON strings are base64 of bytes (else text)."""
+        return (self.key_encoding or self.value_encoding) == "base64"
 
 
 @dataclass(frozen=True)

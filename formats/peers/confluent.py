@@ -108,7 +108,7 @@ class ConfluentLayout(PeerLayout):
         values_as_json = _is_json(data, key)
         return Decoded(table_of([
             Record(obj.topic, obj.partition, obj.offset_hint + i,
-                   json_bytes(k, key, encoded) if keys_as_json else as_bytes(k),
+                   json_bytes(k, key, options.keys_base64) if keys_as_json else as_bytes(k),
                    json_bytes(v, key, encoded) if values_as_json else as_bytes(v),
                    0, 0,
                    tuple((h["key"], header_value(h.get("value"), header_encoding, key)) for h in (hs or [])))
