@@ -143,6 +143,23 @@ def write_confluent_json(root: Path, headers: list[list[dict]]) -> None:
         b"".join(json.dumps({"headers": h}).encode() + b"\n" for h in headers))
 
 
+def test_confluent_parquet_values_are_whole_structs_even_of_one_field(tmp_path):
+    # Confluent's Parquet writer takes each value's struct as it is (only the keys and headers
+    # views are wrapped in a one-field struct): {"id": 5} must not come back as 5.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "topics" / "t" / "partition=0"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"id": [5, 6]}), folder / "t+0+0000000007.parquet")
+    pq.write_table(pa.table({"key": [b"k5", None]}), folder / "t+0+0000000007.keys.parquet")
+    blob = pa.table({"raw": pa.array([b"\x00\xff"], pa.binary()), "n": [1]})
+    pq.write_table(blob, folder / "t+0+0000000009.parquet")
+    rows, _ = restored(tmp_path, "confluent")
+    assert [(r["offset"], r["key"], r["value"]) for r in rows] == [
+        (7, b"k5", b'{"id":5}'), (8, None, b'{"id":6}'), (9, None, b'{"raw":"AP8=","n":1}')]
+
+
 def test_confluent_headers_default_to_text_and_take_base64(tmp_path):
     write_confluent_json(tmp_path, [[{"key": "source", "value": "web"}, {"key": "source", "value": "app"}],
                                     [{"key": "n", "value": None}]])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -166,10 +167,28 @@ def json_bytes(node: Any, where: str, base64_strings: bool) -> bytes | None:
 
 
 def as_bytes(value: Any) -> bytes | None:
-    """Bytes as they are, text as UTF-8, anything else as compact JSON text."""
+    """Bytes as they are, text as UTF-8, anything else as compact JSON text (bytes inside it as
+    base64 strings, as Connect's JsonConverter writes them)."""
     if value is None or isinstance(value, bytes):
         return value
-    return value.encode() if isinstance(value, str) else json.dumps(value, separators=(",", ":")).encode()
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, separators=(",", ":"), default=_json_default).encode()
+
+
+def _json_default(value: Any) -> Any:
+    """JSON for what Avro and Parquet decode to beyond JSON's types, as Connect's JsonConverter
+    writes the same logical types: Timestamp as epoch ms, Date as days, Time as ms of the day."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, datetime.datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
+        return int(aware.timestamp() * 1000)
+    if isinstance(value, datetime.date):
+        return (value - datetime.date(1970, 1, 1)).days
+    if isinstance(value, datetime.time):
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000
+    return str(value)  # Decimal, UUID: their text
 
 
 def table_of(records: list[Record]) -> pa.Table:

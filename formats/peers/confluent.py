@@ -147,7 +147,9 @@ def _rows(data: bytes, key: str) -> list[Any]:
         return list(fastavro.reader(io.BytesIO(data)))
     if data[:4] == b"PAR1":
         table = pq.read_table(io.BytesIO(data))
-        if table.num_columns == 1:  # the struct envelope Parquet needs: {key}, {headers} or a one-field value
+        if table.num_columns == 1 and _NAME.fullmatch(key)["role"]:
+            # The keys and headers views are wrapped in a one-field struct ({key}, {headers}); a
+            # value is its own struct, kept whole even with one field.
             return table.column(0).to_pylist()
         return table.to_pylist()
     return [json.loads(line) for line in data.splitlines() if line.strip()]
