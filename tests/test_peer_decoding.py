@@ -57,6 +57,30 @@ def test_aiven_default_csv_keeps_tombstones_as_empty_lines(tmp_path):
     assert (report.duplicates, report.gaps) == (0, 0)
 
 
+def xerial_snappy(data: bytes, block: int = 5) -> bytes:
+    """What org.xerial.snappy.SnappyOutputStream writes (Aiven's snappy): a magic header, then
+    blocks, each its compressed length (4 bytes, big-endian) and raw snappy bytes."""
+    import struct
+
+    import cramjam
+
+    out = [b"\x82SNAPPY\x00", struct.pack(">ii", 1, 1)]
+    for start in range(0, len(data), block):
+        compressed = bytes(cramjam.snappy.compress_raw(data[start:start + block]))
+        out += [struct.pack(">i", len(compressed)), compressed]
+    return b"".join(out)
+
+
+def test_aiven_snappy_objects_are_read_as_xerial_streams_and_a_damaged_one_is_one_line(tmp_path):
+    values = [b"a", b"\x00\xff", b"longer value"]
+    (tmp_path / "orders-0-7.snappy").write_bytes(xerial_snappy(aiven_csv([b64(v) for v in values])))
+    rows, _ = restored(tmp_path, "aiven")
+    assert [(r["offset"], r["value"]) for r in rows] == [(7, b"a"), (8, b"\x00\xff"), (9, b"longer value")]
+    (tmp_path / "orders-0-7.snappy").write_bytes(xerial_snappy(aiven_csv([b64(v) for v in values]))[:-3])
+    with pytest.raises(CorruptObject, match="orders-0-7.snappy"):
+        restored(tmp_path, "aiven")
+
+
 def test_aiven_csv_without_encoding_refuses_a_value_split_by_a_newline(tmp_path):
     # value.encoding=none: "two\nlines" at offset 11 becomes two lines; the next object starts at 12.
     (tmp_path / "t-0-10").write_bytes(b"one\ntwo\nlines")

@@ -134,15 +134,40 @@ def decompress(data: bytes, key: str) -> bytes:
     """Bytes of an object compressed as its name (or gzip's magic bytes) says."""
     if key.endswith(".gz") or data[:2] == b"\x1f\x8b":
         return gunzip_bytes(data, key, "gzip")  # bounded: a gzip bomb is refused, not inflated
-    if key.endswith(".zst"):
-        from backports import zstd  # noqa: PLC0415 - optional codec, loaded only for zstd objects
+    try:
+        if key.endswith(".zst"):
+            from backports import zstd  # noqa: PLC0415 - optional codec, loaded only for zstd objects
 
-        return zstd.decompress(data)
-    if key.endswith(".snappy"):
-        import cramjam  # noqa: PLC0415
-
-        return bytes(cramjam.snappy.decompress(data))
+            return zstd.decompress(data)
+        if key.endswith(".snappy"):
+            return _snappy(data)
+    except Exception as exc:  # noqa: BLE001 - each codec has its own errors; all mean a damaged object
+        raise CorruptObject(f"{key} cannot be decompressed ({type(exc).__name__}: {exc})") from None
     return data
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _snappy(data: bytes) -> bytes:
+    """Snappy as Java sinks write it: org.xerial.snappy.SnappyOutputStream (Aiven: a magic header,
+    two version ints, then blocks of a 4-byte big-endian length and raw snappy), else the framing
+    format."""
+    import cramjam  # noqa: PLC0415
+
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress(data))
+    blocks, at = [], len(_XERIAL_MAGIC) + 8
+    while at < len(data):
+        if at + 4 > len(data):
+            raise ValueError("a block length is cut short")
+        length = int.from_bytes(data[at:at + 4], "big")
+        block = data[at + 4:at + 4 + length]
+        if len(block) != length:
+            raise ValueError(f"a block of {length} bytes holds {len(block)}")
+        blocks.append(bytes(cramjam.snappy.decompress_raw(block)))
+        at += 4 + length
+    return b"".join(blocks)
 
 
 def b64(text: str | None, where: str) -> bytes | None:
