@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 from kafkatools import create_topic
-from topicvault.core.cluster import broker_configs, lifted_timestamp_limits
+from topicvault.core.cluster import broker_configs, lifted_timestamp_limits, retention_from_broker_configs
 from topicvault.core.embedded_broker import EmbeddedBroker, free_port, wait_for_broker
 from topicvault.core.kafka import KafkaSettings
 
@@ -46,6 +46,12 @@ def bootstrap():
     external = os.environ.get("TOPICVAULT_TEST_BOOTSTRAP")
     if external:
         _broker_kind.update(kind="external", detail=external)
+        # The test data is dated 2023: a cluster's time retention (7 days by default) would delete it
+        # mid-test, also from the topics restores create, which end with the cluster's default.
+        retention = retention_from_broker_configs(broker_configs(KafkaSettings.of(external)) or {})
+        if retention is not None and retention >= 0:
+            pytest.exit(f"TOPICVAULT_TEST_BOOTSTRAP={external}: the cluster deletes records older than "
+                        f"{retention} ms, and the tests' are from 2023: set log.retention.ms=-1 on it", returncode=4)
         yield external
         return
     try:

@@ -106,7 +106,7 @@ def assert_restored(bootstrap: str, target: str, expected: dict[int, list[Record
 
 
 def test_aiven_csv_default_names_gzip_and_redelivery(bootstrap, spark, tmp_path):
-    topic = "orders.v1-aiven-csv"
+    topic = f"orders.v1-aiven-csv-{uuid.uuid4().hex[:6]}"
     # Aiven's csv writer cannot write a null header value (it base64-encodes the bytes), so none here.
     records = {p: [Record(topic, p, r.offset, r.key, r.value, r.timestamp_ms, 0,
                           tuple((k, v if v is not None else b"") for k, v in r.headers))
@@ -119,7 +119,7 @@ def test_aiven_csv_default_names_gzip_and_redelivery(bootstrap, spark, tmp_path)
 
 
 def test_aiven_jsonl_with_time_partitioned_template(bootstrap, spark, tmp_path):
-    topic = "aiven-jsonl"
+    topic = f"aiven-jsonl-{uuid.uuid4().hex[:6]}"
     records = archive_records(topic)
     template = "dt={{timestamp:unit=yyyy}}/{{topic}}-{{partition:padding=true}}-{{start_offset:padding=true}}"
 
@@ -150,7 +150,7 @@ def test_aiven_jsonl_text_keys_beside_base64_values_come_back_both(bootstrap, sp
 
 
 def test_aiven_parquet_keeps_headers_as_a_map(bootstrap, spark, tmp_path):
-    topic = "aiven-parquet"
+    topic = f"aiven-parquet-{uuid.uuid4().hex[:6]}"
     records = archive_records(topic, headers=False)
     for rows in records.values():
         rows[1] = Record(topic, rows[1].partition, rows[1].offset, rows[1].key, rows[1].value, rows[1].timestamp_ms, 0,
@@ -223,7 +223,7 @@ def r_topic(chunk: list[Record]) -> str:
 
 
 def test_confluent_avro_with_keys_and_headers(bootstrap, spark, tmp_path):
-    topic = "confluent-avro"
+    topic = f"confluent-avro-{uuid.uuid4().hex[:6]}"
     records = archive_records(topic)
     write_confluent(tmp_path, records, "avro", keys=True, headers=True)
     out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--peer-header-encoding", "base64",
@@ -234,7 +234,7 @@ def test_confluent_avro_with_keys_and_headers(bootstrap, spark, tmp_path):
 
 
 def test_confluent_json_time_partitioned_with_keys_and_headers(bootstrap, spark, tmp_path):
-    topic = "confluent-json"
+    topic = f"confluent-json-{uuid.uuid4().hex[:6]}"
     records = archive_records(topic)
     write_confluent(tmp_path, records, "json", keys=True, headers=True,
                     folder=lambda p, first: f"year=2023/month=11/day={14 + first.offset % 2}/hour=07")
@@ -352,7 +352,7 @@ def lenses_records(topic: str) -> dict[int, list[Record]]:
 
 
 def test_lenses_envelope_avro_default_names(bootstrap, spark, tmp_path):
-    topic = "lenses-avro"
+    topic = f"lenses-avro-{uuid.uuid4().hex[:6]}"
     records = lenses_records(topic)
     write_chunks(tmp_path, records, lambda p, r: f"{topic}/{p}/{r.offset:012d}_{r.timestamp_ms}_{r.timestamp_ms + 9}.avro",
                  lambda rows: avro_bytes(LENSES_AVRO, lenses_rows(rows)))
@@ -362,7 +362,7 @@ def test_lenses_envelope_avro_default_names(bootstrap, spark, tmp_path):
 
 
 def test_lenses_envelope_parquet_partitionby(bootstrap, spark, tmp_path):
-    topic = "lenses-parquet"
+    topic = f"lenses-parquet-{uuid.uuid4().hex[:6]}"
     records = lenses_records(topic)
     write_chunks(tmp_path, records, lambda p, r: f"region=eu-{r.offset % 2}/{topic}({p:012d}_{r.offset:012d}).parquet",
                  lenses_parquet)
@@ -371,7 +371,7 @@ def test_lenses_envelope_parquet_partitionby(bootstrap, spark, tmp_path):
 
 
 def test_lenses_envelope_json(bootstrap, spark, tmp_path):
-    topic = "lenses-json"
+    topic = f"lenses-json-{uuid.uuid4().hex[:6]}"
     records = lenses_records(topic)
     write_chunks(tmp_path, records, lambda p, r: f"{topic}/{p}/{r.offset:012d}.json", lenses_json)
     run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "lenses", "--peer-header-encoding",
@@ -389,7 +389,7 @@ def quix_records(topic: str) -> dict[int, list[Record]]:
 
 
 def test_quix_jsonl_gzip(bootstrap, spark, tmp_path):
-    topic = "quix-json"
+    topic = f"quix-json-{uuid.uuid4().hex[:6]}"
     records = quix_records(topic)
 
     def encode(rows):
@@ -406,7 +406,7 @@ def test_quix_jsonl_gzip(bootstrap, spark, tmp_path):
 
 
 def test_quix_parquet(bootstrap, spark, tmp_path):
-    topic = "quix-parquet"
+    topic = f"quix-parquet-{uuid.uuid4().hex[:6]}"
     records = {p: [r for r in rows if r.value is not None] for p, rows in quix_records(topic).items()}
     records = {p: [Record(topic, p, 12 + i, r.key, r.value, r.timestamp_ms, 0, ()) for i, r in enumerate(rows)]
                for p, rows in records.items()}
@@ -427,7 +427,7 @@ def test_quix_parquet(bootstrap, spark, tmp_path):
 def test_confluent_field_partitioned_interleaving_is_refused(bootstrap, spark, tmp_path):
     # A FieldPartitioner puts offsets 12, 14, 16 in one folder and 13, 15, 17 in another, both named
     # by their first offset: records carry no offsets, so their order cannot be recovered.
-    topic = "confluent-field"
+    topic = f"confluent-field-{uuid.uuid4().hex[:6]}"
     rows = archive_records(topic, partitions=1, count=6, headers=False)[0]
     rows = [Record(topic, 0, 12 + i, r.key, r.value, r.timestamp_ms, 0, ()) for i, r in enumerate(rows)]
     for name, chunk in (("color=red", rows[0::2]), ("color=blue", rows[1::2])):
@@ -440,7 +440,7 @@ def test_confluent_field_partitioned_interleaving_is_refused(bootstrap, spark, t
 
 def test_aiven_csv_value_only_without_encoding(bootstrap, spark, tmp_path):
     # Aiven's defaults keep the value only; with value.encoding=none it is written raw (commas kept).
-    topic = "aiven-value-only"
+    topic = f"aiven-value-only-{uuid.uuid4().hex[:6]}"
     records = {p: [Record(topic, p, 12 + i, None, b"v,%d-%d" % (p, i), 0, 0, ()) for i in range(7)] for p in (0, 1)}
     write_chunks(tmp_path, records, lambda p, r: f"{topic}-{p}-{r.offset}",
                  lambda rows: b"\n".join(r.value for r in rows), redeliver=False)
@@ -469,7 +469,7 @@ def test_aiven_default_csv_restores_tombstones_and_reports_gaps(bootstrap, spark
     # Aiven defaults: format.output.fields=value, base64; no offsets, so each record's offset is
     # the object's start offset + its line. Offsets cross 100; tombstones are empty lines, one at
     # an object's end and one alone in an (empty) object; objects 104.. leave a gap of 2.
-    topic = "aiven-default"
+    topic = f"aiven-default-{uuid.uuid4().hex[:6]}"
     values = [b"a", None, b"\x00\xff", None, None, b"b", b"c", None, b"d", b"e", None]
     spans = {0: [(95, 0, 4), (99, 4, 5), (100, 5, 8), (103, 8, 9), (106, 9, 11)], 1: [(7, 0, 11)]}
     expected = {}
@@ -489,7 +489,7 @@ def test_aiven_default_csv_restores_tombstones_and_reports_gaps(bootstrap, spark
 def test_aiven_time_bucketed_interleaved_offsets_merge_by_offset(bootstrap, spark, tmp_path):
     # {{timestamp}} from record time: offsets 12, 14, 16 in one folder and 13, 15, 17 in another,
     # plus an at-least-once re-delivery; every record carries its offset.
-    topic = "aiven-hourly"
+    topic = f"aiven-hourly-{uuid.uuid4().hex[:6]}"
     records = {p: [Record(topic, p, r.offset, r.key, r.value, r.timestamp_ms, 0,
                           tuple((k, v if v is not None else b"") for k, v in r.headers)) for r in rows]
                for p, rows in archive_records(topic, count=10).items()}
@@ -510,7 +510,7 @@ def test_aiven_time_bucketed_interleaved_offsets_merge_by_offset(bootstrap, spar
 def test_confluent_default_header_converter_stores_text(bootstrap, spark, tmp_path):
     # store.kafka.keys=true, store.kafka.headers=true, Connect's default SimpleHeaderConverter:
     # header values are text in the .headers file ("web", not base64).
-    topic = "confluent-text-headers"
+    topic = f"confluent-text-headers-{uuid.uuid4().hex[:6]}"
     records = {p: [Record(topic, p, r.offset, r.key, r.value, 0, 0,
                           (("source", b"web"), ("source", b"app"), ("empty", None)) if i % 2 else ())
                    for i, r in enumerate(rows)] for p, rows in archive_records(topic, headers=False).items()}
@@ -534,7 +534,7 @@ def test_confluent_default_header_converter_stores_text(bootstrap, spark, tmp_pa
 def test_lenses_json_partitionby_default_headers_interleaved(bootstrap, spark, tmp_path):
     # PARTITIONBY a field: one partition's offsets alternate between folders; file names carry an
     # offset of the file (here the last); header values are text (SimpleHeaderConverter).
-    topic = "lenses-field"
+    topic = f"lenses-field-{uuid.uuid4().hex[:6]}"
     records = {p: [Record(topic, p, r.offset, r.key, r.value, r.timestamp_ms, 0, (("source", b"web"),) if i % 2 else ())
                    for i, r in enumerate(rows)] for p, rows in archive_records(topic, count=10).items()}
 
@@ -560,7 +560,7 @@ def test_lenses_json_partitionby_default_headers_interleaved(bootstrap, spark, t
 def test_aiven_raw_values_holding_newlines_are_refused(bootstrap, spark, tmp_path):
     # value.encoding=none: the value at offset 11 held a newline, so the object has one line more
     # than the offsets before the next object; splitting it would invent a record.
-    topic = "aiven-raw-newline"
+    topic = f"aiven-raw-newline-{uuid.uuid4().hex[:6]}"
     (tmp_path / f"{topic}-0-10").write_bytes(b"one\ntwo\nlines")
     (tmp_path / f"{topic}-0-12").write_bytes(b"three")
     out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--peer-value-encoding", "none",
@@ -569,7 +569,7 @@ def test_aiven_raw_values_holding_newlines_are_refused(bootstrap, spark, tmp_pat
 
 
 def test_dataframe_reader_reads_peer_archives(spark, tmp_path):
-    topic = "aiven-df"
+    topic = f"aiven-df-{uuid.uuid4().hex[:6]}"
     records = archive_records(topic, partitions=2, count=7)
     write_chunks(tmp_path, records, lambda p, r: f"{topic}-{p}-{r.offset}", aiven_jsonl, size=3)
     for layout in ("aiven", "auto"):

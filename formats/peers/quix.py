@@ -35,7 +35,8 @@ class QuixLayout(PeerLayout):
     name = "quix"
     keeps = ("keeps keys as text, values as the JSON it deserialized (not the original bytes), timestamps; no headers, "
              "no offsets (file start offset + row, so gaps are not seen); null keys (written as a SinkItem repr) "
-             "come back null")
+             "come back null; its folders write a topic name's characters other than letters, digits, '.', ' ' and '_' "
+             "as '_' (my-topic is my_topic): --rename to the original name")
 
     def parse(self, key: str) -> PeerKey | None:
         """Topic, partition and start offset, or None."""
