@@ -93,9 +93,10 @@ def read_range(
 
     Stops at the first offset >= end, or at partition EOF (transaction markers and compaction
     leave offset gaps, so the range's last offset may hold no record). The return value is
-    task.end when the range was read through (its last offsets may be gaps), or the EOF
-    position when the broker ended the partition before task.end (a high watermark reported
-    low, e.g. after a leader change): the offsets after it were never read. Fails with a
+    task.end when the range was read through (its last offsets may be gaps), or where the read
+    stopped when the broker ended the partition before task.end (a high watermark reported low,
+    e.g. after a leader change) or stopped serving it (the next offset out of range: retention
+    deleted it during the read): the offsets after it were never read. Fails with a
     clear error when the broker sends nothing for `idle_timeout_s`, raised to outlast the
     consumer's own request timeouts and reconnect (see `idle_limit_s`), so a short outage is
     survived.
@@ -229,11 +230,15 @@ def _consume(
                     finished.append(index)
                     continue
                 if error.code() == KafkaError._AUTO_OFFSET_RESET:
-                    raise TopicvaultError(
-                        f"{read.task.topic}[{read.task.partition}] no longer holds offset {read.next_offset} "
-                        "(deleted by retention while this backup ran): run the backup again; it starts at the "
-                        "earliest offset still there and reports what was lost"
-                    )
+                    # The broker no longer serves the next offset: retention deleted it while this read
+                    # went on (a backup far behind reads the segment being deleted), or the partition's
+                    # end moved below it. What was read is kept and the range ends here, as at an early
+                    # EOF: a caller commits only up to it (the next backup records what retention deleted
+                    # as lost), and one that needs the whole range fails (read_whole_ranges).
+                    read.done_at = read.next_offset
+                    waiting.discard(index)
+                    finished.append(index)
+                    continue
                 raise TopicvaultError(f"reading {read.task.topic}[{read.task.partition}] failed: {error.str()}")
             offset = message.offset()
             if offset < read.next_offset:
@@ -303,8 +308,9 @@ def read_whole_ranges(
             task = tasks[index]
             raise TopicvaultError(
                 f"{task.topic}[{task.partition}] ended at offset {item.stopped_at}, below the {task.end} the broker "
-                "reported when the batch was planned (a leader change?): nothing of this batch is committed; "
-                "run again to continue from the last commit"
+                "reported when the batch was planned (retention deleted the offsets being read, or a leader "
+                "change): nothing of this batch is committed; run again to continue from the last commit (a "
+                "backup records what retention deleted as lost)"
             )
 
 

@@ -194,7 +194,7 @@ def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> R
 
     A partition's range ends at the end of its contiguous read tasks: a task that stopped
     short (partition EOF below the planned end, e.g. a high watermark reported low after a
-    leader change) ends it there, and later tasks of that partition are left uncommitted, so
+    leader change; or the next offset deleted by retention while it read) ends it there, and later tasks of that partition are left uncommitted, so
     no unread offset is ever committed. The next run continues from that end. Offsets before
     the low watermark (lost to retention) belong to the range; the plan records them as lost.
     """
@@ -214,9 +214,10 @@ def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> R
                 break
         if end < p.end and by_partition.get((p.topic, p.partition)):
             warnings.append(
-                f"{p.topic}[{p.partition}]: the broker ended the partition at offset {end}, below the "
-                f"{p.end} it reported when this run started (a leader change?): committed up to {end}; "
-                "the next backup continues from there"
+                f"{p.topic}[{p.partition}]: the broker stopped serving the partition at offset {end}, below the "
+                f"{p.end} it reported when this run started (retention deleted the offsets being read, or a leader "
+                f"change): committed up to {end}; the next backup continues from there and records what retention "
+                "deleted as lost"
             )
         objects.extend(o for r in by_partition.get((p.topic, p.partition), []) for o in r.objects if o.last_offset < end)
         if end > p.start:
