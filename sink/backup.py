@@ -184,10 +184,14 @@ def plan_run(
     groups, warnings = _read_groups(job.kafka, selected)
     # Topic IDs are read before the offsets, and again before the commit (see commit_backup).
     ids = topic_ids(job.kafka, selected)
+    partitions = all_partitions(selected)
     return plan_backup(
-        selected, partition_watermarks(job.kafka, all_partitions(selected)), state, records_per_task, ids, job.store_uri,
+        selected, partition_watermarks(job.kafka, partitions), state, records_per_task, ids, job.store_uri,
         topic_settings={t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()},
         groups=groups, warnings=warnings,
+        # The log's ends past the last stable offsets: where an open transaction holds a partition back.
+        log_ends={where: high for where, (_, high) in partition_watermarks(job.kafka, partitions,
+                                                                            "read_uncommitted").items()},
     )
 
 

@@ -67,6 +67,7 @@ def plan_backup(
     topic_settings: Mapping[str, dict] | None = None,
     groups: dict[str, dict] | None = None,
     warnings: list[str] | None = None,
+    log_ends: Mapping[tuple[str, int], int] | None = None,
 ) -> BackupPlan:
     """Plan the ranges after each partition's committed end up to the snapshot high watermark.
 
@@ -77,7 +78,8 @@ def plan_backup(
     as lost, inside the partition's range, so the commit keeps that fact for ever.
     `topic_settings` (topic -> TopicSettings.to_json()) and `groups` (CommitRecord.groups; None:
     not read) are saved by the commit when they differ from the state; `warnings` are what was
-    noticed while they were read.
+    noticed while they were read. `log_ends` (the high watermarks, read_uncommitted) tell where
+    an open transaction holds a partition back (see _held_back).
     """
     if records_per_task < 1:
         raise TopicvaultError("--records-per-task must be positive")
@@ -100,6 +102,8 @@ def plan_backup(
                 f"{topic}[{partition}]: offsets {committed}..{low - 1} were deleted by retention before "
                 "this backup could read them; recorded as lost"
             )
+        held = _held_back(topic, partition, committed, high, (log_ends or {}).get((topic, partition), high))
+        warnings.extend(held)
         read_from = max(start, low)
         partitions.append(PartitionPlan(topic, partition, start, high, low))
         tasks.extend(split_range(topic, partition, read_from, high, records_per_task))
@@ -187,6 +191,22 @@ class ReadExtent:
     ranges: list[PartitionRange]
     objects: list[ObjectEntry]
     warnings: list[str]
+
+
+def _held_back(topic: str, partition: int, committed: int | None, stable_end: int, log_end: int) -> list[str]:
+    """A warning when an open transaction has held the partition back since the last backup.
+
+    read_committed reads stop at the last stable offset (`stable_end`), before the first record
+    of the oldest open transaction. Transactions usually end within seconds, and the next run
+    reads on; one that stays open (a producer that died mid-transaction, until
+    transaction.timeout.ms; a hanging transaction, KIP-890) holds back everything after it while
+    the log grows (`log_end`), and retention may delete those records before any backup reads them.
+    """
+    if committed is None or committed != stable_end or log_end <= stable_end:
+        return []
+    return [f"{topic}[{partition}]: offsets {stable_end}..{log_end - 1} are held back by a transaction open since "
+            "the last backup (its last stable offset has not moved): they are backed up once the transaction ends; "
+            "if it never does (a hanging transaction), abort it (kafka-transactions.sh) before retention deletes them"]
 
 
 def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> ReadExtent:
