@@ -119,6 +119,10 @@ class CommitRecord:
     starts: tuple[PartitionStart, ...] = ()
     # Retired objects found deleted: the state stops remembering them (so it does not grow for ever).
     forgotten: tuple[str, ...] = ()
+    # "topic:partition" -> leader epoch of the record just before its range's end, where the read
+    # ended right after a record: the next backup starts there with that epoch, so a log truncated
+    # below it (an unclean leader election) fails the read instead of splicing two histories.
+    leader_epochs: dict[str, int] | None = None
 
     @property
     def is_maintenance(self) -> bool:
@@ -153,6 +157,8 @@ class CommitRecord:
             body["starts"] = [asdict(s) for s in self.starts]
         if self.forgotten:
             body["forgotten"] = list(self.forgotten)
+        if self.leader_epochs:
+            body["leader_epochs"] = self.leader_epochs
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
@@ -180,6 +186,8 @@ class CommitRecord:
                 removed=tuple(RemovedObject(**r) for r in body.get("removed", ())),
                 starts=tuple(PartitionStart(**r) for r in body.get("starts", ())),
                 forgotten=tuple(str(k) for k in body.get("forgotten", ())),
+                leader_epochs={str(k): int(v) for k, v in body["leader_epochs"].items()}
+                if "leader_epochs" in body else None,
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -227,6 +235,8 @@ class BackupState:
     # Objects maintenance commits removed from the state, by key: created_ms of that commit. They
     # stay in the store for a grace period (a restore planned before may still read them).
     retired: dict[str, int] = field(default_factory=dict)
+    # Leader epoch of the record before each partition's committed end, where known (CommitRecord.leader_epochs).
+    leader_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -246,6 +256,13 @@ class BackupState:
                 )
             else:
                 state.end = r.end
+            epoch = (record.leader_epochs or {}).get(f"{r.topic}:{r.partition}")
+            if epoch is not None:
+                self.leader_epochs[(r.topic, r.partition)] = epoch
+            elif r.end > r.start:
+                # The end moved past the record an earlier epoch was known for: that epoch would
+                # now end below the end, which a check would take for a truncated log.
+                self.leader_epochs.pop((r.topic, r.partition), None)
         for gone in record.forgotten:
             self.retired.pop(gone, None)
         self._remove(record, key)

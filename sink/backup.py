@@ -136,7 +136,7 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
 
         writers = [PartitionObjects(store, codec, object_format, job.rotation, run_id=job.run_id, keyring=keyring,
                                     store_elsewhere=store_on_a_thread) for _ in tasks]
-        stopped_at: dict[int, int] = {}
+        ended: dict[int, RangeEnd] = {}
 
         def over_budget() -> bool:
             return sum(writer.open_payload for writer in writers) > job.open_objects_budget
@@ -145,7 +145,7 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
             for index, item in read_ranges(job.kafka, tasks, job.idle_timeout_s, one_at_a_time=over_budget):
                 if isinstance(item, RangeEnd):
                     writers[index].close()
-                    stopped_at[index] = item.stopped_at
+                    ended[index] = item
                 else:
                     writers[index].add(item)
                     yield item
@@ -154,7 +154,8 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
         try:
             for _ in counted(batches(), job.progress_dir, f"{first.topic}-{first.partition}-{first.start}"):
                 pass  # the batches are written as they go by; counted() reports progress
-            return [TaskResult(task, stopped_at[index], writers[index].stored_entries())
+            return [TaskResult(task, ended[index].stopped_at, writers[index].stored_entries(),
+                               ended[index].leader_epoch)
                     for index, task in enumerate(tasks)]
         except BaseException:
             pool.shutdown(cancel_futures=True)
@@ -240,6 +241,7 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
             groups=backup_plan.groups,
             topic_ids=dict(backup_plan.topic_ids),
             lost=tuple(backup_plan.lost),
+            leader_epochs=extent.leader_epochs or None,
         )
 
     build(state)  # fails before the crash point below when the ranges no longer continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Generator, Iterator
 
 import pyarrow as pa
@@ -34,6 +34,10 @@ class OffsetRange:
     partition: int
     start: int
     end: int
+    # The leader epoch of the record before `start`, when a commit recorded it: the read starts
+    # with it, so the consumer checks the log still holds that history (KIP-320) and reports a
+    # truncation instead of reading another one on (not part of the range's identity).
+    leader_epoch: int | None = field(default=None, compare=False)
 
 
 # Settings a backup read depends on for correctness; a user's -X value never replaces them.
@@ -81,9 +85,12 @@ def range_consumer_config(settings: KafkaSettings) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class RangeEnd:
-    """Where the read of one range stopped: the range's end, or the partition's EOF below it."""
+    """Where the read of one range stopped: the range's end, or the partition's EOF below it; and
+    the leader epoch of the record just before that, when the read ended right after a record
+    (None otherwise: a gap of markers or compaction before the end, or nothing read)."""
 
     stopped_at: int
+    leader_epoch: int | None = field(default=None, compare=False)
 
 
 def read_range(
@@ -164,6 +171,11 @@ class _RangeRead:
         """The offset the read continues at."""
         return self.task.start if self.columns.next_offset is None else self.columns.next_offset
 
+    @property
+    def epoch_before_end(self) -> int | None:
+        """The leader epoch of the record just before where the read stopped, if it stopped right after one."""
+        return self.columns.last_epoch if self.columns.next_offset == self.done_at else None
+
 
 def _consume(
     consumer: Consumer,
@@ -176,7 +188,7 @@ def _consume(
     """Read the `active` ranges from their next offsets until all are done or `stop_early()`."""
     index_of = {(reads[i].task.topic, reads[i].task.partition): i for i in active}
     # assign() replaces any earlier assignment; messages fetched for it are dropped below.
-    consumer.assign([TopicPartition(reads[i].task.topic, reads[i].task.partition, reads[i].next_offset) for i in active])
+    consumer.assign([_position(reads[i]) for i in active])
     waiting = set(active)
     last_progress = time.monotonic()
     crash_at = crash_after("backup.consume")
@@ -229,6 +241,13 @@ def _consume(
                     waiting.discard(index)
                     finished.append(index)
                     continue
+                if error.code() == KafkaError._LOG_TRUNCATION:
+                    raise TopicvaultError(
+                        f"{read.task.topic}[{read.task.partition}]: the broker's log no longer holds the history this "
+                        f"location backed up before offset {read.task.start} (leader epoch {read.task.leader_epoch}): "
+                        "it was truncated (an unclean leader election) and other records took those offsets; back "
+                        "up to a new location (this one keeps what was backed up)"
+                    )
                 if error.code() == KafkaError._AUTO_OFFSET_RESET:
                     # The broker no longer serves the next offset: retention deleted it while this read
                     # went on (a backup far behind reads the segment being deleted), or the partition's
@@ -274,13 +293,22 @@ def _consume(
                 yield index, cut(read)
         for index in finished:
             reads[index].done = True
-            yield index, RangeEnd(reads[index].done_at)
+            yield index, RangeEnd(reads[index].done_at, reads[index].epoch_before_end)
         if waiting and stop_early():
             for index in sorted(waiting):
                 read = reads[index]
                 if len(read.columns):
                     yield index, read.columns.flush()
             return
+
+
+def _position(read: _RangeRead) -> TopicPartition:
+    """Where a range's read (re)starts; at the range's start with the leader epoch its commit
+    recorded, if any (librdkafka then validates the position against the log, KIP-320)."""
+    task = read.task
+    if read.next_offset == task.start and task.leader_epoch is not None:
+        return TopicPartition(task.topic, task.partition, task.start, leader_epoch=task.leader_epoch)
+    return TopicPartition(task.topic, task.partition, read.next_offset)
 
 
 def _names(reads: list[_RangeRead], indices: set[int]) -> list[str]:
@@ -325,6 +353,7 @@ class _Columns:
         self.topic = topic
         self.partition = partition
         self.next_offset: int | None = None
+        self.last_epoch: int | None = None  # leader epoch of the last message flushed
         self.value_bytes = 0  # of the messages kept
         self._messages: list = []
 
@@ -343,6 +372,8 @@ class _Columns:
     def flush(self) -> pa.RecordBatch:
         messages, self._messages, self.value_bytes = self._messages, [], 0
         count = len(messages)
+        if count:
+            self.last_epoch = messages[-1].leader_epoch()
         stamps = [message.timestamp() for message in messages]
         batch = batch_from_columns(
             keys=[message.key() for message in messages],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..core.commits import BackupState, ObjectEntry, PartitionRange, check_topic_ids
@@ -106,7 +106,12 @@ def plan_backup(
         warnings.extend(held)
         read_from = max(start, low)
         partitions.append(PartitionPlan(topic, partition, start, high, low))
-        tasks.extend(split_range(topic, partition, read_from, high, records_per_task))
+        ranges = split_range(topic, partition, read_from, high, records_per_task)
+        epoch = state.leader_epochs.get((topic, partition))
+        if ranges and read_from == committed and epoch is not None:
+            # The read continues the committed history: it starts with that history's epoch (KIP-320).
+            ranges[0] = replace(ranges[0], leader_epoch=epoch)
+        tasks.extend(ranges)
     topic_settings = dict(topic_settings or {})
     return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings,
                       topic_settings=topic_settings, groups=groups,
@@ -178,6 +183,7 @@ class TaskResult:
     task: OffsetRange
     end: int  # the offset after the last one read; task.end when the whole range was read
     objects: list[ObjectEntry]
+    leader_epoch: int | None = None  # of the record just before `end`, when the read ended right after one
 
     @property
     def short(self) -> bool:
@@ -191,6 +197,8 @@ class ReadExtent:
     ranges: list[PartitionRange]
     objects: list[ObjectEntry]
     warnings: list[str]
+    # "topic:partition" -> leader epoch of the record just before its range's end, where known.
+    leader_epochs: dict[str, int] = field(default_factory=dict)
 
 
 def _held_back(topic: str, partition: int, committed: int | None, stable_end: int, log_end: int) -> list[str]:
@@ -224,14 +232,18 @@ def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> R
     ranges: list[PartitionRange] = []
     objects: list[ObjectEntry] = []
     warnings: list[str] = []
+    epochs: dict[str, int] = {}
     for p in partitions:
         end = max(p.start, p.low_watermark)  # where the first task started reading
+        epoch = None
         for result in sorted(by_partition.get((p.topic, p.partition), []), key=lambda r: r.task.start):
             if result.task.start != end:
                 break  # after a short task: these offsets follow a gap nobody read
-            end = result.end
+            end, epoch = result.end, result.leader_epoch
             if result.short:
                 break
+        if epoch is not None and end > p.start:
+            epochs[f"{p.topic}:{p.partition}"] = epoch
         if end < p.end and by_partition.get((p.topic, p.partition)):
             warnings.append(
                 f"{p.topic}[{p.partition}]: the broker stopped serving the partition at offset {end}, below the "
@@ -242,4 +254,4 @@ def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> R
         objects.extend(o for r in by_partition.get((p.topic, p.partition), []) for o in r.objects if o.last_offset < end)
         if end > p.start:
             ranges.append(PartitionRange(p.topic, p.partition, p.start, end))
-    return ReadExtent(ranges, sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset)), warnings)
+    return ReadExtent(ranges, sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset)), warnings, epochs)

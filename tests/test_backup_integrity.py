@@ -264,3 +264,66 @@ def test_read_uncommitted_is_refused_before_anything_is_written(bootstrap, topic
                   "-X", "isolation.level=Read_Uncommitted", expect_exit=1)
     assert_one_line_error(out, "isolation.level=Read_Uncommitted", "aborted")
     assert not (tmp_path / "b").exists()
+
+
+def test_a_backup_records_the_leader_epoch_where_it_ended_and_the_next_starts_with_it(bootstrap, spark, topic_factory,
+                                                                                     tmp_path):
+    """KIP-320: the next backup assigns its start with the epoch of the last record backed up, so
+    librdkafka checks the log still holds that history: an unclean leader election that
+    truncated the partition and let other records take its offsets fails the read instead of
+    splicing them on (real Kafka; tansu never changes leaders, and checks nothing, the case below
+    injects the consumer's report)."""
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.sink.backup import BackupJob, plan_run
+
+    topic = topic_factory(2, prefix="epochs")
+    produce_records(bootstrap, topic, records(topic, 0, 10, "a"))  # partition 1 stays empty: no epoch
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    assert commits(location)[0]["leader_epochs"] == {f"{topic}:0": 0}
+    state = load_state(open_store(str(location)))
+    assert state.leader_epochs == {(topic, 0): 0}
+    produce_records(bootstrap, topic, records(topic, 10, 5, "b"))
+    plan = plan_run(BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(location)), [topic])
+    assert [(t.partition, t.start, t.leader_epoch) for t in plan.tasks] == [(0, 10, 0)]
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)  # reads on with the epoch
+    state = load_state(open_store(str(location)))
+    assert state.partitions[(topic, 0)].end == 15 and state.leader_epochs[(topic, 0)] == 0
+
+
+def test_a_truncated_log_fails_the_read_naming_it(bootstrap, topic_factory, monkeypatch):
+    from confluent_kafka import KafkaError, Message
+    from topicvault.core.errors import TopicvaultError
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.sink import kafka_reader
+    from topicvault.sink.kafka_reader import OffsetRange, read_range
+
+    topic = topic_factory(1, prefix="truncated")
+    produce_records(bootstrap, topic, records(topic, 0, 10, "a"))
+    real = kafka_reader.consume_ready
+
+    def truncation_found(consumer, limit, wait_s):  # what librdkafka reports after OffsetForLeaderEpoch
+        real(consumer, limit, wait_s)
+        return [Message(topic=topic, partition=0, offset=5, error=KafkaError(KafkaError._LOG_TRUNCATION))]
+
+    monkeypatch.setattr(kafka_reader, "consume_ready", truncation_found)
+    with pytest.raises(TopicvaultError, match=r"truncated \(an unclean leader election\).*new location"):
+        list(read_range(KafkaSettings.of(bootstrap), OffsetRange(topic, 0, 5, 10, leader_epoch=3)))
+
+
+def test_a_leader_epoch_is_kept_until_the_end_moves_without_one():
+    from topicvault.core.commits import BackupState, PartitionRange
+
+    state = BackupState()
+    first = CommitRecord(1, 0, (PartitionRange("t", 0, 0, 10),), (), leader_epochs={"t:0": 4})
+    assert CommitRecord.from_json(first.to_json(), "k") == first
+    state.apply(first, "k1")
+    assert state.leader_epochs == {("t", 0): 4}
+    state.apply(CommitRecord(2, 0, (), (), kind="compact"), "k2")  # maintenance moves no end
+    assert state.leader_epochs == {("t", 0): 4}
+    # A DataFrame write or a micro-batch commits no epoch: the old one would end below the new end.
+    state.apply(CommitRecord(3, 0, (PartitionRange("t", 0, 10, 20),), ()), "k3")
+    assert state.leader_epochs == {}
+    old = json.loads(first.to_json())
+    del old["leader_epochs"]  # commits written before epochs were recorded
+    assert CommitRecord.from_json(json.dumps(old).encode(), "k").leader_epochs is None
