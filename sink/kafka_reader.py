@@ -241,7 +241,7 @@ def _consume(
                     waiting.discard(index)
                     finished.append(index)
                     continue
-                if error.code() == KafkaError._LOG_TRUNCATION:
+                if _truncation(error):
                     raise TopicvaultError(
                         f"{read.task.topic}[{read.task.partition}]: the broker's log no longer holds the history this "
                         f"location backed up before offset {read.task.start} (leader epoch {read.task.leader_epoch}): "
@@ -300,6 +300,15 @@ def _consume(
                 if len(read.columns):
                     yield index, read.columns.flush()
             return
+
+
+def _truncation(error: KafkaError) -> bool:
+    """Whether the consumer found the log truncated below a position given with its epoch (KIP-320).
+    With auto.offset.reset=error librdkafka reports it as _AUTO_OFFSET_RESET, its reason naming the
+    truncation (rdkafka_offset.c); as _LOG_TRUNCATION otherwise."""
+    code = error.code()
+    return code == KafkaError._LOG_TRUNCATION or (
+        code == KafkaError._AUTO_OFFSET_RESET and "truncation" in error.str().lower())
 
 
 def _position(read: _RangeRead) -> TopicPartition:

@@ -108,8 +108,10 @@ def plan_backup(
         partitions.append(PartitionPlan(topic, partition, start, high, low))
         ranges = split_range(topic, partition, read_from, high, records_per_task)
         epoch = state.leader_epochs.get((topic, partition))
-        if ranges and read_from == committed and epoch is not None:
+        if ranges and epoch is not None and read_from == committed and committed > low:
             # The read continues the committed history: it starts with that history's epoch (KIP-320).
+            # Only while the record before it is still in the log: once retention deleted it, the
+            # broker may no longer know that epoch, and librdkafka reports that as a truncation.
             ranges[0] = replace(ranges[0], leader_epoch=epoch)
         tasks.extend(ranges)
     topic_settings = dict(topic_settings or {})

@@ -302,13 +302,21 @@ def test_a_truncated_log_fails_the_read_naming_it(bootstrap, topic_factory, monk
     produce_records(bootstrap, topic, records(topic, 0, 10, "a"))
     real = kafka_reader.consume_ready
 
-    def truncation_found(consumer, limit, wait_s):  # what librdkafka reports after OffsetForLeaderEpoch
-        real(consumer, limit, wait_s)
-        return [Message(topic=topic, partition=0, offset=5, error=KafkaError(KafkaError._LOG_TRUNCATION))]
+    # What librdkafka reports once OffsetForLeaderEpoch shows the log ends below the position:
+    # with auto.offset.reset=error an _AUTO_OFFSET_RESET whose reason names the truncation
+    # (rdkafka_offset.c), else _LOG_TRUNCATION.
+    reports = [KafkaError(KafkaError._AUTO_OFFSET_RESET, "Partition log truncation detected at offset 5 (leader "
+                          "epoch 3): broker end offset is 2 (offset leader epoch 3). Reset to INVALID.: Local: "
+                          "Partition log truncation detected (broker 1)"),
+               KafkaError(KafkaError._LOG_TRUNCATION)]
+    for report in reports:
+        def truncation_found(consumer, limit, wait_s, report=report):
+            real(consumer, limit, wait_s)
+            return [Message(topic=topic, partition=0, offset=5, error=report)]
 
-    monkeypatch.setattr(kafka_reader, "consume_ready", truncation_found)
-    with pytest.raises(TopicvaultError, match=r"truncated \(an unclean leader election\).*new location"):
-        list(read_range(KafkaSettings.of(bootstrap), OffsetRange(topic, 0, 5, 10, leader_epoch=3)))
+        monkeypatch.setattr(kafka_reader, "consume_ready", truncation_found)
+        with pytest.raises(TopicvaultError, match=r"truncated \(an unclean leader election\).*new location"):
+            list(read_range(KafkaSettings.of(bootstrap), OffsetRange(topic, 0, 5, 10, leader_epoch=3)))
 
 
 def test_a_leader_epoch_is_kept_until_the_end_moves_without_one():
