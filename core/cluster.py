@@ -194,6 +194,34 @@ def broker_configs(settings: KafkaSettings) -> dict[str, str | None] | None:
     return {name: entry.value for name, entry in entries.items()}
 
 
+# Kafka's replica.lag.time.max.ms: how long a follower may lag before the leader drops it from
+# the ISR (and the high watermark stops waiting for it).
+DEFAULT_REPLICA_LAG_MS = 30_000
+
+
+def resume_settle_s(max_replicas: int, broker_values: Mapping[str, str | None] | None) -> float:
+    """How long a resumed restore waits before it counts a target that holds its records.
+
+    A killed attempt's last produce request may be in the leader's log but not yet copied by the
+    followers: a count (read_uncommitted) stops at the high watermark, misses those records, and
+    the resume would produce them again. Within replica.lag.time.max.ms the followers copy them
+    or leave the ISR, and the high watermark passes them. A partition without followers moves its
+    high watermark at the append: no wait.
+    """
+    if max_replicas <= 1:
+        return 0.0
+    lag_ms = (broker_values or {}).get("replica.lag.time.max.ms")
+    return (int(lag_ms) if lag_ms else DEFAULT_REPLICA_LAG_MS) / 1000 + 5.0
+
+
+def target_resume_settle_s(settings: KafkaSettings, topics: Iterable[str]) -> float:
+    """resume_settle_s for the partitions of `topics` on the cluster at `settings`."""
+    metadata = admin_client(settings).list_topics(timeout=METADATA_TIMEOUT_S)
+    replicas = [len(p.replicas) for t in set(topics) if t in metadata.topics
+                for p in metadata.topics[t].partitions.values()]
+    return resume_settle_s(max(replicas, default=1), broker_configs(settings) if max(replicas, default=1) > 1 else None)
+
+
 def default_retention_ms(settings: KafkaSettings) -> int | None:
     """The retention a new topic gets on this cluster (from a broker's configs), or None when not told."""
     values = broker_configs(settings)

@@ -18,6 +18,7 @@ from ..core.cluster import (
     default_retention_ms,
     loading_configs,
     retention_ms,
+    target_resume_settle_s,
 )
 from ..core.commits import BackupState, ObjectEntry
 from ..core.crypto import Keyring, keyring_of
@@ -204,7 +205,14 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = R
     """
     # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
     # and topics are created without their saved configs until the data is in (no compaction).
-    written = count_records(job.kafka, {task.target: task.target_start for task in tasks})
+    starts = {task.target: task.target_start for task in tasks}
+    written = count_records(job.kafka, starts)
+    if any(prefix.records for prefix in written.values()):
+        # A resume: what a killed attempt sent last may not be counted yet (see resume_settle_s).
+        settle_s = target_resume_settle_s(job.kafka, [task.target_topic for task in tasks])
+        if settle_s:
+            time.sleep(settle_s)
+            written = count_records(job.kafka, starts)
     streams = [_stream(job, task, written[task.target]) for task in tasks]
     produced = produce_streams(job.kafka, [(*task.target, stream.batches) for task, stream in zip(tasks, streams)],
                                rate=rate)

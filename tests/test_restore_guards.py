@@ -330,3 +330,16 @@ def test_restore_with_speculation_in_the_users_spark_settings_is_exactly_once(bo
         del os.environ["PYSPARK_SUBMIT_ARGS"]
     assert {p: [r.value for r in rs] for p, rs in consume_all(bootstrap, f"{topic}-s").items()} == \
         {p: [r.value for r in rs] for p, rs in consume_all(bootstrap, topic).items()}
+
+
+def test_a_resume_on_a_replicated_target_waits_for_what_the_killed_attempt_sent_before_counting():
+    """A killed attempt's last produce request may be in the leader's log but not yet replicated:
+    a read_uncommitted count stops at the high watermark, so it misses those records, and the
+    resume produces them a second time. Followers take up to replica.lag.time.max.ms to copy them
+    (or leave the ISR). Without replicas the high watermark moves at the append: no wait."""
+    from topicvault.core.cluster import resume_settle_s
+
+    assert resume_settle_s(1, {"replica.lag.time.max.ms": "30000"}) == 0
+    assert resume_settle_s(3, {"replica.lag.time.max.ms": "10000"}) == 15
+    assert resume_settle_s(3, None) == 35  # Kafka's default, when the broker does not say
+    assert resume_settle_s(3, {}) == 35
