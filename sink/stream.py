@@ -109,6 +109,28 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The high watermarks now (new partitions start at their earliest offset), within `limit`."""
+        try:
+            return self._latest(start, limit)
+        except TopicvaultError:
+            # A topic deleted (and re-created) while this trigger looked it up fails whichever
+            # lookup came first with its own "not found"; say what became of the topic instead.
+            self._check_followed_topics(start.get("ids", {}))
+            raise
+
+    def _check_followed_topics(self, followed: Mapping[str, str]) -> None:
+        """Fail naming a followed topic that is gone now, or back under another topic ID."""
+        location = self.options.get("startfromlocation") or "the stream's start"
+        for topic, before in sorted(followed.items()):
+            try:
+                now = topic_ids(self.kafka, [topic])
+            except TopicvaultError:
+                raise TopicvaultError(
+                    f"topic {topic} was deleted since the last backup at {location} (topic id {before}, now none): "
+                    "if it comes back, back up the new topic to a new location"
+                ) from None
+            check_topic_ids({topic: before}, now, location)
+
+    def _latest(self, start: dict, limit: ReadLimit) -> dict:
         begin = dict(start["offsets"])
         ends: dict[str, int] = {}
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
