@@ -119,10 +119,10 @@ class CommitRecord:
     starts: tuple[PartitionStart, ...] = ()
     # Retired objects found deleted: the state stops remembering them (so it does not grow for ever).
     forgotten: tuple[str, ...] = ()
-    # "topic:partition" -> leader epoch of the record just before its range's end, where the read
-    # ended right after a record: the next backup starts there with that epoch, so a log truncated
-    # below it (an unclean leader election) fails the read instead of splicing two histories.
-    leader_epochs: dict[str, int] | None = None
+    # "topic:partition" -> [offset, leader epoch] of the last record its range read: the next
+    # backup reads that offset again first and finds the same epoch there, or the log was
+    # truncated and rewritten (an unclean leader election) and it stops instead of splicing.
+    last_records: dict[str, tuple[int, int]] | None = None
 
     @property
     def is_maintenance(self) -> bool:
@@ -157,8 +157,8 @@ class CommitRecord:
             body["starts"] = [asdict(s) for s in self.starts]
         if self.forgotten:
             body["forgotten"] = list(self.forgotten)
-        if self.leader_epochs:
-            body["leader_epochs"] = self.leader_epochs
+        if self.last_records:
+            body["last_records"] = {where: list(record) for where, record in self.last_records.items()}
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
@@ -186,10 +186,10 @@ class CommitRecord:
                 removed=tuple(RemovedObject(**r) for r in body.get("removed", ())),
                 starts=tuple(PartitionStart(**r) for r in body.get("starts", ())),
                 forgotten=tuple(str(k) for k in body.get("forgotten", ())),
-                leader_epochs={str(k): int(v) for k, v in body["leader_epochs"].items()}
-                if "leader_epochs" in body else None,
+                last_records={str(k): (int(v[0]), int(v[1])) for k, v in body["last_records"].items()}
+                if "last_records" in body else None,
             )
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
 
 
@@ -235,8 +235,8 @@ class BackupState:
     # Objects maintenance commits removed from the state, by key: created_ms of that commit. They
     # stay in the store for a grace period (a restore planned before may still read them).
     retired: dict[str, int] = field(default_factory=dict)
-    # Leader epoch of the record before each partition's committed end, where known (CommitRecord.leader_epochs).
-    leader_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
+    # (offset, leader epoch) of the last record backed up of each partition, where known (CommitRecord.last_records).
+    last_records: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -256,13 +256,13 @@ class BackupState:
                 )
             else:
                 state.end = r.end
-            epoch = (record.leader_epochs or {}).get(f"{r.topic}:{r.partition}")
-            if epoch is not None:
-                self.leader_epochs[(r.topic, r.partition)] = epoch
+            last = (record.last_records or {}).get(f"{r.topic}:{r.partition}")
+            if last is not None:
+                self.last_records[(r.topic, r.partition)] = last
             elif r.end > r.start:
-                # The end moved past the record an earlier epoch was known for: that epoch would
-                # now end below the end, which a check would take for a truncated log.
-                self.leader_epochs.pop((r.topic, r.partition), None)
+                # Records after the one known (a DataFrame write or a micro-batch records none):
+                # checking that one would mean reading them all again first.
+                self.last_records.pop((r.topic, r.partition), None)
         for gone in record.forgotten:
             self.retired.pop(gone, None)
         self._remove(record, key)

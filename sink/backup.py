@@ -155,7 +155,7 @@ def backup_group(job: BackupJob, tasks: list[OffsetRange]) -> list[TaskResult]:
             for _ in counted(batches(), job.progress_dir, f"{first.topic}-{first.partition}-{first.start}"):
                 pass  # the batches are written as they go by; counted() reports progress
             return [TaskResult(task, ended[index].stopped_at, writers[index].stored_entries(),
-                               ended[index].leader_epoch)
+                               ended[index].last_record)
                     for index, task in enumerate(tasks)]
         except BaseException:
             pool.shutdown(cancel_futures=True)
@@ -186,13 +186,14 @@ def plan_run(
     # Topic IDs are read before the offsets, and again before the commit (see commit_backup).
     ids = topic_ids(job.kafka, selected)
     partitions = all_partitions(selected)
+    # The log's ends, read before the last stable offsets (so records arriving in between are not
+    # taken for records an open transaction holds back).
+    log_ends = {where: high for where, (_, high) in partition_watermarks(job.kafka, partitions,
+                                                                         "read_uncommitted").items()}
     return plan_backup(
         selected, partition_watermarks(job.kafka, partitions), state, records_per_task, ids, job.store_uri,
         topic_settings={t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()},
-        groups=groups, warnings=warnings,
-        # The log's ends past the last stable offsets: where an open transaction holds a partition back.
-        log_ends={where: high for where, (_, high) in partition_watermarks(job.kafka, partitions,
-                                                                            "read_uncommitted").items()},
+        groups=groups, warnings=warnings, log_ends=log_ends,
     )
 
 
@@ -241,7 +242,7 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
             groups=backup_plan.groups,
             topic_ids=dict(backup_plan.topic_ids),
             lost=tuple(backup_plan.lost),
-            leader_epochs=extent.leader_epochs or None,
+            last_records=extent.last_records or None,
         )
 
     build(state)  # fails before the crash point below when the ranges no longer continue

@@ -34,10 +34,10 @@ class OffsetRange:
     partition: int
     start: int
     end: int
-    # The leader epoch of the record before `start`, when a commit recorded it: the read starts
-    # with it, so the consumer checks the log still holds that history (KIP-320) and reports a
-    # truncation instead of reading another one on (not part of the range's identity).
-    leader_epoch: int | None = field(default=None, compare=False)
+    # (offset, leader epoch) of the archive's last record before `start`, when a commit recorded
+    # it: the read fetches that offset first and must find the same epoch there, or the log was
+    # truncated and rewritten below `start` (not part of the range's identity).
+    check: tuple[int, int] | None = field(default=None, compare=False)
 
 
 # Settings a backup read depends on for correctness; a user's -X value never replaces them.
@@ -86,11 +86,11 @@ def range_consumer_config(settings: KafkaSettings) -> dict[str, object]:
 @dataclass(frozen=True)
 class RangeEnd:
     """Where the read of one range stopped: the range's end, or the partition's EOF below it; and
-    the leader epoch of the record just before that, when the read ended right after a record
-    (None otherwise: a gap of markers or compaction before the end, or nothing read)."""
+    the (offset, leader epoch) of the last record the range read (None: none read, or the broker
+    gives no epochs)."""
 
     stopped_at: int
-    leader_epoch: int | None = field(default=None, compare=False)
+    last_record: tuple[int, int] | None = field(default=None, compare=False)
 
 
 def read_range(
@@ -165,16 +165,12 @@ class _RangeRead:
         self.columns = _Columns(task.topic, task.partition)
         self.done = False
         self.done_at = task.end  # where the read stopped, once done
+        self.checking = task.check is not None  # the check record not yet met
 
     @property
     def next_offset(self) -> int:
         """The offset the read continues at."""
         return self.task.start if self.columns.next_offset is None else self.columns.next_offset
-
-    @property
-    def epoch_before_end(self) -> int | None:
-        """The leader epoch of the record just before where the read stopped, if it stopped right after one."""
-        return self.columns.last_epoch if self.columns.next_offset == self.done_at else None
 
 
 def _consume(
@@ -187,6 +183,7 @@ def _consume(
 ) -> Iterator[tuple[int, pa.RecordBatch | RangeEnd]]:
     """Read the `active` ranges from their next offsets until all are done or `stop_early()`."""
     index_of = {(reads[i].task.topic, reads[i].task.partition): i for i in active}
+    ours = {(read.task.topic, read.task.partition) for read in reads}
     # assign() replaces any earlier assignment; messages fetched for it are dropped below.
     consumer.assign([_position(reads[i]) for i in active])
     waiting = set(active)
@@ -228,6 +225,8 @@ def _consume(
             index = index_of.get((message.topic(), message.partition()))
             error = message.error()
             if index is None and error is not None and error.code() != KafkaError._PARTITION_EOF:
+                if (message.topic(), message.partition()) in ours:
+                    continue  # left from before the last assign() (a range not read now): it says nothing now
                 # An error of no partition of ours (e.g. all brokers down) stops every read.
                 raise TopicvaultError(f"reading {', '.join(_names(reads, waiting))} failed: {error.str()}")
             if index is None or index not in waiting:
@@ -241,25 +240,25 @@ def _consume(
                     waiting.discard(index)
                     finished.append(index)
                     continue
-                if _truncation(error):
-                    raise TopicvaultError(
-                        f"{read.task.topic}[{read.task.partition}]: the broker's log no longer holds the history this "
-                        f"location backed up before offset {read.task.start} (leader epoch {read.task.leader_epoch}): "
-                        "it was truncated (an unclean leader election) and other records took those offsets; back "
-                        "up to a new location (this one keeps what was backed up)"
-                    )
-                if error.code() == KafkaError._AUTO_OFFSET_RESET:
-                    # The broker no longer serves the next offset: retention deleted it while this read
-                    # went on (a backup far behind reads the segment being deleted), or the partition's
-                    # end moved below it. What was read is kept and the range ends here, as at an early
-                    # EOF: a caller commits only up to it (the next backup records what retention deleted
-                    # as lost), and one that needs the whole range fails (read_whole_ranges).
+                if error.code() == KafkaError._AUTO_OFFSET_RESET and _log_start(consumer, read) > read.next_offset:
+                    # Retention deleted the next offset while this read went on (a backup far behind
+                    # reads the segment being deleted). What was read is kept and the range ends here,
+                    # as at an early EOF: a caller commits only up to it (the next backup records what
+                    # retention deleted as lost), and one that needs the whole range fails
+                    # (read_whole_ranges). An offset refused for another reason (the log truncated or
+                    # the topic re-created under the read) fails below: nothing of it is committed.
                     read.done_at = read.next_offset
                     waiting.discard(index)
                     finished.append(index)
                     continue
-                raise TopicvaultError(f"reading {read.task.topic}[{read.task.partition}] failed: {error.str()}")
+                raise TopicvaultError(f"reading {read.task.topic}[{read.task.partition}] at offset {read.next_offset} "
+                                      f"failed: {error.str()}")
             offset = message.offset()
+            if read.checking:
+                read.checking = False
+                _check_history(read, message, offset)
+                if offset == read.task.check[0]:
+                    continue  # the archive's record, met again: not read twice
             if offset < read.next_offset:
                 continue  # fetched again after a re-assign: already read
             if offset >= read.task.end:
@@ -293,7 +292,7 @@ def _consume(
                 yield index, cut(read)
         for index in finished:
             reads[index].done = True
-            yield index, RangeEnd(reads[index].done_at, reads[index].epoch_before_end)
+            yield index, RangeEnd(reads[index].done_at, reads[index].columns.last_record)
         if waiting and stop_early():
             for index in sorted(waiting):
                 read = reads[index]
@@ -302,22 +301,40 @@ def _consume(
             return
 
 
-def _truncation(error: KafkaError) -> bool:
-    """Whether the consumer found the log truncated below a position given with its epoch (KIP-320).
-    With auto.offset.reset=error librdkafka reports it as _AUTO_OFFSET_RESET, its reason naming the
-    truncation (rdkafka_offset.c); as _LOG_TRUNCATION otherwise."""
-    code = error.code()
-    return code == KafkaError._LOG_TRUNCATION or (
-        code == KafkaError._AUTO_OFFSET_RESET and "truncation" in error.str().lower())
-
-
 def _position(read: _RangeRead) -> TopicPartition:
-    """Where a range's read (re)starts; at the range's start with the leader epoch its commit
-    recorded, if any (librdkafka then validates the position against the log, KIP-320)."""
+    """Where a range's read (re)starts: at the archive's last record before it while that is not
+    met again yet (see OffsetRange.check), else where the read goes on."""
     task = read.task
-    if read.next_offset == task.start and task.leader_epoch is not None:
-        return TopicPartition(task.topic, task.partition, task.start, leader_epoch=task.leader_epoch)
-    return TopicPartition(task.topic, task.partition, read.next_offset)
+    offset = task.check[0] if read.checking else read.next_offset
+    return TopicPartition(task.topic, task.partition, offset)
+
+
+def _check_history(read: _RangeRead, message, offset: int) -> None:
+    """The first record fetched for a checked range: the archive's last record must be there with
+    the leader epoch it was backed up with. A leader epoch is a leader's term: a record at the same
+    offset with another epoch was written by another leader after the log was truncated below it
+    (an unclean leader election), and the records on from there are not the archive's continuation.
+    A record compacted away since cannot be compared: the read goes on."""
+    check_offset, check_epoch = read.task.check
+    epoch = message.leader_epoch()
+    if offset == check_offset and epoch is not None and epoch != check_epoch:
+        task = read.task
+        raise TopicvaultError(
+            f"{task.topic}[{task.partition}]: offset {check_offset}, the last record this location backed up, was "
+            f"written in leader epoch {check_epoch} but the broker now holds a record of epoch {epoch} there: the "
+            "log was truncated and rewritten (an unclean leader election), so what follows is not the archive's "
+            "continuation; back up to a new location (this one keeps what was backed up)"
+        )
+
+
+def _log_start(consumer: Consumer, read: _RangeRead) -> int:
+    """The partition's log start now, asked of the broker (-1 when it cannot be told)."""
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(read.task.topic, read.task.partition), timeout=10,
+                                                cached=False)
+        return low
+    except Exception:  # noqa: BLE001 - not told: the refusal fails the read as any other error
+        return -1
 
 
 def _names(reads: list[_RangeRead], indices: set[int]) -> list[str]:
@@ -362,7 +379,7 @@ class _Columns:
         self.topic = topic
         self.partition = partition
         self.next_offset: int | None = None
-        self.last_epoch: int | None = None  # leader epoch of the last message flushed
+        self.last_record: tuple[int, int] | None = None  # (offset, leader epoch) of the last message flushed
         self.value_bytes = 0  # of the messages kept
         self._messages: list = []
 
@@ -382,7 +399,8 @@ class _Columns:
         messages, self._messages, self.value_bytes = self._messages, [], 0
         count = len(messages)
         if count:
-            self.last_epoch = messages[-1].leader_epoch()
+            epoch = messages[-1].leader_epoch()
+            self.last_record = (messages[-1].offset(), epoch) if epoch is not None and epoch >= 0 else None
         stamps = [message.timestamp() for message in messages]
         batch = batch_from_columns(
             keys=[message.key() for message in messages],

@@ -107,12 +107,11 @@ def plan_backup(
         read_from = max(start, low)
         partitions.append(PartitionPlan(topic, partition, start, high, low))
         ranges = split_range(topic, partition, read_from, high, records_per_task)
-        epoch = state.leader_epochs.get((topic, partition))
-        if ranges and epoch is not None and read_from == committed and committed > low:
-            # The read continues the committed history: it starts with that history's epoch (KIP-320).
-            # Only while the record before it is still in the log: once retention deleted it, the
-            # broker may no longer know that epoch, and librdkafka reports that as a truncation.
-            ranges[0] = replace(ranges[0], leader_epoch=epoch)
+        last = state.last_records.get((topic, partition))
+        if ranges and last is not None and read_from == committed and low <= last[0] < committed:
+            # The read continues the archived history: it first finds the archive's last record
+            # again, with its leader epoch (see OffsetRange.check), while retention has not deleted it.
+            ranges[0] = replace(ranges[0], check=last)
         tasks.extend(ranges)
     topic_settings = dict(topic_settings or {})
     return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings,
@@ -185,7 +184,7 @@ class TaskResult:
     task: OffsetRange
     end: int  # the offset after the last one read; task.end when the whole range was read
     objects: list[ObjectEntry]
-    leader_epoch: int | None = None  # of the record just before `end`, when the read ended right after one
+    last_record: tuple[int, int] | None = None  # (offset, leader epoch) of the last record read
 
     @property
     def short(self) -> bool:
@@ -199,8 +198,8 @@ class ReadExtent:
     ranges: list[PartitionRange]
     objects: list[ObjectEntry]
     warnings: list[str]
-    # "topic:partition" -> leader epoch of the record just before its range's end, where known.
-    leader_epochs: dict[str, int] = field(default_factory=dict)
+    # "topic:partition" -> (offset, leader epoch) of the last record its range read, where known.
+    last_records: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _held_back(topic: str, partition: int, committed: int | None, stable_end: int, log_end: int) -> list[str]:
@@ -214,9 +213,9 @@ def _held_back(topic: str, partition: int, committed: int | None, stable_end: in
     """
     if committed is None or committed != stable_end or log_end <= stable_end:
         return []
-    return [f"{topic}[{partition}]: offsets {stable_end}..{log_end - 1} are held back by a transaction open since "
-            "the last backup (its last stable offset has not moved): they are backed up once the transaction ends; "
-            "if it never does (a hanging transaction), abort it (kafka-transactions.sh) before retention deletes them"]
+    return [f"{topic}[{partition}]: offsets {stable_end}..{log_end - 1} wait behind an open transaction (the last "
+            "stable offset has not moved since the last backup): they are backed up once it ends; if it never does "
+            "(a hanging transaction), abort it (kafka-transactions.sh) before retention deletes them"]
 
 
 def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> ReadExtent:
@@ -234,18 +233,18 @@ def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> R
     ranges: list[PartitionRange] = []
     objects: list[ObjectEntry] = []
     warnings: list[str] = []
-    epochs: dict[str, int] = {}
+    last_records: dict[str, tuple[int, int]] = {}
     for p in partitions:
         end = max(p.start, p.low_watermark)  # where the first task started reading
-        epoch = None
+        last = None
         for result in sorted(by_partition.get((p.topic, p.partition), []), key=lambda r: r.task.start):
             if result.task.start != end:
                 break  # after a short task: these offsets follow a gap nobody read
-            end, epoch = result.end, result.leader_epoch
+            end, last = result.end, result.last_record or last
             if result.short:
                 break
-        if epoch is not None and end > p.start:
-            epochs[f"{p.topic}:{p.partition}"] = epoch
+        if last is not None:
+            last_records[f"{p.topic}:{p.partition}"] = last
         if end < p.end and by_partition.get((p.topic, p.partition)):
             warnings.append(
                 f"{p.topic}[{p.partition}]: the broker stopped serving the partition at offset {end}, below the "
@@ -256,4 +255,5 @@ def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> R
         objects.extend(o for r in by_partition.get((p.topic, p.partition), []) for o in r.objects if o.last_offset < end)
         if end > p.start:
             ranges.append(PartitionRange(p.topic, p.partition, p.start, end))
-    return ReadExtent(ranges, sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset)), warnings, epochs)
+    return ReadExtent(ranges, sorted(objects, key=lambda o: (o.topic, o.partition, o.first_offset)), warnings,
+                      last_records)

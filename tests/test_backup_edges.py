@@ -161,6 +161,7 @@ def test_retention_deleting_what_a_backup_reads_commits_what_was_read_and_the_ne
     consumer's stream after 120 records of partition 0. The run used to fail whole, committing
     no partition: a backup behind retention could never commit. Now what was read is kept."""
     from confluent_kafka import KafkaError, Message
+    from topicvault.core.errors import TopicvaultError
     from topicvault.core.kafka import KafkaSettings
     from topicvault.sink import kafka_reader
     from topicvault.sink.backup import BackupJob, backup_group
@@ -185,6 +186,8 @@ def test_retention_deleting_what_a_backup_reads_commits_what_was_read_and_the_ne
         return messages
 
     monkeypatch.setattr(kafka_reader, "consume_ready", retention_strikes)
+    # The broker's log start then lies past the refused offset (asked again by the reader).
+    monkeypatch.setattr(kafka_reader, "_log_start", lambda consumer, read: 150 if read.task.partition == 0 else 0)
     job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
     tasks = [OffsetRange(topic, p, 0, 300) for p in (0, 1)]
     results = backup_group(job, tasks)
@@ -194,6 +197,13 @@ def test_retention_deleting_what_a_backup_reads_commits_what_was_read_and_the_ne
     assert [(r.partition, r.start, r.end) for r in extent.ranges] == [(0, 0, 120), (1, 0, 300)]
     assert sum(o.records for o in extent.objects if o.partition == 0) == 120
     assert "retention" in extent.warnings[0] and "120" in extent.warnings[0]
+
+    # An offset refused while the log still starts before it (the log truncated, or the topic
+    # re-created, under the read) is no retention: the read fails, and nothing of it is committed.
+    seen["p0"] = 0
+    monkeypatch.setattr(kafka_reader, "_log_start", lambda consumer, read: 0)
+    with pytest.raises(TopicvaultError, match=r"reading behind-\S+\[0\] at offset 120 failed"):
+        backup_group(job, tasks)
 
 
 def test_a_transaction_holding_back_a_partition_since_the_last_backup_is_warned_about():

@@ -267,75 +267,68 @@ def test_read_uncommitted_is_refused_before_anything_is_written(bootstrap, topic
     assert not (tmp_path / "b").exists()
 
 
-def test_a_backup_records_the_leader_epoch_where_it_ended_and_the_next_starts_with_it(bootstrap, spark, topic_factory,
-                                                                                     tmp_path):
-    """KIP-320: the next backup assigns its start with the epoch of the last record backed up, so
-    librdkafka checks the log still holds that history: an unclean leader election that
-    truncated the partition and let other records take its offsets fails the read instead of
-    splicing them on (real Kafka; tansu never changes leaders, and checks nothing, the case below
-    injects the consumer's report)."""
+def test_a_backup_records_its_last_record_and_epoch_and_the_next_finds_them_again(bootstrap, spark, topic_factory,
+                                                                                 tmp_path):
+    """Each commit records the offset and leader epoch of the last record each range read; the
+    next backup fetches that offset first and must find the same epoch there."""
     from topicvault.core.kafka import KafkaSettings
     from topicvault.sink.backup import BackupJob, plan_run
 
     topic = topic_factory(2, prefix="epochs")
-    produce_records(bootstrap, topic, records(topic, 0, 10, "a"))  # partition 1 stays empty: no epoch
+    produce_records(bootstrap, topic, records(topic, 0, 10, "a"))  # partition 1 stays empty: no record
     location = tmp_path / "b"
     run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
-    assert commits(location)[0]["leader_epochs"] == {f"{topic}:0": 0}
-    state = load_state(open_store(str(location)))
-    assert state.leader_epochs == {(topic, 0): 0}
+    assert commits(location)[0]["last_records"] == {f"{topic}:0": [9, 0]}
+    assert load_state(open_store(str(location))).last_records == {(topic, 0): (9, 0)}
     produce_records(bootstrap, topic, records(topic, 10, 5, "b"))
     plan = plan_run(BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(location)), [topic])
-    assert [(t.partition, t.start, t.leader_epoch) for t in plan.tasks] == [(0, 10, 0)]
-    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)  # reads on with the epoch
+    assert [(t.partition, t.start, t.check) for t in plan.tasks] == [(0, 10, (9, 0))]
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)  # finds offset 9 in epoch 0 again
     state = load_state(open_store(str(location)))
-    assert state.partitions[(topic, 0)].end == 15 and state.leader_epochs[(topic, 0)] == 0
+    assert state.partitions[(topic, 0)].records == 15 and state.last_records[(topic, 0)] == (14, 0)
 
 
-def test_a_truncated_log_fails_the_read_naming_it(bootstrap, topic_factory, monkeypatch):
-    from confluent_kafka import KafkaError, Message
-    from topicvault.core.errors import TopicvaultError
-    from topicvault.core.kafka import KafkaSettings
-    from topicvault.sink import kafka_reader
-    from topicvault.sink.kafka_reader import OffsetRange, read_range
-
-    topic = topic_factory(1, prefix="truncated")
+def test_a_log_rewritten_below_the_archive_end_stops_the_backup_instead_of_splicing(bootstrap, spark, topic_factory,
+                                                                                  tmp_path):
+    """An unclean leader election truncates a partition below what was backed up, and new records
+    take those offsets under a new leader epoch: the archive's last record is not there any more.
+    tansu never changes leaders, so the archive's record of it is given another epoch instead."""
+    topic = topic_factory(1, prefix="rewritten")
     produce_records(bootstrap, topic, records(topic, 0, 10, "a"))
-    real = kafka_reader.consume_ready
-
-    # What librdkafka reports once OffsetForLeaderEpoch shows the log ends below the position:
-    # with auto.offset.reset=error an _AUTO_OFFSET_RESET whose reason names the truncation
-    # (rdkafka_offset.c), else _LOG_TRUNCATION.
-    reports = [KafkaError(KafkaError._AUTO_OFFSET_RESET, "Partition log truncation detected at offset 5 (leader "
-                          "epoch 3): broker end offset is 2 (offset leader epoch 3). Reset to INVALID.: Local: "
-                          "Partition log truncation detected (broker 1)"),
-               KafkaError(KafkaError._LOG_TRUNCATION)]
-    for report in reports:
-        def truncation_found(consumer, limit, wait_s, report=report):
-            real(consumer, limit, wait_s)
-            return [Message(topic=topic, partition=0, offset=5, error=report)]
-
-        monkeypatch.setattr(kafka_reader, "consume_ready", truncation_found)
-        with pytest.raises(TopicvaultError, match=r"truncated \(an unclean leader election\).*new location"):
-            list(read_range(KafkaSettings.of(bootstrap), OffsetRange(topic, 0, 5, 10, leader_epoch=3)))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    path = location / "_topicvault" / "commits" / "0000000000000000001.json"
+    record = json.loads(path.read_text())
+    record["last_records"] = {f"{topic}:0": [9, 7]}  # backed up under leader epoch 7; the broker now says 0
+    path.write_text(json.dumps(record))
+    for checkpoint in (location / "_topicvault").rglob("checkpoints/*"):
+        checkpoint.unlink()
+    produce_records(bootstrap, topic, records(topic, 10, 5, "b"))
+    out = run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, expect_exit=1)
+    assert "offset 9, the last record this location backed up, was written in leader epoch 7" in out, out
+    assert "new location" in out and "Traceback" not in out
+    assert load_state(open_store(str(location))).partitions[(topic, 0)].end == 10  # nothing more committed
 
 
-def test_a_leader_epoch_is_kept_until_the_end_moves_without_one():
+def test_a_last_record_is_kept_until_the_end_moves_without_one():
     from topicvault.core.commits import BackupState, PartitionRange
 
     state = BackupState()
-    first = CommitRecord(1, 0, (PartitionRange("t", 0, 0, 10),), (), leader_epochs={"t:0": 4})
+    first = CommitRecord(1, 0, (PartitionRange("t", 0, 0, 10),), (), last_records={"t:0": (9, 4)})
     assert CommitRecord.from_json(first.to_json(), "k") == first
     state.apply(first, "k1")
-    assert state.leader_epochs == {("t", 0): 4}
+    assert state.last_records == {("t", 0): (9, 4)}
     state.apply(CommitRecord(2, 0, (), (), kind="compact"), "k2")  # maintenance moves no end
-    assert state.leader_epochs == {("t", 0): 4}
-    # A DataFrame write or a micro-batch commits no epoch: the old one would end below the new end.
+    assert state.last_records == {("t", 0): (9, 4)}
+    # A DataFrame write or a micro-batch records none: checking the old one would re-read all it wrote.
     state.apply(CommitRecord(3, 0, (PartitionRange("t", 0, 10, 20),), ()), "k3")
-    assert state.leader_epochs == {}
+    assert state.last_records == {}
     old = json.loads(first.to_json())
-    del old["leader_epochs"]  # commits written before epochs were recorded
-    assert CommitRecord.from_json(json.dumps(old).encode(), "k").leader_epochs is None
+    del old["last_records"]  # commits written before last records were recorded
+    assert CommitRecord.from_json(json.dumps(old).encode(), "k").last_records is None
+    old["last_records"] = ["damaged"]
+    with pytest.raises(TopicvaultError, match="unreadable"):
+        CommitRecord.from_json(json.dumps(old).encode(), "k")
 
 
 def test_a_followed_topic_deleted_between_lookups_is_named_as_deleted(bootstrap, topic_factory):

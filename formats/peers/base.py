@@ -134,16 +134,20 @@ def decompress(data: bytes, key: str) -> bytes:
     """Bytes of an object compressed as its name (or gzip's magic bytes) says."""
     if key.endswith(".gz") or data[:2] == b"\x1f\x8b":
         return gunzip_bytes(data, key, "gzip")  # bounded: a gzip bomb is refused, not inflated
-    try:
-        if key.endswith(".zst"):
+    if key.endswith(".zst"):
+        try:
+            from compression import zstd  # noqa: PLC0415 - Python 3.14+
+        except ImportError:
             from backports import zstd  # noqa: PLC0415 - optional codec, loaded only for zstd objects
-
-            return zstd.decompress(data)
-        if key.endswith(".snappy"):
-            return _snappy(data)
+        codec = zstd.decompress
+    elif key.endswith(".snappy"):
+        codec = _snappy
+    else:
+        return data
+    try:
+        return codec(data)
     except Exception as exc:  # noqa: BLE001 - each codec has its own errors; all mean a damaged object
         raise CorruptObject(f"{key} cannot be decompressed ({type(exc).__name__}: {exc})") from None
-    return data
 
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -201,6 +205,9 @@ def as_bytes(value: Any) -> bytes | None:
     return json.dumps(value, separators=(",", ":"), default=_json_default).encode()
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
 def _json_default(value: Any) -> Any:
     """JSON for what Avro and Parquet decode to beyond JSON's types, as Connect's JsonConverter
     writes the same logical types: Timestamp as epoch ms, Date as days, Time as ms of the day."""
@@ -208,12 +215,12 @@ def _json_default(value: Any) -> Any:
         return base64.b64encode(value).decode()
     if isinstance(value, datetime.datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
-        return int(aware.timestamp() * 1000)
+        return (aware - _EPOCH) // datetime.timedelta(milliseconds=1)  # exact: float seconds round off by 1 ms
     if isinstance(value, datetime.date):
         return (value - datetime.date(1970, 1, 1)).days
     if isinstance(value, datetime.time):
         return ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000
-    return str(value)  # Decimal, UUID: their text
+    return str(value)  # Decimal, UUID: their text (JsonConverter's default writes a decimal as base64 bytes)
 
 
 def table_of(records: list[Record]) -> pa.Table:
