@@ -177,13 +177,15 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         topics = tuple(saved.topic_map) if saved is not None else ()
     restore_id, number, produced, skipped = request.restore_id, 0, 0, []
     committed_groups: dict[str, dict] = {}
-    seen: set[str] | None = None  # a peer archive's objects at the last round (None: no round in this run yet)
+    # A peer archive's objects at the last round, (key, size) (None: no round in this run yet).
+    seen: set[tuple[str, int]] | None = None
     while True:
         plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
-                            request.create_missing, request.selection, request.apply_configs, continue_saved=True)
+                            request.create_missing, request.selection, request.apply_configs, continue_saved=True,
+                            peer_objects_seen=seen)
         restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
         late = late_peer_objects(plan, seen) if seen is not None and plan.layout != "topicvault" else []
-        seen = {o.key for ps in plan.archive.partitions.values() for o in ps.objects}
+        seen = {(o.key, o.bytes) for ps in plan.archive.partitions.values() for o in ps.objects}
         if number == 0:
             keep_loading_configs(job, plan)
         result = run_restore(spark, job, plan, configure=False)
@@ -209,9 +211,10 @@ def keep_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
                                     if topic not in plan.topics_to_create})
 
 
-def late_peer_objects(plan: RestorePlan, seen: set[str]) -> list[str]:
-    """Notes naming peer objects new since the last round whose name's offset is at or before what
-    was restored: a standby restores a partition in offset order, so it does not read them."""
+def late_peer_objects(plan: RestorePlan, seen: set[tuple[str, int]]) -> list[str]:
+    """Notes naming peer objects new or written again since the last round whose name's offset is
+    at or before what was restored: the round reads them for their records after it, but a
+    standby restores a partition in offset order, so their records at or before it stay out."""
     notes = []
     for (source, partition), ps in sorted(plan.archive.partitions.items()):
         done = plan.restored.get((source, partition))
@@ -219,10 +222,11 @@ def late_peer_objects(plan: RestorePlan, seen: set[str]) -> list[str]:
         if source not in plan.topic_map or through is None:
             continue
         for entry in ps.objects:
-            if entry.key not in seen and entry.first_offset <= through:
-                notes.append(f"{source}[{partition}]: object {entry.key} appeared after offsets up to {through} were "
-                             "restored, so it is not read: a re-delivery by the sink holds nothing new; if it holds "
-                             "records the standby lacks, restore them with a new --restore-id")
+            if (entry.key, entry.bytes) not in seen and entry.first_offset <= through:
+                notes.append(f"{source}[{partition}]: object {entry.key} appeared (or was written again) after offsets "
+                             f"up to {through} were restored: its records after {through} are restored; one at or "
+                             "before it that the standby lacks (not a re-delivery) needs a restore with a new "
+                             "--restore-id")
     return notes
 
 
@@ -290,11 +294,11 @@ def _wait_for_news(job: RestoreJob, plan: RestorePlan, interval_s: float, stop: 
         def news() -> bool:
             return store.head(next_commit) is not None  # one request per poll
     else:
-        known = {o.key for ps in plan.archive.partitions.values() for o in ps.objects}
+        known = {(o.key, o.bytes) for ps in plan.archive.partitions.values() for o in ps.objects}
 
-        def news() -> bool:
+        def news() -> bool:  # an object new, or written again under its name (another size)
             state, _ = peer_state(store, plan.layout, job.key_template)  # one listing per poll
-            return any(o.key not in known for ps in state.partitions.values() for o in ps.objects)
+            return any((o.key, o.bytes) not in known for ps in state.partitions.values() for o in ps.objects)
     while not stop.wait(interval_s):
         if news():
             return True

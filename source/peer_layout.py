@@ -90,8 +90,10 @@ def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tup
         partition = state.partitions.setdefault(
             (parsed.topic, parsed.partition), PartitionState(parsed.topic, parsed.partition, 0, 0))
         hint = parsed.offset_hint
-        # Counts, sizes and checksums are unknown until the object is read.
-        partition.objects.append(ObjectEntry(parsed.key, parsed.topic, parsed.partition, hint, hint, 0, 0, 0, 0, ""))
+        # Counts and checksums are unknown until the object is read; the stored size tells a
+        # standby an object a sink wrote again under the same name.
+        partition.objects.append(ObjectEntry(parsed.key, parsed.topic, parsed.partition, hint, hint, 0, info.size, 0, 0,
+                                             ""))
     peer.check_companions(data_keys, companions)
     for partition in state.partitions.values():
         partition.objects.sort(key=lambda e: (e.first_offset, e.key))

@@ -368,12 +368,16 @@ def plan_restore(
     selection: Selection = Selection(),
     apply_configs: bool = True,
     continue_saved: bool = False,
+    peer_objects_seen: set[tuple[str, int]] | None = None,
 ) -> RestorePlan:
     """Plan a restore; on a first start this also records where each target partition stands.
 
     With `continue_saved` (restore --follow), a resumed restore starts each partition after the
     offset map its earlier runs saved, instead of counting from its first start: a round reads
     only objects it has not restored, and counts only what the target got since that map.
+    `peer_objects_seen` ((key, size) of a peer archive's objects at the last round) adds the
+    objects new or rewritten since, even named at or before what was restored: their records
+    after it are restored.
     """
     store = job.open_store()
     layout = resolve_layout(store, job.layout, job.key_template)
@@ -466,7 +470,8 @@ def plan_restore(
         else:
             # A peer object's offsets and times are known only once it is read: select records, not objects.
             # Its name's offset (first or last of the object) orders it; what it holds up to `through` is left out.
-            objects = [o for o in ps.objects if through is None or o.first_offset > through]
+            objects = [o for o in ps.objects if through is None or o.first_offset > through
+                       or (peer_objects_seen is not None and (o.key, o.bytes) not in peer_objects_seen)]
         if objects or holes:  # a partition with only holes left is named again, not called complete
             start = done.target_end if done is not None else starts[f"{target}:{partition}"]
             tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen, layout, restore_id,
