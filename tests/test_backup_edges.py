@@ -243,3 +243,32 @@ def test_an_open_transaction_holds_a_backup_back_and_the_next_run_says_so(bootst
     out = run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
     assert "transaction" in out and f"{topic}[0]" in out
     producer.abort_transaction(30)
+
+
+def test_an_error_left_from_a_range_not_being_read_now_is_not_taken_for_one(bootstrap, topic_factory, monkeypatch):
+    """One range after another (memory over budget): assign() does not clear errors already
+    queued for the partitions it drops, and one of those used to fail every range of the task."""
+    from confluent_kafka import KafkaError, Message
+    from topicvault.core.kafka import KafkaSettings
+    from topicvault.sink import kafka_reader
+    from topicvault.sink.kafka_reader import OffsetRange, RangeEnd, read_ranges
+
+    topic = topic_factory(2, prefix="stale")
+    produce_records(bootstrap, topic, [Record(topic, p, 0, None, b"v%d" % i, 1_700_000_000_000 + i, 0, ())
+                                       for p in (0, 1) for i in range(50)])
+    real, injected = kafka_reader.consume_ready, []
+
+    def with_a_stale_error(consumer, limit, wait_s):
+        messages = real(consumer, limit, wait_s)
+        if not injected and any(m.error() is None and m.partition() == 0 for m in messages):
+            injected.append(True)  # partition 1 waits its turn: an error of its earlier fetch arrives now
+            messages = [Message(topic=topic, partition=1, offset=3, error=KafkaError(KafkaError._TRANSPORT)),
+                        *messages]
+        return messages
+
+    monkeypatch.setattr(kafka_reader, "consume_ready", with_a_stale_error)
+    items = list(read_ranges(KafkaSettings.of(bootstrap), [OffsetRange(topic, 0, 0, 50), OffsetRange(topic, 1, 0, 50)],
+                             one_at_a_time=lambda: True))
+    assert injected
+    assert {index: item.stopped_at for index, item in items if isinstance(item, RangeEnd)} == {0: 50, 1: 50}
+    assert sum(item.num_rows for _, item in items if not isinstance(item, RangeEnd)) == 100
