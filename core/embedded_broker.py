@@ -15,6 +15,23 @@ from pathlib import Path
 from .errors import TopicvaultError
 
 
+def _prctl_die_with_parent():
+    """A function for a child about to exec: the kernel sends it SIGTERM when the thread that
+    started it ends (Linux prctl PR_SET_PDEATHSIG), so a broker or server outlives no owner,
+    even one killed with SIGKILL. None where prctl is not available."""
+    try:
+        import ctypes  # noqa: PLC0415 - loaded in the parent, before any fork
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig, sigterm = 1, 15
+    return lambda: prctl(pr_set_pdeathsig, sigterm)
+
+
+DIE_WITH_PARENT = _prctl_die_with_parent()
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as sock:
@@ -67,7 +84,7 @@ class EmbeddedBroker:
                 [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                  "--storage-engine", "memory://tansu/"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+                env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}, preexec_fn=DIE_WITH_PARENT,
             )
         try:
             wait_for_broker(self.bootstrap, 30.0, self.log_path)

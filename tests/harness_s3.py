@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from topicvault.core.embedded_broker import DIE_WITH_PARENT, free_port
 
 # conftest star-imports this module: export the fixtures only.
 __all__ = ["local_uri", "s3_endpoint", "s3_uri", "store_uri"]
@@ -28,12 +28,6 @@ _AWS_VARIABLES = (
     "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
 )
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def logged_requests(log: Path, bucket: str) -> list[str]:
@@ -56,7 +50,7 @@ def moto_server(log_dir: Path, env: Mapping[str, str] | None = None) -> Iterator
         process = subprocess.Popen(
             [str(executable), "-H", "127.0.0.1", "-p", str(port)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, **(env or {})},
+            start_new_session=True, env={**os.environ, **(env or {})}, preexec_fn=DIE_WITH_PARENT,
         )
     endpoint = f"http://127.0.0.1:{port}"
     try:
