@@ -184,6 +184,19 @@ def test_confluent_parquet_values_are_whole_structs_even_of_one_field(tmp_path):
         (7, b"k5", b'{"id":5}'), (8, None, b'{"id":6}'), (9, None, b'{"raw":"AP8=","n":1}')]
 
 
+def test_confluent_parquet_of_every_codec_is_read_not_left_out(tmp_path):
+    # parquet.codec names the file: <start>.<codec extension>.parquet (parquet-mr's extensions).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "topics" / "t" / "partition=0"
+    folder.mkdir(parents=True)
+    for start, (extension, codec) in enumerate([("br", "brotli"), ("lz4hadoop", "lz4"), ("zstd", "zstd")]):
+        pq.write_table(pa.table({"id": [start]}), folder / f"t+0+{start:010d}.{extension}.parquet", compression=codec)
+    rows, _ = restored(tmp_path, "confluent")
+    assert [(r["offset"], r["value"]) for r in rows] == [(0, b'{"id":0}'), (1, b'{"id":1}'), (2, b'{"id":2}')]
+
+
 def test_confluent_headers_default_to_text_and_take_base64(tmp_path):
     write_confluent_json(tmp_path, [[{"key": "source", "value": "web"}, {"key": "source", "value": "app"}],
                                     [{"key": "n", "value": None}]])

@@ -35,7 +35,9 @@ from .base import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, decompres
 
 _NAME = re.compile(
     r"(?:.*/)?(?P<topic>[a-zA-Z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d+)(?P<role>\.keys|\.headers)?"
-    r"\.(?P<ext>avro|json|snappy\.parquet|gz\.parquet|zstd\.parquet|parquet|bin|json\.gz|bin\.gz)"
+    # Parquet names carry parquet-mr's codec extension (parquet.codec: .snappy, .gz, .zstd, .br,
+    # .lz4hadoop, .lz4raw, .lzo) before .parquet.
+    r"\.(?P<ext>avro|json|(?:[a-z0-9]+\.)?parquet|bin|json\.gz|bin\.gz)"
 )
 
 
