@@ -7,6 +7,7 @@ container engine answers does the suite fall back to the embedded tansu process,
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 import warnings
@@ -83,13 +84,20 @@ def topic_factory(bootstrap):
     # On real Kafka the tests' topics take what tansu takes: records up to 8 MiB (Kafka's default
     # limit is 1 MiB) and any timestamp (Kafka 4.0 refuses those over an hour ahead by default;
     # the test data has records of 2100). tansu describes no broker configs and enforces neither.
-    on_real_kafka = broker_configs(KafkaSettings.of(bootstrap)) or {}
-    like_tansu = {**lifted_timestamp_limits(on_real_kafka), "max.message.bytes": str(8 * 2**20)} if on_real_kafka else {}
+    like_tansu = _like_tansu(bootstrap)
 
     def make(partitions: int, prefix: str = "t", config: dict | None = None) -> str:
         return create_topic(bootstrap, f"{prefix}-{uuid.uuid4().hex[:8]}", partitions, {**like_tansu, **(config or {})})
 
     return make
+
+
+@functools.cache
+def _like_tansu(bootstrap: str) -> dict[str, str]:
+    """Topic configs that let a real Kafka cluster take the tests' records as tansu takes them
+    (none for tansu, which describes no broker configs)."""
+    on_real_kafka = broker_configs(KafkaSettings.of(bootstrap)) or {}
+    return {**lifted_timestamp_limits(on_real_kafka), "max.message.bytes": str(8 * 2**20)} if on_real_kafka else {}
 
 
 def pytest_sessionfinish(session):
