@@ -8,6 +8,7 @@ is read again.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import time
@@ -213,11 +214,21 @@ def _await(query, seconds: float) -> None:
         raise TopicvaultError(f"followed backup failed: {_reason(str(exc))}") from None
 
 
+# A Python exception's last line in a traceback Spark wraps: "OSError: [Errno 28] ..."
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): \S.*$")
+
+
 def _reason(text: str) -> str:
-    """The one-line reason of a failed query: a TopicvaultError's own message where Spark wrapped one."""
+    """The one-line reason of a failed query: a TopicvaultError's own message where Spark wrapped
+    one, else the last exception line of the traceback inside (Spark's first line,
+    "[STREAM_FAILED] Query [...] terminated with exception:", names no cause)."""
     mark = "TopicvaultError: "
     at = text.rfind(mark)
-    line = text[at + len(mark):].splitlines()[0] if at >= 0 else text.splitlines()[0]
+    if at >= 0:
+        line = text[at + len(mark):].splitlines()[0]
+    else:
+        causes = [line.strip() for line in text.splitlines() if _EXCEPTION_LINE.match(line.strip())]
+        line = causes[-1] if causes else (text.splitlines() or [""])[0]
     return line.split(" SQLSTATE:")[0]
 
 

@@ -55,11 +55,14 @@ def test_follow_killed_and_restarted_then_stopped_restores_exactly(bootstrap, sp
     producer_thread.start()
     first = start_follow(args, log)
     try:
-        wait_for(lambda: len(commits(location)) >= 2, 120, "two commits of the first follow run")
+        wait_for(lambda: len(commits(location)) >= 2 or first.poll() is not None, 120,
+                 "two commits of the first follow run")
+        assert first.poll() is None, log.read_text()[-3000:]
         os.killpg(first.pid, signal.SIGKILL)  # driver, JVM and workers at once, like a machine failure
         assert first.wait(30) == -9
         second = start_follow(args, log)
-        wait_for(lambda: len(commits(location)) >= 4, 120, "commits of the restarted run")
+        wait_for(lambda: len(commits(location)) >= 4 or second.poll() is not None, 120, "commits of the restarted run")
+        assert second.poll() is None, log.read_text()[-3000:]  # a follower that failed says why
         done.set()
         producer_thread.join(60)
         # tansu: end each partition with a single-record batch so its high watermark is the true end.
@@ -115,3 +118,22 @@ def test_a_stream_starting_after_retention_moved_the_log_start_fails_instead_of_
         assert "t[0]" in str(exc) and "4..9" in str(exc) and "run again" in str(exc)
     else:
         raise AssertionError("offsets 4..9, deleted after the plan, were stepped over")
+
+
+def test_a_failed_query_is_reported_by_its_cause_not_by_spark_s_header():
+    """Spark's text of a failed stream starts with "[STREAM_FAILED] Query [...] terminated with
+    exception:" and the cause follows on later lines: the one-line report printed nothing of it."""
+    from topicvault.sink.follow import _reason
+
+    spark_text = ("[STREAM_FAILED] Query [id = 6af6, runId = 5106] terminated with exception: \n"
+                  "Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, most recent failure: "
+                  "Lost task 0.3 in stage 3.0 (TID 9) (host executor driver): org.apache.spark.api.python."
+                  "PythonException: Traceback (most recent call last):\n"
+                  '  File "/x/worker.py", line 1, in main\n'
+                  "OSError: [Errno 28] No space left on device\n"
+                  "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n")
+    assert _reason(spark_text) == "OSError: [Errno 28] No space left on device"
+    ours = spark_text.replace("OSError: [Errno 28] No space left on device",
+                              "topicvault.core.errors.TopicvaultError: t[0] ended at offset 10 SQLSTATE: 39000")
+    assert _reason(ours) == "t[0] ended at offset 10"
+    assert _reason("something odd happened") == "something odd happened"
