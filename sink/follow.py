@@ -227,7 +227,8 @@ def _reason(text: str) -> str:
     if at >= 0:
         line = text[at + len(mark):].splitlines()[0]
     else:
-        causes = [line.strip() for line in text.splitlines() if _EXCEPTION_LINE.match(line.strip())]
+        causes = [line.strip() for line in text.splitlines()
+                  if _EXCEPTION_LINE.match(line.strip()) and not line.rstrip().endswith("(most recent call last):")]
         line = causes[-1] if causes else (text.splitlines() or [""])[0]
     return line.split(" SQLSTATE:")[0]
 

@@ -131,7 +131,9 @@ def test_a_failed_query_is_reported_by_its_cause_not_by_spark_s_header():
                   "PythonException: Traceback (most recent call last):\n"
                   '  File "/x/worker.py", line 1, in main\n'
                   "OSError: [Errno 28] No space left on device\n"
-                  "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n")
+                  "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n"
+                  "Driver stacktrace:\n"
+                  "Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n")
     assert _reason(spark_text) == "OSError: [Errno 28] No space left on device"
     ours = spark_text.replace("OSError: [Errno 28] No space left on device",
                               "topicvault.core.errors.TopicvaultError: t[0] ended at offset 10 SQLSTATE: 39000")
