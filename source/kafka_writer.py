@@ -17,7 +17,7 @@ from ..core.cluster import NO_LIMIT_MS, TIMESTAMP_LIMITS
 from ..core.envelope import content_fingerprint, record_sizes, timestamps_ms
 from ..core.errors import OffsetDeleted, TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.hotloop import hot_loop
+from ..core.hotloop import rare_cyclic_gc
 from ..core.kafka import KafkaSettings, metadata_consumer, read_to_eof, true_end_offsets
 from .throttle import RateLimit, TokenBucket
 
@@ -145,7 +145,7 @@ def produce_streams(
     unopened = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
     pending, unopened = unopened[:OPEN_STREAMS], unopened[OPEN_STREAMS:]
     crash_at = crash_after("restore.produce")
-    with hot_loop():  # millions of short-lived objects (see core.hotloop)
+    with rare_cyclic_gc():  # millions of short-lived objects (see core.hotloop)
         try:
             while pending and not failures:
                 for entry in list(pending):
