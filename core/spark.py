@@ -163,6 +163,14 @@ def _reporting_errors(function):
     return task
 
 
+def task_attempt() -> int:
+    """The attempt number of the Spark task this runs in (0: its first attempt, or not in a task)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.attemptNumber() if context is not None else 0
+
+
 def run_tasks(spark, function, specs: list) -> list:
     """Run `function(spec)` for every spec as one Spark task each; return the results in order.
 

@@ -182,7 +182,7 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
     while True:
         plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
                             request.create_missing, request.selection, request.apply_configs, continue_saved=True,
-                            peer_objects_seen=seen)
+                            peer_objects_seen=seen, earlier_writes_acknowledged=number > 0)
         restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
         late = late_peer_objects(plan, seen) if seen is not None and plan.layout != "topicvault" else []
         seen = {(o.key, o.bytes) for ps in plan.archive.partitions.values() for o in ps.objects}

@@ -32,7 +32,7 @@ from ..core.kafka import (
 )
 from ..core.locations import open_store
 from ..core.progress import counted
-from ..core.spark import check_no_speculation, run_tasks
+from ..core.spark import check_no_speculation, run_tasks, task_attempt
 from ..formats.peers import PeerOptions, peer_layout
 from .kafka_writer import ProduceResult, WrittenPrefix, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import SkippedObject, check_keys_open, read_partition
@@ -75,6 +75,9 @@ class RestoreTask:
     restore_id: str = ""  # where objects left out are recorded (offset_map.save_hole); "": not recorded
     # Objects earlier runs of this restore left out, within the selection: their offsets stay out.
     earlier_holes: tuple[SkippedObject, ...] = ()
+    # An earlier run of this restore may have sent records to the target that no replica but the
+    # leader holds yet (it was killed before they were acknowledged): see restore_group.
+    resumed: bool = False
 
     @property
     def records(self) -> int:
@@ -207,8 +210,9 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = R
     # and topics are created without their saved configs until the data is in (no compaction).
     starts = {task.target: task.target_start for task in tasks}
     written = count_records(job.kafka, starts)
-    if any(prefix.records for prefix in written.values()):
-        # A resume: what a killed attempt sent last may not be counted yet (see resume_settle_s).
+    if any(task.resumed for task in tasks) or task_attempt() > 0 or any(p.records for p in written.values()):
+        # A resume: what a killed run or attempt sent last may not be counted yet (see resume_settle_s),
+        # even when the count finds none of its records: its only request may be in the leader's log alone.
         settle_s = target_resume_settle_s(job.kafka, [task.target_topic for task in tasks])
         if settle_s:
             time.sleep(settle_s)
@@ -369,6 +373,7 @@ def plan_restore(
     apply_configs: bool = True,
     continue_saved: bool = False,
     peer_objects_seen: set[tuple[str, int]] | None = None,
+    earlier_writes_acknowledged: bool = False,
 ) -> RestorePlan:
     """Plan a restore; on a first start this also records where each target partition stands.
 
@@ -377,7 +382,9 @@ def plan_restore(
     only objects it has not restored, and counts only what the target got since that map.
     `peer_objects_seen` ((key, size) of a peer archive's objects at the last round) adds the
     objects new or rewritten since, even named at or before what was restored: their records
-    after it are restored.
+    after it are restored. `earlier_writes_acknowledged`: every record earlier runs sent was
+    acknowledged (a follow round after one that finished in this process), so a resume need not
+    wait for replicas to catch up before counting.
     """
     store = job.open_store()
     layout = resolve_layout(store, job.layout, job.key_template)
@@ -475,7 +482,7 @@ def plan_restore(
         if objects or holes:  # a partition with only holes left is named again, not called complete
             start = done.target_end if done is not None else starts[f"{target}:{partition}"]
             tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen, layout, restore_id,
-                                     holes))
+                                     holes, resumed=saved is not None and not earlier_writes_acknowledged))
     # Record times of a peer's objects are known only once they are read (its entries say 0).
     earliest = {
         topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),

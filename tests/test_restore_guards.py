@@ -344,3 +344,38 @@ def test_a_resume_on_a_replicated_target_waits_for_what_the_killed_attempt_sent_
     assert resume_settle_s(3, {"replica.lag.time.max.ms": "10000"}) == 15
     assert resume_settle_s(3, None) == 35  # Kafka's default, when the broker does not say
     assert resume_settle_s(3, {}) == 35
+
+
+def test_a_resume_that_counts_none_of_its_records_yet_still_waits_for_unreplicated_ones(
+        bootstrap, topic_factory, tmp_path, monkeypatch):
+    """A killed first attempt whose only produce request reached the leader but no follower leaves
+    a target whose high watermark has not moved: the resume counts 0 of its records, and without
+    the wait it produced them again (issue: review of restore recovery, finding 3). Replicas do
+    not run here, so the test pins the decision: the resume asks how long to wait, and a run
+    planned afresh does not."""
+    import topicvault.source.restore as restore
+    from topicvault.source.restore import RestoreJob, plan_restore, restore_group, start_restore
+
+    topic = topic_factory(1, prefix="settle")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 30, big_values=0))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    asked: list[list[str]] = []
+
+    def settle_s(settings, topics) -> float:
+        asked.append(list(topics))
+        return 0.0
+
+    monkeypatch.setattr(restore, "target_resume_settle_s", settle_s)
+    job = RestoreJob(KafkaSettings.of(bootstrap), str(location), state_uri=str(tmp_path / "state"))
+    fresh = plan_restore(job, [topic], {topic: f"{topic}-a"}, "settle-a")
+    start_restore(job, fresh)
+    assert sum(r.produced for r in restore_group(job, fresh.tasks)) == 30 and asked == []  # nothing sent before it
+
+    killed = plan_restore(job, [topic], {topic: f"{topic}-b"}, "settle-b")
+    start_restore(job, killed)  # saved its state and created the target; no produce request acknowledged
+    resumed = plan_restore(job, [topic], {topic: f"{topic}-b"}, "settle-b")
+    assert resumed.resumed
+    results = restore_group(job, resumed.tasks)
+    assert asked == [[f"{topic}-b"]]
+    assert sum(r.produced for r in results) == 30
