@@ -48,7 +48,7 @@ from .object_reader import SkippedObject
 from .offset_map import OffsetMap, continued
 from .peer_layout import peer_state
 from .restore import RestoreJob, RestorePlan, RestoreResult, plan_restore, run_restore
-from .restore_state import load_restore_state
+from .restore_state import load_peer_objects_seen, save_peer_objects_seen
 from .selection import Selection
 
 DEFAULT_POLL_INTERVAL_S = 10.0
@@ -170,15 +170,14 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
     Each finished round is passed to `report`. Resumable like any restore: run again with the
     same restore id after a kill and it continues exactly once.
     """
-    topics = request.topics
-    if not topics and request.restore_id:
-        # A restarted standby follows the topics it started with, even if the archive has more now.
-        saved = load_restore_state(job.restore_records(), request.restore_id)
-        topics = tuple(saved.topic_map) if saved is not None else ()
+    topics = request.topics  # none: all of the archive's, or those the restore id began with (plan_restore)
     restore_id, number, produced, skipped = request.restore_id, 0, 0, []
     committed_groups: dict[str, dict] = {}
-    # A peer archive's objects at the last round, (key, size) (None: no round in this run yet).
+    # A peer archive's objects at the last finished round, (key, size) (None: no round yet); saved
+    # each round, so a restarted standby still tells an object written again while it was down.
     seen: set[tuple[str, int]] | None = None
+    if request.restore_id:
+        seen = load_peer_objects_seen(job.restore_records(), request.restore_id)
     while True:
         plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
                             request.create_missing, request.selection, request.apply_configs, continue_saved=True,
@@ -189,6 +188,8 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         if number == 0:
             keep_loading_configs(job, plan)
         result = run_restore(spark, job, plan, configure=False)
+        if plan.layout != "topicvault":
+            save_peer_objects_seen(job.restore_records(), restore_id, seen)
         number += 1
         group_notes: list[str] = []
         moved: list[str] = []

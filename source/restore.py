@@ -399,6 +399,10 @@ def plan_restore(
         if ignored:
             layout_found.append(f"{len(ignored)} objects are not named like {layout} objects and were left out, "
                                 f"e.g. {ignored[0]}")
+    if not topics and restore_id:
+        # A rerun of a restore id follows the topics it began with, even if the archive has more now.
+        began_with = load_restore_state(job.restore_records(), restore_id)
+        topics = sorted(began_with.topic_map) if began_with is not None else topics
     selected = _select(state, topics, job.store_uri)
     unknown = set(renames) - set(selected)
     if unknown:

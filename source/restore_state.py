@@ -13,6 +13,7 @@ archive under `_topicvault/restores/<id>/`; those are still read there, and neve
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -212,3 +213,26 @@ def check_same_restore(saved: RestoreState, target_bootstrap: str, topic_map: di
             f"restore id {saved.restore_id!r} selected other records ({saved.selection}): resume it with the same "
             "--until/--until-mode/--from-offset/--to-offset, or pick a new --restore-id"
         )
+
+
+PEER_OBJECTS_NAME = "peer-objects.json.gz"
+
+
+def save_peer_objects_seen(records: RestoreRecords, restore_id: str, seen: set[tuple[str, int]]) -> None:
+    """Save the peer archive's objects, (key, size), whose records a standby's finished round
+    restored up to where it got: a restarted standby then tells an object written (again) while it
+    was down from one it read (see restore.plan_restore's peer_objects_seen)."""
+    body = json.dumps(sorted(seen), separators=(",", ":")).encode()
+    records.write(restore_id, PEER_OBJECTS_NAME, gzip.compress(body, mtime=0))
+
+
+def load_peer_objects_seen(records: RestoreRecords, restore_id: str) -> set[tuple[str, int]] | None:
+    """The peer objects the last finished round of this standby had seen (None: none saved)."""
+    raw = records.read(restore_id, PEER_OBJECTS_NAME)
+    if raw is None:
+        return None
+    try:
+        return {(str(key), int(size)) for key, size in json.loads(gzip.decompress(raw))}
+    except (OSError, EOFError, ValueError, TypeError) as exc:
+        raise TopicvaultError(f"the saved peer objects of restore {restore_id!r} are damaged ({exc}): "
+                              "restore with a new --restore-id") from None

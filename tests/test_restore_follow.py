@@ -311,26 +311,49 @@ def test_standby_of_a_peer_archive_restores_new_objects_in_offset_order(bootstra
                [(r.key, r.value, r.headers, r.timestamp_ms) for r in rows[p]]
 
 
+def aiven_archive_of_ten(bootstrap: str, tmp_path: Path, prefix: str, count: int):
+    """An Aiven csv archive holding one object, `<topic>-0-100.gz`, with the first 10 of `count`
+    records (offsets 100 on); returns (topic, target, records, object path, restore job)."""
+    topic = f"{prefix}-{os.getpid()}-{int(time.time())}"
+    archive = tmp_path / "aiven"
+    archive.mkdir()
+    rows = [Record(topic, 0, 100 + i, b"k%d" % i, b"v%d" % i, BASE + i, 0, ()) for i in range(count)]
+    name = archive / f"{topic}-0-100.gz"
+    name.write_bytes(gzip.compress(aiven_csv(rows[:10])))
+    job = RestoreJob(KafkaSettings.of(bootstrap), str(archive), layout="aiven",
+                     peer_options=PeerOptions(tuple(FIELDS.split(","))), state_uri=str(tmp_path / "state"))
+    return topic, f"{topic}-standby", rows, name, job
+
+
 def test_standby_of_a_peer_archive_reads_an_object_the_sink_rewrote_with_more_records(bootstrap, spark, tmp_path):
     # A sink that restarts before committing its offsets writes the same object name again, now
     # with more records (Aiven and Quix name objects by their first offset). The records past
     # what was restored are only in it: a standby that knew the name never read them.
-    topic = f"peer-rewrite-{os.getpid()}-{int(time.time())}"
-    target = f"{topic}-standby"
-    archive = tmp_path / "aiven"
-    archive.mkdir()
-    rows = [Record(topic, 0, 100 + i, b"k%d" % i, b"v%d" % i, BASE + i, 0, ()) for i in range(30)]
-    name = archive / f"{topic}-0-100.gz"
-    name.write_bytes(gzip.compress(aiven_csv(rows[:10])))
-    job = RestoreJob(KafkaSettings.of(bootstrap), str(archive), layout="aiven",
-                     peer_options=PeerOptions(tuple(FIELDS.split(","))))
+    topic, target, rows, name, job = aiven_archive_of_ten(bootstrap, tmp_path, "peer-rewrite", 30)
     standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="peer-rw", poll_interval_s=0.3))
     assert standby.wait_rounds(1).produced == 10
     name.write_bytes(gzip.compress(aiven_csv(rows[:20])))  # re-delivered: offsets 100..119 under the same name
     assert standby.wait_rounds(2).produced == 10
-    (archive / f"{topic}-0-120.gz").write_bytes(gzip.compress(aiven_csv(rows[20:])))
+    (name.parent / f"{topic}-0-120.gz").write_bytes(gzip.compress(aiven_csv(rows[20:])))
     assert standby.wait_rounds(3).produced == 10
     standby.finish()
+    assert [(r.key, r.value, r.timestamp_ms) for r in consume_all(bootstrap, target)[0]] == \
+           [(r.key, r.value, r.timestamp_ms) for r in rows]
+
+
+def test_a_restarted_standby_of_a_peer_archive_reads_an_object_rewritten_while_it_was_down(bootstrap, spark, tmp_path):
+    # The same rewrite as above, but while the standby is stopped (a deploy): a restarted standby
+    # knew no object of the archive, took the rewritten one for one it had restored, and its new
+    # records were lost without a word (review of restore recovery, finding 1).
+    topic, target, rows, name, job = aiven_archive_of_ten(bootstrap, tmp_path, "peer-rw-down", 20)
+    request = StandbyRequest(renames={topic: target}, restore_id="peer-rw-down", poll_interval_s=0.3)
+    standby = Standby(spark, job, request)
+    assert standby.wait_rounds(1).produced == 10
+    standby.finish()
+    name.write_bytes(gzip.compress(aiven_csv(rows)))  # re-delivered: offsets 100..119 under the same name
+    restarted = Standby(spark, job, request)
+    assert restarted.wait_rounds(1).produced == 10
+    restarted.finish()
     assert [(r.key, r.value, r.timestamp_ms) for r in consume_all(bootstrap, target)[0]] == \
            [(r.key, r.value, r.timestamp_ms) for r in rows]
 

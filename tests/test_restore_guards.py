@@ -379,3 +379,21 @@ def test_a_resume_that_counts_none_of_its_records_yet_still_waits_for_unreplicat
     results = restore_group(job, resumed.tasks)
     assert asked == [[f"{topic}-b"]]
     assert sum(r.produced for r in results) == 30
+
+
+def test_a_rerun_without_topics_restores_the_topics_its_restore_id_began_with(bootstrap, spark, topic_factory,
+                                                                               tmp_path):
+    """`restore --restore-id ID` without --topic, run again after a backup added a topic to the
+    archive: it resumes the topics the restore began with (it was refused as "a different
+    restore", and a new id would restore everything a second time)."""
+    first, second = topic_factory(1, prefix="rerun-a"), topic_factory(1, prefix="rerun-b")
+    for topic in (first, second):
+        produce_records(bootstrap, topic, nasty_records(topic, 1, 20, big_values=0))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", first)
+    args = ["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{first}={first}-r", "--restore-id", "rerun"]
+    run_cli(*args)
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", second)
+    run_cli(*args)
+    assert sum(map(len, consume_all(bootstrap, second).values())) == 20  # not restored onto itself
+    assert sum(map(len, consume_all(bootstrap, f"{first}-r").values())) == 20
