@@ -40,12 +40,11 @@ def crash_now() -> None:
     if os.environ.get(FAIL_ENV):
         from pyspark import TaskContext
 
-        from .spark import task_attempt
-
-        if TaskContext.get() is not None and task_attempt() == 0:
+        context = TaskContext.get()
+        if context is not None and context.attemptNumber() == 0:
             if os.environ.get("TOPICVAULT_FAULT_LOG"):
                 with open(os.environ["TOPICVAULT_FAULT_LOG"], "a") as log:
-                    log.write(f"failed attempt 0 of partition {TaskContext.get().partitionId()}\n")
+                    log.write(f"failed attempt 0 of partition {context.partitionId()}\n")
             raise RuntimeError("injected failure of a first task attempt")
         return
     _kill_session()

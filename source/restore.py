@@ -399,10 +399,11 @@ def plan_restore(
         if ignored:
             layout_found.append(f"{len(ignored)} objects are not named like {layout} objects and were left out, "
                                 f"e.g. {ignored[0]}")
-    if not topics and restore_id:
+    records = job.restore_records()
+    saved = load_restore_state(records, restore_id) if restore_id else None  # a new id has none
+    if not topics and saved is not None:
         # A rerun of a restore id follows the topics it began with, even if the archive has more now.
-        began_with = load_restore_state(job.restore_records(), restore_id)
-        topics = sorted(began_with.topic_map) if began_with is not None else topics
+        topics = sorted(saved.topic_map)
     selected = _select(state, topics, job.store_uri)
     unknown = set(renames) - set(selected)
     if unknown:
@@ -431,8 +432,6 @@ def plan_restore(
         check_keys_open(store, (o for (t, _), ps in sorted(state.partitions.items()) if t in topic_map
                                 for o in ps.objects), job.keyring())
     restore_id = restore_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-    records = job.restore_records()
-    saved = load_restore_state(records, restore_id)
     if saved is not None:
         check_same_restore(saved, job.kafka.bootstrap_servers, topic_map, selection.to_json())
         starts = saved.start_offsets
