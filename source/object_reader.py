@@ -124,15 +124,16 @@ def check_keys_open(store: ObjectStore, entries: Iterable[ObjectEntry], keyring:
 
 def read_partition(
     store: ObjectStore, entries: list[ObjectEntry], skip: Callable[[ObjectEntry, str], None] | None = None,
-    keyring: Keyring | None = None,
+    keyring: Keyring | None = None, ends_if_left_out: Callable[[ObjectEntry], bool] = lambda entry: False,
 ) -> Iterator[pa.RecordBatch]:
     """Yield a topic-partition's records in offset order, one object at a time.
 
     Each object is checked before any of its records is yielded (see read_object_batches), so
     a corrupt object stops the restore before producing past the corruption. With `skip`, an
     object that cannot be read (damaged, missing, undecodable) is left out whole instead and
-    `skip(entry, reason)` is called; the partition goes on with the next object. Objects are
-    read lazily: a consumer that stops early never reads the rest.
+    `skip(entry, reason)` is called; the partition goes on with the next object, unless
+    `ends_if_left_out(entry)` says the selection may end inside it. Objects are read lazily: a
+    consumer that stops early never reads the rest.
     """
     previous_last = -1
     for entry in sorted(entries, key=lambda e: e.first_offset):
@@ -148,12 +149,14 @@ def read_partition(
             batches = list(read_object_batches(store, entry, keyring))
         except ObjectNotFound:
             # Not the stop-mode hint (run again): records after it are produced, so a rerun cannot put it in.
-            skip(entry, f"not found in {store.uri} (a compact or expire may have replaced it after the restore was "
-                        "planned and its --grace passed): restore these offsets into a new topic with a new "
-                        "--restore-id")
-            continue
+            reason = (f"not found in {store.uri} (a compact or expire may have replaced it after the restore was "
+                      "planned and its --grace passed): restore these offsets into a new topic with a new --restore-id")
         except CorruptObject as exc:  # formats raise CorruptObject for bytes they cannot decode
             # Any other error (network, credentials) says nothing about the object: it stops the restore.
-            skip(entry, str(exc))
+            reason = str(exc)
+        else:
+            yield from batches
             continue
-        yield from batches
+        skip(entry, reason)
+        if ends_if_left_out(entry):
+            return

@@ -250,6 +250,9 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix) -> _Stre
     def skip(entry: ObjectEntry, reason: str) -> None:
         # The hole is what this restore selected of the object; saved before any later record is produced,
         # so a resumed run leaves the same offsets out even if the object reads again (plan_restore).
+        if task.selection.may_end_within(entry):
+            reason += (f"; it may hold the first record after --until, so the partition ends there (offsets after "
+                       f"{entry.last_offset} are not restored)")
         first, last = task.selection.bounds(task.source_topic, task.partition)
         first, last = max(first, entry.first_offset), min(entry.last_offset, entry.last_offset if last is None else last)
         hole = SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason)
@@ -264,7 +267,7 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix) -> _Stre
 
     if task.layout == "topicvault":
         source = read_partition(job.open_store(), list(task.objects), skip if job.on_error == "skip" else None,
-                                job.keyring())
+                                job.keyring(), task.selection.may_end_within)
     else:
         peer_report = PeerReadReport(f"{task.source_topic}[{task.partition}]")
         source = read_peer_partition(job.open_store(), peer_layout(task.layout, job.key_template), job.peer_options,
@@ -474,9 +477,7 @@ def plan_restore(
             first_chosen, _ = chosen.bounds(source, partition)
             holes = tuple(_left_out_before(restore_id, h) for h in left_out.get((source, partition), [])
                           if h.last_offset >= first_chosen)
-            # An object wholly inside a hole is not read: its records stay out.
-            objects = [o for o in chosen.objects(source, partition, ps.objects)
-                       if not any(h.first_offset <= o.first_offset and o.last_offset <= h.last_offset for h in holes)]
+            objects = _outside_holes(chosen, chosen.objects(source, partition, ps.objects), holes)
         else:
             # A peer object's offsets and times are known only once it is read: select records, not objects.
             # Its name's offset (first or last of the object) orders it; what it holds up to `through` is left out.
@@ -509,6 +510,18 @@ def plan_restore(
                        layout=layout,
                        restored=restored, archive=state, target_starts=starts, source_starts=began,
                        new_source_starts=new_starts)
+
+
+def _outside_holes(selection: Selection, objects: list[ObjectEntry], holes: tuple[SkippedObject, ...]) -> list[ObjectEntry]:
+    """The objects (in offset order) a resumed run reads: one wholly inside a hole is not read (its records
+    stay out), and none after one that may hold the end of the selection (see Selection.may_end_within)."""
+    kept = []
+    for entry in objects:
+        if not any(h.first_offset <= entry.first_offset and entry.last_offset <= h.last_offset for h in holes):
+            kept.append(entry)
+        elif selection.may_end_within(entry):
+            break
+    return kept
 
 
 def _left_out_before(restore_id: str, hole: SkippedObject) -> SkippedObject:

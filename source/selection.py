@@ -71,6 +71,12 @@ class Selection:
             kept.append(entry)
         return kept
 
+    def may_end_within(self, entry: ObjectEntry) -> bool:
+        """Whether the object may hold the first record after TIME (prefix mode), where a
+        partition's selection ends: an object left out unread is then the last one restored
+        past, since the records after it may all be after the end."""
+        return self.until_ms is not None and self.until_mode == "prefix" and entry.max_timestamp_ms > self.until_ms
+
     def records(self, topic: str, partition: int, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """The selected records of a partition's batches (in offset order)."""
         first, last = self.bounds(topic, partition)

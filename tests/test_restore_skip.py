@@ -15,11 +15,11 @@ from test_cluster_state import commit_offsets, committed
 from test_crash import run_cli_process, strip
 from test_object_reader import store_object
 from topicvault.core.commits import ObjectEntry
-from topicvault.core.envelope import batch_to_records
+from topicvault.core.envelope import Record, batch_to_records
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.locations import open_store
-from topicvault.source.object_reader import check_on_error, read_partition
-from topicvault.source.offset_map import OffsetMap, load_offset_maps, without_holes
+from topicvault.source.object_reader import SkippedObject, check_on_error, read_partition
+from topicvault.source.offset_map import OffsetMap, load_offset_maps, save_hole, without_holes
 from topicvault.source.restore_state import RestoreRecords
 
 
@@ -135,3 +135,52 @@ def test_without_skip_a_damaged_object_stops_the_restore_and_is_named(bootstrap,
     out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-stop",
                   expect_exit=1)
     assert (damaged["key"] in out or gone["key"] in out) and "Traceback" not in out, out
+
+
+UNTIL_BASE = 1_700_000_000_000
+
+
+@pytest.fixture
+def cut_in_damaged_object(bootstrap, spark, topic_factory, tmp_path):
+    """A 1-partition backup of 40 records in objects of 7 (0-6, 7-13, ...), every record within
+    --until (UNTIL_BASE + 1 s) but offset 10, 50 s late: the point-in-time prefix is 0..9. The
+    object holding that cut point, 7-13, is damaged."""
+    topic = topic_factory(1, prefix="skip-until")
+    records = [Record(topic, 0, 0, b"k%d" % i, b"v%d" % i, UNTIL_BASE + (50_000 if i == 10 else i * 10), 0, ())
+               for i in range(40)]
+    produce_records(bootstrap, topic, records)
+    location = tmp_path / "archive"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "7")
+    [commit] = (location / "_topicvault" / "commits").glob("*.json")
+    [damaged] = [o for o in json.loads(commit.read_text())["objects"] if o["first_offset"] == 7]
+    assert (damaged["first_offset"], damaged["last_offset"]) == (7, 13)
+    path = location / damaged["key"]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return topic, location, damaged
+
+
+def test_until_prefix_ends_at_a_left_out_object_that_may_hold_the_cut(bootstrap, cut_in_damaged_object):
+    topic, location, damaged = cut_in_damaged_object
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r",
+                  "--until", str(UNTIL_BASE + 1_000), "--on-error", "skip", expect_exit=3)
+    # The cut (offset 10) is somewhere in the left-out object: records after it are past TIME for all
+    # the restore can tell, so none is restored (they were: 14..39 came back after the hole).
+    assert [r.value for r in consume_all(bootstrap, f"{topic}-r")[0]] == [b"v%d" % i for i in range(7)]
+    [named] = [line for line in out.splitlines() if line.startswith("skipped:")]
+    assert f"{topic}[0] offsets 7..13" in named and damaged["key"] in named and "--until" in named, out
+
+
+def test_a_resumed_until_prefix_ends_at_an_earlier_runs_hole_that_may_hold_the_cut(
+        bootstrap, cut_in_damaged_object, tmp_path, restore_state_dir):
+    topic, location, damaged = cut_in_damaged_object
+    args = ["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r",
+            "--until", str(UNTIL_BASE + 1_000), "--on-error", "skip", "--restore-id", "cut"]
+    log = tmp_path / "cli.log"
+    assert run_cli_process(args, log, "restore.produce:3") == -9, log.read_text()[-2000:]
+    # What a run that read on past the damaged object saves before producing anything after it.
+    records = RestoreRecords(open_store(str(restore_state_dir)), open_store(str(location)))
+    save_hole(records, "cut", SkippedObject(damaged["key"], topic, 0, 7, 13, 7, "checksum"))
+    run_cli(*args, expect_exit=3)
+    assert [r.value for r in consume_all(bootstrap, f"{topic}-r")[0]] == [b"v%d" % i for i in range(7)]
