@@ -13,7 +13,7 @@ from typing import Self
 from urllib.parse import unquote, urlparse
 
 from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from .store import ObjectInfo, ObjectStore, check_key
+from .store import ObjectInfo, ObjectStore, ReadBuffer, check_key
 
 TEMP_PREFIX = ".tv-tmp-"
 LOCK_NAME = ".tv-lock"
@@ -174,6 +174,17 @@ class LocalStore(ObjectStore):
             return self._path(key).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFound(f"object {key} not found in {self.uri}") from None
+
+    def get_into(self, key: str, buffer: ReadBuffer) -> memoryview:
+        try:
+            with open(self._path(key), "rb", buffering=0) as file:
+                view = buffer.sized(os.fstat(file.fileno()).st_size)
+                read = 0
+                while read < len(view) and (got := file.readinto(view[read:])):
+                    read += got
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise ObjectNotFound(f"object {key} not found in {self.uri}") from None
+        return view[:read].toreadonly()  # a shorter read (a file cut meanwhile) fails the checksum
 
     def head(self, key: str) -> ObjectInfo | None:
         path = self._path(key)

@@ -65,6 +65,9 @@ class ObjectFormat(ABC):
 
     name: str
     extension: str
+    # read_stream takes a memoryview as well as bytes and copies what its batches hold, so the
+    # memory may be reused once the batches are taken (core.store.ReadBuffer).
+    reads_views: bool = False
 
     @abstractmethod
     def write(self, table: pa.Table) -> bytes:

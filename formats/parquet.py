@@ -95,6 +95,7 @@ class ParquetFormat(ObjectFormat):
 
     name = "parquet"
     extension = "parquet"
+    reads_views = True  # decoding copies values out of the pages (tests/test_memory_reuse.py)
 
     def __init__(self, compression: str = "zstd") -> None:
         self.compression = compression
@@ -120,7 +121,7 @@ class ParquetFormat(ObjectFormat):
                     batch_bytes: int | None = None) -> tuple[pa.Array, Iterator[pa.RecordBatch]]:
         # Only the offset column is decoded up front; records are decoded a batch at a time.
         try:
-            parquet = pq.ParquetFile(io.BytesIO(data))
+            parquet = pq.ParquetFile(pa.BufferReader(data))  # no copy, of bytes or of a view
             offsets = parquet.read(columns=["metadata.offset"]).column("metadata").combine_chunks().field("offset")
         except (pa.ArrowException, KeyError, OSError) as exc:
             raise self.corrupt(object_key, exc) from None

@@ -13,7 +13,7 @@ from ..core.commits import ObjectEntry
 from ..core.crypto import Keyring, is_sealed, open_data_key, require_keys, unseal
 from ..core.envelope import ARROW_SCHEMA
 from ..core.errors import CorruptObject, ObjectNotFound, TopicvaultError
-from ..core.store import ObjectStore
+from ..core.store import ObjectStore, ReadBuffer
 from ..formats import extension_of, format_for_extension
 
 READ_BATCH_RECORDS = 50_000
@@ -54,21 +54,24 @@ def read_object(store: ObjectStore, entry: ObjectEntry, keyring: Keyring | None 
     return pa.Table.from_batches(list(read_object_batches(store, entry, keyring)), schema=ARROW_SCHEMA)
 
 
-def read_object_batches(store: ObjectStore, entry: ObjectEntry, keyring: Keyring | None = None) -> Iterator[pa.RecordBatch]:
+def read_object_batches(store: ObjectStore, entry: ObjectEntry, keyring: Keyring | None = None,
+                        buffer: ReadBuffer | None = None) -> Iterator[pa.RecordBatch]:
     """One committed object's records as batches, checked against its commit entry first.
 
     The checksum, the record count and the offsets (first, last, ascending) are all checked
     before the first record is yielded, so a damaged object stops a restore before any of
-    its records is produced; the records themselves are decoded a batch at a time.
+    its records is produced; the records themselves are decoded a batch at a time. With
+    `buffer`, an unencrypted object of a format that copies what it decodes is read into it (see
+    ReadBuffer): the next object read into the same buffer must wait until these batches are taken.
     """
-    data = stored_bytes(store, entry)
+    object_format = format_for_extension(extension_of(entry.key))
+    data = stored_bytes(store, entry, buffer if object_format.reads_views and not entry.key_id else None)
     if entry.key_id and not is_sealed(data):
         # Its commit says it was encrypted: plaintext in its place is a substitution, not a backup.
         raise CorruptObject(f"object {entry.key} was committed encrypted (key {entry.key_id}) but is not: "
                             "it was replaced; restore stops before producing anything of it")
     data = object_bytes(data, entry.key, keyring)
-    offsets, batches = format_for_extension(extension_of(entry.key)).read_stream(data, entry.key, READ_BATCH_RECORDS,
-                                                                                           READ_BATCH_BYTES)
+    offsets, batches = object_format.read_stream(data, entry.key, READ_BATCH_RECORDS, READ_BATCH_BYTES)
     del data  # the reader keeps what it still needs
     count = len(offsets)
     first, last = (offsets[0].as_py(), offsets[-1].as_py()) if count else (None, None)
@@ -83,11 +86,12 @@ def read_object_batches(store: ObjectStore, entry: ObjectEntry, keyring: Keyring
     yield from batches
 
 
-def stored_bytes(store: ObjectStore, entry: ObjectEntry) -> bytes:
+def stored_bytes(store: ObjectStore, entry: ObjectEntry, buffer: ReadBuffer | None = None) -> bytes | memoryview:
     """A committed object's stored bytes, checked against the checksum its commit recorded (over
-    the stored bytes, so damage to an encrypted object is found without its key)."""
+    the stored bytes, so damage to an encrypted object is found without its key); read into
+    `buffer` where the store can (ObjectStore.get_into)."""
     try:
-        data = store.get(entry.key)
+        data = store.get(entry.key) if buffer is None else store.get_into(entry.key, buffer)
     except ObjectNotFound:
         raise ObjectNotFound(
             f"object {entry.key} named by the commit records was not found in {store.uri}: if a compact or expire "
@@ -105,7 +109,7 @@ def stored_bytes(store: ObjectStore, entry: ObjectEntry) -> bytes:
 def object_bytes(stored: bytes, key: str, keyring: Keyring | None) -> bytes:
     """The format bytes of a stored object: decrypted when it is an encrypted container
     (authenticated against its key; without the right key a one-line error names the object)."""
-    return unseal(stored, key, keyring) if is_sealed(stored) else stored
+    return unseal(bytes(stored), key, keyring) if is_sealed(stored) else stored
 
 
 def check_keys_open(store: ObjectStore, entries: Iterable[ObjectEntry], keyring: Keyring | None) -> None:
@@ -136,17 +140,18 @@ def read_partition(
     consumer that stops early never reads the rest.
     """
     previous_last = -1
+    buffer = ReadBuffer()  # one object is read at a time: each into the same memory
     for entry in sorted(entries, key=lambda e: e.first_offset):
         if entry.first_offset <= previous_last:
             raise CorruptObject(f"object {entry.key} overlaps the previous object (offset {entry.first_offset})")
         previous_last = entry.last_offset
         if skip is None:
-            yield from read_object_batches(store, entry, keyring)
+            yield from read_object_batches(store, entry, keyring, buffer)
             continue
         try:
             # Decoded whole before any record is yielded, so an error anywhere in it leaves it out
             # whole: never half an object (memory: one object's records, bounded by --max-bytes).
-            batches = list(read_object_batches(store, entry, keyring))
+            batches = list(read_object_batches(store, entry, keyring, buffer))
         except ObjectNotFound:
             # Not the stop-mode hint (run again): records after it are produced, so a rerun cannot put it in.
             reason = (f"not found in {store.uri} (a compact or expire may have replaced it after the restore was "
