@@ -13,6 +13,14 @@ new with one request (topicvault: does the next commit record exist; a peer arch
 listing, compared with the objects of the last round). A stop request is seen while waiting
 and after a round; the running round always finishes, so its state is saved.
 
+A peer object that lands (or is written again) named at or before what a partition restored is
+read once after its round: the round restored its records after that point, but one at or before
+it that the offset map does not hold (say, inside a gap an earlier round reported) cannot go in
+now, since a standby restores each partition in offset order. Those records are left out like an
+unreadable object (late_peer_records): named in every round's report, saved with the restore so
+a restart names them too, and the run ends with the exit status of a restore that left records
+out. Records it only re-delivers get a note.
+
 Topic configs: while it follows, the topics the restore created keep their loading configs
 (unlimited retention, delete policy, CreateTime), and get their saved configs when the standby
 stops for good (`stop` set: SIGTERM or Ctrl-C), so it then looks like its source. A compacting
@@ -38,15 +46,17 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Callable
 
 from ..core.checkpoints import read_forward
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets, loading_configs
 from ..core.commits import BackupState, CommitRecord, PartitionState, commit_key
 from ..core.errors import ObjectNotFound, TopicvaultError
+from ..formats.peers import PeerKey, peer_layout
 from .object_reader import SkippedObject
 from .offset_map import OffsetMap, continued
-from .peer_layout import peer_state
+from .peer_layout import decode_peer_object, peer_state
 from .restore import RestoreJob, RestorePlan, RestoreResult, plan_restore, run_restore
 from .restore_state import load_peer_objects_seen, save_peer_objects_seen
 from .selection import Selection
@@ -79,6 +89,16 @@ def check_follow_options(selection: Selection, poll_interval_s: float, dry_run: 
                               "lands: drop one of them")
     if dry_run:
         raise TopicvaultError("--dry-run shows one plan and --follow runs until stopped: drop --follow to see the plan")
+
+
+class LateRecords(SkippedObject):
+    """Records of a peer object that landed after the standby had restored past their offsets: they
+    are left out of this restore for good (its fields as SkippedObject's; `records` counts these only)."""
+
+    def describe(self) -> str:
+        """One line naming what is missing from the standby, why, and what to do."""
+        return (f"{self.topic}[{self.partition}] offsets {self.first_offset}..{self.last_offset} left out "
+                f"({self.records} records): {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -171,33 +191,41 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
     same restore id after a kill and it continues exactly once.
     """
     topics = request.topics  # none: all of the archive's, or those the restore id began with (plan_restore)
-    restore_id, number, produced, skipped = request.restore_id, 0, 0, []
+    restore_id, number, produced = request.restore_id, 0, 0
+    skipped: dict[SkippedObject, None] = {}  # every round names them again: each once, in the order found
     committed_groups: dict[str, dict] = {}
-    # A peer archive's objects at the last finished round, (key, size) (None: no round yet); saved
-    # each round, so a restarted standby still tells an object written again while it was down.
+    # A peer archive's objects at the last finished round, (key, size) (None: no round yet), and the
+    # records of late objects left out; saved each round, so a restarted standby still tells an object
+    # written again while it was down, and still names what it left out.
     seen: set[tuple[str, int]] | None = None
+    left_out: list[LateRecords] = []
     if request.restore_id:
-        seen = load_peer_objects_seen(job.restore_records(), request.restore_id)
+        seen, saved = load_peer_objects_seen(job.restore_records(), request.restore_id)
+        left_out = [LateRecords(**fields) for fields in saved]
     while True:
         plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
                             request.create_missing, request.selection, request.apply_configs, continue_saved=True,
                             peer_objects_seen=seen, earlier_writes_acknowledged=number > 0)
         restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
-        late = late_peer_objects(plan, seen) if seen is not None and plan.layout != "topicvault" else []
-        seen = {(o.key, o.bytes) for ps in plan.archive.partitions.values() for o in ps.objects}
         if number == 0:
             keep_loading_configs(job, plan)
         result = run_restore(spark, job, plan, configure=False)
+        late_notes: list[str] = []
         if plan.layout != "topicvault":
-            save_peer_objects_seen(job.restore_records(), restore_id, seen)
+            if seen is not None:
+                late, late_notes = late_peer_records(job, plan, seen)
+                left_out += [found for found in late if found not in left_out]
+            # Saved with what was left out, after the round: a kill before this reads the late objects again.
+            save_peer_objects_seen(job.restore_records(), restore_id, _objects_of(plan), [vars(x) for x in left_out])
+        seen = _objects_of(plan)
         number += 1
         group_notes: list[str] = []
         moved: list[str] = []
         if request.groups:
             moved, group_notes = _commit_groups(job, restore_id, request.only_groups, committed_groups)
-        this_round = _round(job, plan, result, number, tuple(moved), tuple(late + group_notes))
+        this_round = _round(job, plan, result, number, tuple(moved), tuple(late_notes + group_notes), tuple(left_out))
         produced += this_round.produced
-        skipped.extend(this_round.skipped)
+        skipped.update(dict.fromkeys(this_round.skipped))
         report(this_round)
         if stop.is_set() or not _wait_for_news(job, plan, request.poll_interval_s, stop):
             apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)  # stopped for good: the standby looks like its source
@@ -212,30 +240,67 @@ def keep_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
                                     if topic not in plan.topics_to_create})
 
 
-def late_peer_objects(plan: RestorePlan, seen: set[tuple[str, int]]) -> list[str]:
-    """Notes naming peer objects new or written again since the last round whose name's offset is
-    at or before what was restored: the round reads them for their records after it, but a
-    standby restores a partition in offset order, so their records at or before it stay out."""
-    notes = []
+def _objects_of(plan: RestorePlan) -> set[tuple[str, int]]:
+    """The archive's objects the plan was made from, as (key, size)."""
+    return {(o.key, o.bytes) for ps in plan.archive.partitions.values() for o in ps.objects}
+
+
+def late_peer_records(job: RestoreJob, plan: RestorePlan,
+                      seen: set[tuple[str, int]]) -> tuple[list[LateRecords], list[str]]:
+    """The records of late peer objects that the standby can no longer restore, and notes.
+
+    A late object is new or written again since the last round (not in `seen`) and named at or
+    before what its partition had restored (the plan's saved map). The round restored its records
+    after that point; those at or before it are read (one object at a time) and checked against
+    the map: each run of offsets it does not hold is left out for good, since a standby restores
+    a partition in offset order. An object holding only restored offsets there (a sink's
+    re-delivery) gets a note.
+    """
+    store, peer = job.open_store(), peer_layout(plan.layout, job.key_template)
+    left_out: list[LateRecords] = []
+    notes: list[str] = []
     for (source, partition), ps in sorted(plan.archive.partitions.items()):
         done = plan.restored.get((source, partition))
         through = done.last_source_offset if done is not None else None
         if source not in plan.topic_map or through is None:
             continue
+        first, last = plan.selection.bounds(source, partition)  # offsets the user did not select are not missing
         for entry in ps.objects:
-            if (entry.key, entry.bytes) not in seen and entry.first_offset <= through:
+            if (entry.key, entry.bytes) in seen or entry.first_offset > through:
+                continue
+            decoded = decode_peer_object(store, peer, job.peer_options,
+                                         PeerKey(entry.key, source, partition, entry.first_offset))
+            offsets = sorted({o for o in decoded.table.column("offset").to_pylist()
+                              if first <= o <= through and (last is None or o <= last)})
+            del decoded
+            runs = _runs_not_held(offsets, done.holds(offsets))
+            left_out += [LateRecords(
+                entry.key, source, partition, run_first, run_last, count,
+                f"object {entry.key} landed (or was written again) after the standby had restored up to offset "
+                f"{through}, and a standby restores each partition in offset order; restore these offsets into a "
+                "new topic with a new --restore-id") for run_first, run_last, count in runs]
+            if offsets and not runs:
                 notes.append(f"{source}[{partition}]: object {entry.key} appeared (or was written again) after offsets "
-                             f"up to {through} were restored: its records after {through} are restored; one at or "
-                             "before it that the standby lacks (not a re-delivery) needs a restore with a new "
-                             "--restore-id")
-    return notes
+                             f"up to {through} were restored: its records up to {through} were restored already "
+                             "(re-delivered by the sink), those after it are restored")
+    return left_out, notes
+
+
+def _runs_not_held(offsets: list[int], held: list[bool]) -> list[tuple[int, int, int]]:
+    """(first, last, count) of each run of `offsets` (ascending) not held, split where a held one lies between."""
+    runs = []
+    for missing, group in groupby(zip(offsets, held), key=lambda pair: not pair[1]):
+        if missing:
+            run = [offset for offset, _ in group]
+            runs.append((run[0], run[-1], len(run)))
+    return runs
 
 
 def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: int, groups: tuple[str, ...],
-           group_notes: tuple[str, ...]) -> FollowRound:
+           extra_notes: tuple[str, ...], left_out: tuple[LateRecords, ...]) -> FollowRound:
     maps = continued(plan.restored, [r.offset_map for r in result.results])
     notes = tuple(plan.notes if number == 1 else ()) + tuple(
-        line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()) + group_notes
+        line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()) + extra_notes
     sequence, archive = 0, plan.archive
     if plan.layout == "topicvault":
         # Commits that landed while the round ran: what the standby is behind by now.
@@ -243,7 +308,8 @@ def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: in
     return FollowRound(
         number, plan.restore_id, result.produced, sum(r.already_present for r in result.results), result.bytes,
         result.elapsed_s, tuple(standby_lag(archive, plan.topic_map, maps)), sequence, _commit_age_s(job, sequence),
-        newest_sequence=archive.last_sequence, skipped=tuple(result.skipped), groups_committed=groups, notes=notes,
+        newest_sequence=archive.last_sequence, skipped=tuple(result.skipped) + left_out, groups_committed=groups,
+        notes=notes,
     )
 
 

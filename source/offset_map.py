@@ -102,6 +102,15 @@ class OffsetMap:
         for source_first, _, length in self.ranges:
             yield from range(source_first, source_first + length)
 
+    def holds(self, source_offsets: list[int]) -> list[bool]:
+        """For each source offset, whether this map restored a record of it (a hole's were not)."""
+        firsts = [first for first, _, _ in self.ranges]
+        found = []
+        for offset in source_offsets:
+            index = bisect.bisect_right(firsts, offset) - 1
+            found.append(index >= 0 and offset < firsts[index] + self.ranges[index][2])
+        return found
+
     def landed_at(self, target_offsets: list[int]) -> "OffsetMap":
         """The same records mapped to the target offsets they really got (when those have gaps)."""
         landed = OffsetMap(self.source_topic, self.partition, self.target_topic, self.target_start,

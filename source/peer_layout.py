@@ -22,7 +22,7 @@ import pyarrow as pa
 from ..core.commits import COMMITS_PREFIX, BackupState, ObjectEntry, PartitionState
 from ..core.errors import ObjectNotFound, TopicvaultError
 from ..core.store import ObjectStore
-from ..formats.peers import PEERS, PeerKey, PeerLayout, PeerOptions, peer_layout
+from ..formats.peers import PEERS, Decoded, PeerKey, PeerLayout, PeerOptions, peer_layout
 
 LAYOUTS = ("auto", "topicvault", *sorted(PEERS))
 BATCH_ROWS = 50_000
@@ -173,14 +173,8 @@ def read_peer_partition(
     report = report if report is not None else PeerReadReport(where)
 
     def open_object(entry: ObjectEntry) -> _Cursor:
-        def companion(key: str) -> bytes | None:
-            try:
-                return store.get(key)
-            except ObjectNotFound:
-                return None
-
         obj = PeerKey(entry.key, entry.topic, entry.partition, entry.first_offset)
-        decoded = peer.decode(store.get(entry.key), obj, options, companion)
+        decoded = decode_peer_object(store, peer, options, obj)
         cursor = _Cursor(entry.key, decoded.table, decoded.record_offsets)
         if peer.name_offset_is_first and decoded.record_offsets and not cursor.done and cursor.current != obj.offset_hint:
             raise TopicvaultError(f"{where}: object {entry.key} is named for offset {obj.offset_hint} but its first "
@@ -238,6 +232,18 @@ def read_peer_partition(
         if cursor.done:
             cursors.remove(cursor)
     yield from out.flush()
+
+
+def decode_peer_object(store: ObjectStore, peer: PeerLayout, options: PeerOptions, obj: PeerKey) -> Decoded:
+    """One peer object's records, sorted by offset; its companion files (if the layout has any) are read from
+    `store` too."""
+    def companion(key: str) -> bytes | None:
+        try:
+            return store.get(key)
+        except ObjectNotFound:
+            return None
+
+    return peer.decode(store.get(obj.key), obj, options, companion)
 
 
 class _Output:

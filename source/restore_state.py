@@ -218,21 +218,28 @@ def check_same_restore(saved: RestoreState, target_bootstrap: str, topic_map: di
 PEER_OBJECTS_NAME = "peer-objects.json.gz"
 
 
-def save_peer_objects_seen(records: RestoreRecords, restore_id: str, seen: set[tuple[str, int]]) -> None:
+def save_peer_objects_seen(records: RestoreRecords, restore_id: str, seen: set[tuple[str, int]],
+                           left_out: list[dict]) -> None:
     """Save the peer archive's objects, (key, size), whose records a standby's finished round
     restored up to where it got: a restarted standby then tells an object written (again) while it
-    was down from one it read (see restore.plan_restore's peer_objects_seen)."""
-    body = json.dumps(sorted(seen), separators=(",", ":")).encode()
-    records.write(restore_id, PEER_OBJECTS_NAME, gzip.compress(body, mtime=0))
+    was down from one it read (see restore.plan_restore's peer_objects_seen). `left_out`: the records
+    earlier rounds found they can no longer restore (source.follow.LateRecords fields), so a restarted
+    standby names them again instead of calling itself complete."""
+    body = json.dumps({"objects": sorted(seen), "left_out": left_out}, separators=(",", ":"), sort_keys=True)
+    records.write(restore_id, PEER_OBJECTS_NAME, gzip.compress(body.encode(), mtime=0))
 
 
-def load_peer_objects_seen(records: RestoreRecords, restore_id: str) -> set[tuple[str, int]] | None:
-    """The peer objects the last finished round of this standby had seen (None: none saved)."""
+def load_peer_objects_seen(records: RestoreRecords, restore_id: str) -> tuple[set[tuple[str, int]] | None, list[dict]]:
+    """The peer objects the last finished round of this standby had seen (None: none saved), and the
+    records it left out (see save_peer_objects_seen)."""
     raw = records.read(restore_id, PEER_OBJECTS_NAME)
     if raw is None:
-        return None
+        return None, []
     try:
-        return {(str(key), int(size)) for key, size in json.loads(gzip.decompress(raw))}
-    except (OSError, EOFError, ValueError, TypeError) as exc:
+        body = json.loads(gzip.decompress(raw))
+        if isinstance(body, list):  # saved by a version that kept only the objects
+            body = {"objects": body}
+        return {(str(key), int(size)) for key, size in body["objects"]}, [dict(x) for x in body.get("left_out", [])]
+    except (OSError, EOFError, ValueError, TypeError, KeyError) as exc:
         raise TopicvaultError(f"the saved peer objects of restore {restore_id!r} are damaged ({exc}): "
                               "restore with a new --restore-id") from None

@@ -358,6 +358,78 @@ def test_a_restarted_standby_of_a_peer_archive_reads_an_object_rewritten_while_i
            [(r.key, r.value, r.timestamp_ms) for r in rows]
 
 
+def land_object(path: Path, records: list[Record]) -> None:
+    """Write an Aiven csv object whole at once (renamed into place): a standby polling the archive never
+    lists it half written (that would be one more round, for the object written again)."""
+    staging = path.parent.parent / f"staging-{path.name}"
+    staging.write_bytes(gzip.compress(aiven_csv(records)))
+    os.replace(staging, path)
+
+
+def test_a_standby_restores_past_a_late_peer_object_that_only_re_delivers_records_and_calls_that_complete(
+        bootstrap, spark, tmp_path):
+    # A sink that re-delivers: an object named at 105 holds 105..109 again (restored in round 1) and
+    # 110..114 (new). Nothing is missing, so nothing is left out and the run is complete (exit 0).
+    topic, target, rows, name, job = aiven_archive_of_ten(bootstrap, tmp_path, "peer-redeliver", 15)
+    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="peer-redo", poll_interval_s=0.3))
+    assert standby.wait_rounds(1).produced == 10
+    late = name.parent / f"{topic}-0-105.gz"
+    land_object(late, rows[5:])
+    wait_for(lambda: sum(r.produced for r in standby.rounds) == 15 or standby.failure is not None, 180,
+             "the records after the restored ones")
+    summary = standby.finish()
+    assert [r.skipped for r in standby.rounds] == [()] * len(standby.rounds) and summary.skipped == ()
+    notes = [note for r in standby.rounds[1:] for note in r.notes]
+    assert any(late.name in note and "re-delivered" in note and "--restore-id" not in note for note in notes), notes
+    assert [(r.offset, r.key, r.value) for r in consume_all(bootstrap, target)[0]] == \
+           [(r.offset - 100, r.key, r.value) for r in rows]
+
+
+def test_a_standby_names_the_records_of_a_late_peer_object_it_cannot_restore_and_exits_non_zero(
+        bootstrap, spark, tmp_path):
+    # Round 1 restores 100..104 and 108..109 (a gap between); then the sink's object of 105..109 lands.
+    # A standby restores each partition in offset order, so 105..107 stay out: it said so in a note
+    # and exited 0, calling an incomplete standby complete. Each round (a restarted run too) now names
+    # them as left out, and the run ends with the exit status of a restore that left records out.
+    topic, target, rows, name, job = aiven_archive_of_ten(bootstrap, tmp_path, "peer-late", 15)
+    archive = name.parent
+    land_object(name, rows[:5])
+    land_object(archive / f"{topic}-0-108.gz", rows[8:10])
+    args = ["restore", "--follow", "--from", str(archive), "-b", bootstrap, "--layout", "aiven", "--peer-fields",
+            FIELDS, "--state", str(tmp_path / "state"), "--rename", f"{topic}={target}", "--restore-id", "late",
+            "--poll-interval", "0.3", "--master", "local[1]"]
+    log, restarted_log = tmp_path / "restore.log", tmp_path / "restarted.log"
+    lost = [(105, 107, 3, f"{topic}-0-105.gz")]
+    lost_line = f"skipped: {topic}[0] offsets 105..107 left out (3 records): object {topic}-0-105.gz"
+    processes = [start_cli([*args, "--json"], log)]
+    try:
+        wait_for(lambda: len(json_rounds(log)) >= 1, 240, "round 1")
+        land_object(archive / f"{topic}-0-105.gz", rows[5:10])
+        wait_for(lambda: any(r["skipped"] for r in json_rounds(log)), 240, "a round naming the records left out")
+        land_object(archive / f"{topic}-0-110.gz", rows[10:])
+        wait_for(lambda: sum(r["produced"] for r in json_rounds(log)) == 12, 240, "the records after them")
+        os.kill(processes[0].pid, signal.SIGTERM)  # the topicvault process only: a signal to the group stops the JVM
+        assert processes[0].wait(120) == 3, log.read_text()[-3000:]
+        processes.append(start_cli(args, restarted_log))  # it saved what it left out: a restart names it again
+        wait_for(lambda: "round 1" in restarted_log.read_text(), 240, "the restarted standby's round")
+        os.kill(processes[1].pid, signal.SIGTERM)
+        assert processes[1].wait(120) == 3, restarted_log.read_text()[-3000:]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(30)
+    rounds = json_rounds(log)
+    assert rounds[0]["produced"] == 7 and rounds[0]["skipped"] == []
+    assert len(rounds) >= 3
+    for later in rounds[1:]:  # every round after the object landed names them
+        assert [(s["first_offset"], s["last_offset"], s["records"], s["key"]) for s in later["skipped"]] == lost, later
+        assert "new --restore-id" in later["skipped"][0]["reason"]
+    assert lost_line in log.read_text()
+    assert lost_line in restarted_log.read_text()
+    assert [r.value for r in consume_all(bootstrap, target)[0]] == [r.value for r in rows[:5] + rows[8:]]
+
+
 # --- the issue's end to end: two followers, each killed once, both stopped by SIGTERM ----------------------
 
 
