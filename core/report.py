@@ -308,7 +308,7 @@ def follow_stopped(summary: Any, skipped_exit: int) -> list[Line]:
     lines = [_err(f"stopped: {summary.rounds} rounds, {summary.produced:,} records restored in this run; restore "
                   f"id {summary.restore_id} (run again with --restore-id {summary.restore_id} to continue)")]
     if summary.skipped:
-        lines.append(_err(f"{len(summary.skipped)} unreadable objects were left out (listed above); exit status "
+        lines.append(_err(f"{len(summary.skipped)} objects or ranges of records were left out (listed above); exit status "
                           f"{skipped_exit}"))
     return lines
 
