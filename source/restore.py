@@ -730,7 +730,12 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     # The groups run at the same time (one per core), so each gets an equal share of the limit.
     share = job.rate.shared_by(len(groups)) if groups else job.rate
     results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks, share), groups) for r in group]
-    save_offset_maps(job.restore_records(), plan.restore_id, continued(plan.restored, [r.offset_map for r in results]))
+    records = job.restore_records()
+    # A task saves each object it leaves out where it runs, before producing past it; on a cluster of
+    # several machines a local state directory is that machine's own, so the driver saves them too.
+    for hole in (hole for result in results for hole in result.skipped):
+        save_hole(records, plan.restore_id, hole)
+    save_offset_maps(records, plan.restore_id, continued(plan.restored, [r.offset_map for r in results]))
     if configure:
         apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)
     return RestoreResult(plan, results, time.monotonic() - started)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import uuid
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -17,9 +19,11 @@ from test_object_reader import store_object
 from topicvault.core.commits import ObjectEntry
 from topicvault.core.envelope import Record, batch_to_records
 from topicvault.core.errors import TopicvaultError
+from topicvault.core.kafka import KafkaSettings
 from topicvault.core.locations import open_store
 from topicvault.source.object_reader import SkippedObject, check_on_error, read_partition
-from topicvault.source.offset_map import OffsetMap, load_offset_maps, save_hole, without_holes
+from topicvault.source.offset_map import OffsetMap, load_offset_maps, save_hole, saved_holes, without_holes
+from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 from topicvault.source.restore_state import RestoreRecords
 
 
@@ -184,3 +188,24 @@ def test_a_resumed_until_prefix_ends_at_an_earlier_runs_hole_that_may_hold_the_c
     save_hole(records, "cut", SkippedObject(damaged["key"], topic, 0, 7, 13, 7, "checksum"))
     run_cli(*args, expect_exit=3)
     assert [r.value for r in consume_all(bootstrap, f"{topic}-r")[0]] == [b"v%d" % i for i in range(7)]
+
+
+def test_objects_left_out_are_recorded_where_the_driver_keeps_the_restore_state(
+        bootstrap, spark, damaged_backup, tmp_path, monkeypatch):
+    # On a cluster of several machines a local state path names a directory on each machine: the
+    # tasks saved the objects they left out on theirs, where the driver (planning a resume) never
+    # looks. Simulated here: /proc/self/cwd is each process's own working directory, and the
+    # driver moves to another one than Spark's Python workers (started before) work in.
+    topic, location, _, _, damaged, gone = damaged_backup
+    name = f"state-{uuid.uuid4().hex[:8]}"
+    workers_state = Path.cwd() / name
+    monkeypatch.chdir(tmp_path)
+    job = RestoreJob(KafkaSettings.of(bootstrap), str(location), state_uri=f"/proc/self/cwd/{name}", on_error="skip")
+    try:
+        result = run_restore(spark, job, plan_restore(job, [topic], {topic: f"{topic}-cluster"}, "cluster"))
+    finally:
+        shutil.rmtree(workers_state, ignore_errors=True)
+    assert [(s.partition, s.key) for s in result.skipped] == [(0, damaged["key"]), (1, gone["key"])]
+    records = RestoreRecords(open_store(str(tmp_path / name)), open_store(str(location)))
+    assert {where: [h.key for h in holes] for where, holes in saved_holes(records, "cluster").items()} == {
+        (topic, 0): [damaged["key"]], (topic, 1): [gone["key"]]}
