@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Callable
@@ -197,10 +197,13 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
     # A peer archive's objects at the last finished round, (key, size) (None: no round yet), and the
     # records of late objects left out; saved each round, so a restarted standby still tells an object
     # written again while it was down, and still names what it left out.
-    seen: set[tuple[str, int]] | None = None
+    seen: set[tuple[str, int]] = set()
     left_out: list[LateRecords] = []
     if request.restore_id:
-        seen, saved = load_peer_objects_seen(job.restore_records(), request.restore_id)
+        saved_seen, saved = load_peer_objects_seen(job.restore_records(), request.restore_id)
+        # None saved while offsets were restored (a one-shot restore continued, or a standby killed in its
+        # first round): every object is read once more, since any may have landed after what was restored.
+        seen = saved_seen or set()
         left_out = [LateRecords(**fields) for fields in saved]
     while True:
         plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
@@ -212,12 +215,11 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         result = run_restore(spark, job, plan, configure=False)
         late_notes: list[str] = []
         if plan.layout != "topicvault":
-            if seen is not None:
-                late, late_notes = late_peer_records(job, plan, seen)
-                left_out += [found for found in late if found not in left_out]
+            check = late_peer_records(job, plan, seen, left_out)
+            left_out, late_notes = left_out + check.left_out, check.notes
+            seen = _objects_of(plan) - check.gone
             # Saved with what was left out, after the round: a kill before this reads the late objects again.
-            save_peer_objects_seen(job.restore_records(), restore_id, _objects_of(plan), [vars(x) for x in left_out])
-        seen = _objects_of(plan)
+            save_peer_objects_seen(job.restore_records(), restore_id, seen, [vars(x) for x in left_out])
         number += 1
         group_notes: list[str] = []
         moved: list[str] = []
@@ -245,45 +247,68 @@ def _objects_of(plan: RestorePlan) -> set[tuple[str, int]]:
     return {(o.key, o.bytes) for ps in plan.archive.partitions.values() for o in ps.objects}
 
 
-def late_peer_records(job: RestoreJob, plan: RestorePlan,
-                      seen: set[tuple[str, int]]) -> tuple[list[LateRecords], list[str]]:
+@dataclass(frozen=True)
+class LateCheck:
+    """What checking a round's late peer objects found (see late_peer_records)."""
+
+    left_out: list[LateRecords]  # records the standby can no longer restore, not named before
+    notes: list[str]
+    # Late objects deleted before they could be read: left out of the objects seen, so that one
+    # written again under the same name and size is checked then.
+    gone: set[tuple[str, int]]
+
+
+def late_peer_records(job: RestoreJob, plan: RestorePlan, seen: set[tuple[str, int]],
+                      named: Sequence[LateRecords] = ()) -> LateCheck:
     """The records of late peer objects that the standby can no longer restore, and notes.
 
-    A late object is new or written again since the last round (not in `seen`) and named at or
-    before what its partition had restored (the plan's saved map). The round restored its records
+    A late object is new or written again since the last round (not in `seen`) and may hold offsets
+    at or before what its partition had restored (the plan's saved map): one named at or before it,
+    or, where a name carries an object's last offset (Lenses), any. The round restored its records
     after that point; those at or before it are read (one object at a time) and checked against
-    the map: each run of offsets it does not hold is left out for good, since a standby restores
-    a partition in offset order. An object holding only restored offsets there (a sink's
-    re-delivery) gets a note.
+    the map: each run of offsets it does not hold, and no record of `named` names, is left out for
+    good, since a standby restores a partition in offset order. An object holding only restored
+    offsets there (a sink's re-delivery) gets a note.
     """
     store, peer = job.open_store(), peer_layout(plan.layout, job.key_template)
-    left_out: list[LateRecords] = []
-    notes: list[str] = []
+    check = LateCheck([], [], set())
     for (source, partition), ps in sorted(plan.archive.partitions.items()):
         done = plan.restored.get((source, partition))
         through = done.last_source_offset if done is not None else None
         if source not in plan.topic_map or through is None:
             continue
         first, last = plan.selection.bounds(source, partition)  # offsets the user did not select are not missing
+        already = [(x.first_offset, x.last_offset) for x in [*named, *check.left_out]
+                   if (x.topic, x.partition) == (source, partition)]
         for entry in ps.objects:
-            if (entry.key, entry.bytes) in seen or entry.first_offset > through:
+            if (entry.key, entry.bytes) in seen or (peer.name_offset_is_first and entry.first_offset > through):
                 continue
-            decoded = decode_peer_object(store, peer, job.peer_options,
-                                         PeerKey(entry.key, source, partition, entry.first_offset))
+            try:
+                decoded = decode_peer_object(store, peer, job.peer_options,
+                                             PeerKey(entry.key, source, partition, entry.first_offset))
+            except ObjectNotFound:
+                check.gone.add((entry.key, entry.bytes))
+                check.notes.append(f"{source}[{partition}]: object {entry.key} landed after offsets up to {through} were "
+                                   "restored and was gone before it could be checked for records the standby lacks; "
+                                   "it is checked if it comes back")
+                continue
             offsets = sorted({o for o in decoded.table.column("offset").to_pylist()
-                              if first <= o <= through and (last is None or o <= last)})
+                              if first <= o <= through and (last is None or o <= last)
+                              and not any(a <= o <= b for a, b in already)})
             del decoded
             runs = _runs_not_held(offsets, done.holds(offsets))
-            left_out += [LateRecords(
+            found = [LateRecords(
                 entry.key, source, partition, run_first, run_last, count,
                 f"object {entry.key} landed (or was written again) after the standby had restored up to offset "
                 f"{through}, and a standby restores each partition in offset order; restore these offsets into a "
                 "new topic with a new --restore-id") for run_first, run_last, count in runs]
+            check.left_out.extend(found)
+            already += [(x.first_offset, x.last_offset) for x in found]
             if offsets and not runs:
-                notes.append(f"{source}[{partition}]: object {entry.key} appeared (or was written again) after offsets "
-                             f"up to {through} were restored: its records up to {through} were restored already "
-                             "(re-delivered by the sink), those after it are restored")
-    return left_out, notes
+                check.notes.append(f"{source}[{partition}]: object {entry.key} appeared (or was written again) after "
+                                   f"offsets up to {through} were restored: its records up to {through} were restored "
+                                   "already (re-delivered by the sink), those after it are restored")
+    return check
 
 
 def _runs_not_held(offsets: list[int], held: list[bool]) -> list[tuple[int, int, int]]:

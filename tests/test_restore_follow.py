@@ -34,7 +34,7 @@ from topicvault.source.follow import (
     standby_lag,
 )
 from topicvault.source.offset_map import OffsetMap, continued
-from topicvault.source.restore import RestoreJob, plan_restore, restore_group
+from topicvault.source.restore import RestoreJob, plan_restore, restore_group, run_restore
 from topicvault.source.selection import Selection
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
@@ -427,6 +427,23 @@ def test_a_standby_names_the_records_of_a_late_peer_object_it_cannot_restore_and
         assert "new --restore-id" in later["skipped"][0]["reason"]
     assert lost_line in log.read_text()
     assert lost_line in restarted_log.read_text()
+    assert [r.value for r in consume_all(bootstrap, target)[0]] == [r.value for r in rows[:5] + rows[8:]]
+
+
+def test_a_standby_continuing_a_one_shot_restore_checks_the_objects_that_landed_in_between(bootstrap, spark, tmp_path):
+    # A one-shot restore saves offset maps but no list of the objects it saw; a standby continuing it
+    # (or one killed in its first round) took every object named before its restored point as known:
+    # 105..107, landed in between inside the gap 105..107, was never read nor named, and it exited 0.
+    topic, target, rows, name, job = aiven_archive_of_ten(bootstrap, tmp_path, "peer-oneshot", 10)
+    land_object(name, rows[:5])
+    land_object(name.parent / f"{topic}-0-108.gz", rows[8:10])
+    run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "oneshot"))
+    land_object(name.parent / f"{topic}-0-105.gz", rows[5:10])
+    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="oneshot", poll_interval_s=0.3))
+    first = standby.wait_rounds(1)
+    summary = standby.finish()
+    assert [(s.first_offset, s.last_offset, s.records) for s in first.skipped] == [(105, 107, 3)]
+    assert [(s.first_offset, s.last_offset) for s in summary.skipped] == [(105, 107)]
     assert [r.value for r in consume_all(bootstrap, target)[0]] == [r.value for r in rows[:5] + rows[8:]]
 
 
