@@ -79,9 +79,18 @@ def range_consumer_config(settings: KafkaSettings) -> dict[str, object]:
         }
     )
     # The user's own -X settings win over our tuning (but not over correctness settings above).
-    for name, value in settings.properties:
+    user = dict(settings.properties)
+    for name, value in user.items():
         if name not in CORRECTNESS_SETTINGS:
             config[name] = value
+    # librdkafka refuses a consumer whose fetch is smaller than message.max.bytes, a setting that one
+    # -X (or profile) often gives a restore's producer for large records too: the fetch grows with it,
+    # and the largest response it takes with the fetch, unless the user set them.
+    message_max = int(config.get("message.max.bytes", 0))
+    if "fetch.max.bytes" not in user and message_max > int(config["fetch.max.bytes"]):
+        config["fetch.max.bytes"] = message_max
+        if "receive.message.max.bytes" not in user:
+            config["receive.message.max.bytes"] = max(100_000_000, message_max + 512)
     return config
 
 
