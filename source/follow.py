@@ -13,8 +13,9 @@ new with one request (topicvault: does the next commit record exist; a peer arch
 listing, compared with the objects of the last round). A stop request is seen while waiting
 and after a round; the running round always finishes, so its state is saved.
 
-A peer object that lands (or is written again) named at or before what a partition restored is
-read once after its round: the round restored its records after that point, but one at or before
+A peer object that lands (or is written again) and may hold offsets at or before what a partition
+restored (named at or before it; any, where a name carries an object's last offset) is read once
+after its round: the round restored its records after that point, but one at or before
 it that the offset map does not hold (say, inside a gap an earlier round reported) cannot go in
 now, since a standby restores each partition in offset order. Those records are left out like an
 unreadable object (late_peer_records): named in every round's report, saved with the restore so
@@ -194,7 +195,7 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
     restore_id, number, produced = request.restore_id, 0, 0
     skipped: dict[SkippedObject, None] = {}  # every round names them again: each once, in the order found
     committed_groups: dict[str, dict] = {}
-    # A peer archive's objects at the last finished round, (key, size) (None: no round yet), and the
+    # A peer archive's objects at the last finished round, (key, size) (empty: none yet), and the
     # records of late objects left out; saved each round, so a restarted standby still tells an object
     # written again while it was down, and still names what it left out.
     seen: set[tuple[str, int]] = set()

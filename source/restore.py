@@ -732,8 +732,10 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks, share), groups) for r in group]
     records = job.restore_records()
     # A task saves each object it leaves out where it runs, before producing past it; on a cluster of
-    # several machines a local state directory is that machine's own, so the driver saves them too.
-    for hole in (hole for result in results for hole in result.skipped):
+    # several machines a local state directory is that machine's own, so the driver saves them too
+    # (those of earlier runs, which the tasks report again, the driver read from its state).
+    earlier = {hole for task in plan.tasks for hole in task.earlier_holes}
+    for hole in (hole for result in results for hole in result.skipped if hole not in earlier):
         save_hole(records, plan.restore_id, hole)
     save_offset_maps(records, plan.restore_id, continued(plan.restored, [r.offset_map for r in results]))
     if configure:
