@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml ci/setup.sh
+$(STAMP): pyproject.toml ci/setup.sh ci/kafka-jars.sh ci/maven/kafka.pom.xml
 	bash ci/setup.sh
 	touch $(STAMP)
 

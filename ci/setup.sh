@@ -13,6 +13,10 @@ if ! command -v java >/dev/null 2>&1; then
     echo "setup: no java on PATH; installing openjdk-17-jre-headless"
     apt_install openjdk-17-jre-headless
 fi
+if ! command -v mvn >/dev/null 2>&1; then
+    echo "setup: no mvn on PATH; installing maven (Apache Kafka's jars come from Maven Central)"
+    apt_install maven
+fi
 
 if [ ! -x .venv/bin/python ]; then
     python=$(command -v python3.11 || command -v python3)
@@ -21,4 +25,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test,dev]'
+# Apache Kafka's jars for the tests, benchmarks and sandbox (Maven Central, cached).
+bash ci/kafka-jars.sh >/dev/null
 echo "setup: .venv ready ($(.venv/bin/python --version))"

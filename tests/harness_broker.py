@@ -1,8 +1,10 @@
-"""Broker fixture: TOPICVAULT_TEST_BOOTSTRAP, else a testcontainers broker, else the embedded one.
+"""Broker fixture: Apache Kafka by default, an external cluster, or the embedded broker on request.
 
-The container image is built locally from the tansu binary (see ci/prepare-broker-image.sh);
-testcontainers reaches podman through its Docker-compatible socket (DOCKER_HOST). Only when no
-container engine answers does the suite fall back to the embedded tansu process, and it says so.
+- default: a one-node Apache Kafka (KRaft JVM, `core.local_kafka`) per test worker, from the jars
+  `ci/kafka-jars.sh` resolved;
+- `TOPICVAULT_TEST_BOOTSTRAP=host:port`: a cluster of the user's own;
+- `TOPICVAULT_TEST_BROKER=embedded`: tansu, in a container built locally from its binary
+  (testcontainers through podman's Docker-compatible socket, DOCKER_HOST), else as a process.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from kafkatools import create_topic
 from topicvault.core.cluster import broker_configs, lifted_timestamp_limits, retention_from_broker_configs
 from topicvault.core.embedded_broker import EmbeddedBroker, free_port, wait_for_broker
 from topicvault.core.kafka import KafkaSettings
+from topicvault.core.local_kafka import LocalKafka
 
 BROKER_IMAGE = "localhost/topicvault-broker:tansu"
 _broker_kind = {"kind": "not started", "detail": ""}
@@ -41,8 +44,12 @@ def _start_container():
     return container, f"127.0.0.1:{port}"
 
 
+# The broker kinds that are not Apache Kafka (tests of Kafka-only behaviour xfail on them).
+TANSU_KINDS = ("testcontainers", "embedded")
+
+
 @pytest.fixture(scope="session")
-def bootstrap():
+def bootstrap(tmp_path_factory):
     """Bootstrap servers of the test broker."""
     external = os.environ.get("TOPICVAULT_TEST_BOOTSTRAP")
     if external:
@@ -55,6 +62,16 @@ def bootstrap():
                         f"{retention} ms, and the tests' are from 2023: set log.retention.ms=-1 on it", returncode=4)
         yield external
         return
+    if os.environ.get("TOPICVAULT_TEST_BROKER", "apache-kafka") == "apache-kafka":
+        with LocalKafka(nodes=1, folder=tmp_path_factory.mktemp("kafka")) as kafka:
+            _broker_kind.update(kind="apache-kafka", detail=f"{kafka.bootstrap}, logs in {kafka.folder}")
+            yield kafka.bootstrap
+        return
+    yield from _tansu()
+
+
+def _tansu():
+    """The embedded broker: in a container when podman answers, else as a process (said loudly)."""
     try:
         container, servers = _start_container()
     except Exception as exc:  # no container engine here: fall back, loudly
@@ -74,7 +91,7 @@ def bootstrap():
 
 @pytest.fixture(scope="session")
 def broker_kind(bootstrap) -> str:
-    """Which broker the suite runs on: external, testcontainers or embedded."""
+    """Which broker the suite runs on: apache-kafka, external, testcontainers or embedded."""
     return _broker_kind["kind"]
 
 

@@ -16,10 +16,12 @@ from topicvault.core.envelope import Record
 FAST_FAILING = {"socket.timeout.ms": "2000", "reconnect.backoff.max.ms": "1000"}
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> str:
+def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None,
+                 replication_factor: int = 1) -> str:
     """Create a topic and wait until its metadata shows every partition."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})])[
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                                  config=config or {})])[
         name
     ].result(30)
     deadline = time.monotonic() + 30
@@ -140,3 +142,66 @@ def produce_until(done: threading.Event, bootstrap: str, topic: str, key: Callab
             time.sleep(pause_s)
     producer.flush(30)
     return i
+
+
+class LiveTraffic:
+    """A producer writing numbered records to a topic's partitions on a thread, until stopped:
+    `with LiveTraffic(bootstrap, topic, partitions) as traffic: ...` then `traffic.acked` holds,
+    per partition, the values the cluster acknowledged (acks=all, idempotent), in offset order.
+    Records failed by a fault are retried by the producer (never duplicated: idempotence); a
+    record that still fails is kept in `traffic.failed`, not in `acked`."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: tuple[int, ...] = (0,), pause_s: float = 0.01,
+                 per_round: int = 10, value_size: int = 100) -> None:
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.pause_s, self.per_round, self.value_size = pause_s, per_round, value_size
+        self.acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in partitions}
+        self.failed: list[str] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "LiveTraffic":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop producing and wait until every record sent is acknowledged or failed."""
+        self._done.set()
+        self._thread.join(180)
+        assert not self._thread.is_alive(), "live traffic did not stop within 180 s"
+
+    def count(self) -> int:
+        """Records acknowledged so far."""
+        return sum(len(v) for v in self.acked.values())
+
+    def _delivered(self, error, message) -> None:
+        if error is not None:
+            self.failed.append(error.str())
+        else:
+            self.acked[message.partition()].append((message.offset(), message.value()))
+
+    def _run(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 5, "message.timeout.ms": 120_000, "log_level": 0})
+        i = 0
+        padding = b"x" * self.value_size
+        while not self._done.is_set():
+            for _ in range(self.per_round):
+                for partition in self.partitions:
+                    value = b"live-%d-%d-" % (partition, i) + padding
+                    while True:
+                        try:
+                            producer.produce(self.topic, value, b"k%d" % (i % 7), partition=partition,
+                                             headers=[("n", b"%d" % i), ("n", None)], on_delivery=self._delivered)
+                            break
+                        except BufferError:
+                            producer.poll(0.1)
+                i += 1
+            producer.poll(0)
+            time.sleep(self.pause_s)
+        producer.flush(150)
+        for values in self.acked.values():
+            values.sort()

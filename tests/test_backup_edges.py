@@ -10,6 +10,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from clitools import run_cli
+from confluent_kafka import TopicPartition
+from harness_broker import TANSU_KINDS
 from kafkatools import (
     FAST_FAILING,
     consume_all,
@@ -19,6 +21,7 @@ from kafkatools import (
 )
 from nasty import nasty_records
 from topicvault.core.envelope import Record
+from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LOCK_NAME
 
 
@@ -39,7 +42,7 @@ def test_offset_gaps_from_transaction_markers_are_kept(bootstrap, spark, topic_f
 
 
 def test_aborted_transactions_are_not_backed_up(bootstrap, broker_kind, spark, topic_factory, tmp_path, request):
-    if broker_kind != "external":
+    if broker_kind in TANSU_KINDS:
         # tansu makes aborted records visible to read_committed consumers once aborted, so a
         # correct backup cannot be shown on it; runs for real with TOPICVAULT_TEST_BOOTSTRAP.
         request.applymarker(pytest.mark.xfail(strict=True, reason="tansu shows aborted records to read_committed"))
@@ -93,24 +96,27 @@ def test_dataframe_api_writes_the_same_objects_as_the_cli(bootstrap, spark, topi
 
 
 def test_offsets_out_of_range_fail_the_read_instead_of_skipping(bootstrap, broker_kind, topic_factory, request):
-    # An offset the partition no longer holds (retention after planning) must not make the
-    # consumer jump to the end and skip records silently: the read stops there, short. tansu has no DeleteRecords, so the
-    # out-of-range offset here lies past the end instead of before the start.
-    if broker_kind != "external":
-        # tansu answers a fetch past the end with no records instead of OFFSET_OUT_OF_RANGE, so
-        # the read times out instead; runs for real with TOPICVAULT_TEST_BOOTSTRAP.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu does not report OFFSET_OUT_OF_RANGE"))
+    # An offset the partition no longer holds must never make the consumer jump ahead and skip
+    # records silently. Deleted before the read (retention, DeleteRecords after planning): the
+    # read stops there, short, for the next backup to record as lost. Past the log's end (the log
+    # was truncated under the read): the read fails, naming the partition and offset.
+    if broker_kind in TANSU_KINDS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu has no DeleteRecords"))
+    from confluent_kafka.admin import AdminClient
     from topicvault.core.kafka import KafkaSettings
     from topicvault.sink.kafka_reader import OffsetRange, read_range
 
     topic = topic_factory(1, prefix="range")
     produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"v%d" % i, 1_700_000_000_000, 0, ()) for i in range(5)])
-    # Short client timeouts: real Kafka answers OFFSET_OUT_OF_RANGE at once, and on tansu the
-    # expected failure (an idle timeout) then comes in seconds, not the default's ~50 s.
-    reader = read_range(KafkaSettings.of(bootstrap, FAST_FAILING), OffsetRange(topic, 0, 1000, 1010), idle_timeout_s=5)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    list(admin.delete_records([TopicPartition(topic, 0, 3)]).values())[0].result(30)
+    settings = KafkaSettings.of(bootstrap, FAST_FAILING)
+    reader = read_range(settings, OffsetRange(topic, 0, 1, 5), idle_timeout_s=5)
     with pytest.raises(StopIteration) as stopped:
         next(reader)  # no record: the read stops where the broker stopped serving, never skips ahead
-    assert stopped.value.value == 1000  # read_range's return: where the read stopped, short of 1010
+    assert stopped.value.value == 1  # read_range's return: where the read stopped, short of 5
+    with pytest.raises(TopicvaultError, match=rf"reading {topic}\[0\] at offset 1000 failed: .*Offset out of range"):
+        next(read_range(settings, OffsetRange(topic, 0, 1000, 1010), idle_timeout_s=5))
 
 
 def test_time_partitioned_key_template_round_trip(bootstrap, spark, topic_factory, tmp_path):
@@ -227,7 +233,7 @@ def test_a_transaction_holding_back_a_partition_since_the_last_backup_is_warned_
 
 def test_an_open_transaction_holds_a_backup_back_and_the_next_run_says_so(bootstrap, broker_kind, spark,
                                                                           topic_factory, tmp_path, request):
-    if broker_kind != "external":
+    if broker_kind in TANSU_KINDS:
         # tansu has no last stable offset: records of an open transaction are readable at once;
         # runs for real with TOPICVAULT_TEST_BOOTSTRAP.
         request.applymarker(pytest.mark.xfail(strict=True, reason="tansu has no last stable offset"))

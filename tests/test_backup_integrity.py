@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness_broker import TANSU_KINDS
 from clitools import assert_one_line_error, run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -240,7 +241,7 @@ def test_lost_range_is_reported_by_ls_verify_and_restore(bootstrap, spark, topic
 
 
 def test_real_retention_loss_is_recorded(bootstrap, broker_kind, spark, topic_factory, tmp_path, request):
-    if broker_kind != "external":
+    if broker_kind in TANSU_KINDS:
         request.applymarker(pytest.mark.xfail(strict=True, reason="tansu does not implement DeleteRecords"))
     topic = topic_factory(1, prefix="retention")
     produce_records(bootstrap, topic, records(topic, 0, 10, "a"))

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from harness_broker import TANSU_KINDS
 from clitools import run_cli
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
@@ -216,7 +217,7 @@ def test_topic_overrides_keep_only_topic_level_configs():
 
 
 def test_topic_configs_round_trip(bootstrap, broker_kind, spark, topic_factory, tmp_path, request):
-    if broker_kind != "external":
+    if broker_kind in TANSU_KINDS:
         # tansu answers DescribeConfigs with source DEFAULT_CONFIG for configs set on the topic,
         # so they are indistinguishable from broker defaults; runs for real with TOPICVAULT_TEST_BOOTSTRAP.
         request.applymarker(pytest.mark.xfail(strict=True, reason="tansu reports topic configs as defaults"))

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness_broker import TANSU_KINDS
 from clitools import run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
@@ -174,7 +175,7 @@ def test_records_far_from_the_target_clock_come_back_with_their_own_times(bootst
 
 def test_a_target_that_refuses_far_timestamps_stops_the_restore_saying_what_to_set(bootstrap, broker_kind, spark,
                                                                                   topic_factory, tmp_path, request):
-    if broker_kind != "external":
+    if broker_kind in TANSU_KINDS:
         # tansu accepts any timestamp whatever the topic's limits; runs for real with TOPICVAULT_TEST_BOOTSTRAP.
         request.applymarker(pytest.mark.xfail(strict=True, reason="tansu enforces no timestamp limit"))
     topic = topic_factory(1, prefix="far-src")
@@ -252,7 +253,7 @@ def test_resume_refuses_a_target_whose_log_start_moved_past_the_saved_start():
 
 def test_resume_after_records_were_deleted_stops_before_producing(bootstrap, broker_kind, spark, topic_factory,
                                                                   tmp_path, request):
-    if broker_kind != "external":
+    if broker_kind in TANSU_KINDS:
         # tansu has no DeleteRecords (and no retention), so its log start never moves;
         # runs for real with TOPICVAULT_TEST_BOOTSTRAP.
         request.applymarker(pytest.mark.xfail(strict=True, reason="tansu does not implement DeleteRecords"))

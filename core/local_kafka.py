@@ -1,0 +1,256 @@
+"""A local Apache Kafka cluster: KRaft JVM processes on loopback, from jars resolved from Maven.
+
+Used by the tests (one node per test worker, three for the fault tests), the benchmarks and
+`topicvault sandbox`. The jars come from `ci/kafka-jars.sh` (run by the set-up), found through
+`TOPICVAULT_KAFKA_JARS` or the default cache folder. Every node is broker and controller at once,
+logs to a file in its own folder and dies with the thread that started it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .embedded_broker import DIE_WITH_PARENT, free_port, wait_for_broker
+from .errors import TopicvaultError
+
+KAFKA_VERSION = "4.4.0"
+DEFAULT_JARS = Path.home() / ".cache" / "topicvault" / f"kafka-{KAFKA_VERSION}" / "jars"
+
+# What every node runs with: small, quick to start, and retention off (the tests' data is from
+# 2023; a default 7-day retention would delete it while a test reads it).
+BASE_CONFIG = {
+    "process.roles": "broker,controller",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.num.partitions": "4",
+    "transaction.state.log.min.isr": "1",
+    "log.retention.ms": "-1",
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "num.partitions": "1",
+    # A killed node is noticed in seconds, not the default 9 s (failover tests wait on it).
+    "broker.session.timeout.ms": "4000",
+    "broker.heartbeat.interval.ms": "1000",
+    "replica.lag.time.max.ms": "5000",
+}
+
+LOG_CONFIG = """\
+rootLogger.level=INFO
+rootLogger.appenderRef.file.ref=file
+appender.file.type=File
+appender.file.name=file
+appender.file.fileName={path}
+appender.file.layout.type=PatternLayout
+appender.file.layout.pattern=[%d] %p %m (%c)%n
+logger.request.name=kafka.request.logger
+logger.request.level=WARN
+logger.cleaner.name=kafka.log.LogCleaner
+logger.cleaner.level=INFO
+"""
+
+
+def kafka_jars() -> Path:
+    """The folder of Apache Kafka's jars, or a one-line error saying how to get them."""
+    folder = Path(os.environ.get("TOPICVAULT_KAFKA_JARS") or DEFAULT_JARS)
+    if not any(folder.glob("kafka_2.13-*.jar")):
+        raise TopicvaultError(f"no Apache Kafka jars in {folder}: run `bash ci/kafka-jars.sh` "
+                              "(or set TOPICVAULT_KAFKA_JARS to a folder of them)")
+    return folder
+
+
+def _cluster_id() -> str:
+    return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+
+
+@dataclass
+class KafkaNode:
+    """One KRaft node (broker and controller) of a local cluster."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    folder: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "server.log"
+
+
+@dataclass
+class LocalKafka:
+    """`with LocalKafka(nodes=3) as kafka: kafka.bootstrap` — formatted and started on enter,
+    stopped (and its folder removed) on exit. `config` adds to or overrides every node's
+    server.properties; `heap` is each JVM's -Xmx."""
+
+    nodes: int = 1
+    config: dict[str, str] = field(default_factory=dict)
+    heap: str = "512m"
+    folder: Path | None = None
+    jvm_options: tuple[str, ...] = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k")
+    members: list[KafkaNode] = field(default_factory=list)
+    _own_folder: bool = False
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.address for node in self.members)
+
+    def __enter__(self) -> "LocalKafka":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, timeout_s: float = 90.0) -> "LocalKafka":
+        """Format every node's storage with one cluster id, start them all, wait until they answer."""
+        jars = kafka_jars()
+        if self.folder is None:
+            self.folder, self._own_folder = Path(tempfile.mkdtemp(prefix="topicvault-kafka-")), True
+        self.members = [KafkaNode(i + 1, free_port(), free_port(), self.folder / f"node-{i + 1}")
+                        for i in range(self.nodes)]
+        cluster_id = _cluster_id()
+        try:
+            for node in self.members:
+                self._write_config(node)
+                self._format(jars, node, cluster_id)
+            for node in self.members:
+                self._launch(jars, node)
+            self.wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ready(self, timeout_s: float = 90.0) -> None:
+        """Wait until every live node answers a metadata request and the cluster sees them all."""
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout_s
+        for node in self.members:
+            if node.process is not None and node.process.poll() is None:
+                wait_for_broker(node.address, max(1.0, deadline - time.monotonic()), node.log_path)
+        live = {n.node_id for n in self.members if n.process is not None and n.process.poll() is None}
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        while True:
+            try:
+                if {b.id for b in admin.list_topics(timeout=2).brokers.values()} >= live:
+                    return
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                raise TopicvaultError(f"Apache Kafka at {self.bootstrap} did not see all its nodes "
+                                      f"within {timeout_s:.0f} s; see {self.folder}/node-*/server.log")
+            time.sleep(0.2)
+
+    def _write_config(self, node: KafkaNode) -> None:
+        node.folder.mkdir(parents=True, exist_ok=True)
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.members)
+        replicas = str(min(self.nodes, 3))
+        properties = {
+            **BASE_CONFIG,
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "log.dirs": str(node.folder / "data"),
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "default.replication.factor": replicas,
+            "min.insync.replicas": "2" if self.nodes >= 3 else "1",
+            **self.config,
+        }
+        (node.folder / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+        (node.folder / "log4j2.properties").write_text(LOG_CONFIG.format(path=node.log_path))
+
+    def _java(self, jars: Path, node: KafkaNode, main: str, *args: str) -> list[str]:
+        return ["java", f"-Xmx{self.heap}", *self.jvm_options,
+                f"-Dlog4j2.configurationFile={node.folder / 'log4j2.properties'}",
+                f"-Dkafka.logs.dir={node.folder}", "-cp", f"{jars}/*", main, *args]
+
+    def _format(self, jars: Path, node: KafkaNode, cluster_id: str) -> None:
+        command = self._java(jars, node, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                             "-c", str(node.folder / "server.properties"))
+        with open(node.folder / "format.log", "wb") as log:
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=120)
+        if done.returncode != 0:
+            raise TopicvaultError(f"formatting Kafka node {node.node_id} failed; see {node.folder / 'format.log'}")
+
+    def _launch(self, jars: Path, node: KafkaNode) -> None:
+        # A file for output and no inherited pipes: a node must never hold a caller's stdout.
+        with open(node.folder / "stdout.log", "ab") as out:
+            node.process = subprocess.Popen(
+                self._java(jars, node, "kafka.Kafka", str(node.folder / "server.properties")),
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=DIE_WITH_PARENT)
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def node(self, node_id: int) -> KafkaNode:
+        """The node with this id."""
+        return next(n for n in self.members if n.node_id == node_id)
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL a node (no clean shutdown) and reap it."""
+        node = self.node(node_id)
+        if node.process is not None and node.process.poll() is None:
+            node.process.kill()
+            node.process.wait(30)
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP a node: it holds its connections but answers nothing."""
+        self._signal(node_id, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT a paused node."""
+        self._signal(node_id, signal.SIGCONT)
+
+    def _signal(self, node_id: int, signum: int) -> None:
+        node = self.node(node_id)
+        if node.process is not None and node.process.poll() is None:
+            node.process.send_signal(signum)
+
+    def restart(self, node_id: int, timeout_s: float = 90.0) -> None:
+        """Start a stopped or killed node again on its own ports and storage, and wait for it."""
+        node = self.node(node_id)
+        if node.process is not None and node.process.poll() is None:
+            self.kill(node_id)
+        self._launch(kafka_jars(), node)
+        self.wait_ready(timeout_s)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The node id leading a partition now (-1 while it has none)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        return admin.list_topics(topic=topic, timeout=10).topics[topic].partitions[partition].leader
+
+    def stop(self) -> None:
+        """Stop every node (SIGTERM, then SIGKILL after 20 s) and remove the folder if it made one."""
+        for node in self.members:
+            if node.process is not None and node.process.poll() is None:
+                node.process.send_signal(signal.SIGCONT)
+                node.process.terminate()
+        for node in self.members:
+            if node.process is not None:
+                try:
+                    node.process.wait(20)
+                except subprocess.TimeoutExpired:
+                    node.process.kill()
+                    node.process.wait(10)
+        if self._own_folder and self.folder is not None and os.environ.get("TOPICVAULT_KEEP_KAFKA_LOGS") != "1":
+            shutil.rmtree(self.folder, ignore_errors=True)
