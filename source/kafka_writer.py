@@ -170,18 +170,21 @@ def produce_streams(
                     producer.poll(0)
                     if failures:
                         break
+        except (KafkaException, SystemError) as exc:
+            if _fatal_error(exc) is None:
+                _settle(producer, flush_timeout_s)
+                raise
+            failures.insert(0, _fatal_error(exc))
         except BaseException:
             # Settle the partitions before anyone counts them again: drop what was never sent and
             # wait for what is in flight, so a retried task attempt counts a stable prefix.
-            producer.purge(in_queue=True, in_flight=False)
-            producer.flush(flush_timeout_s)
+            _settle(producer, flush_timeout_s)
             raise
-    remaining = producer.flush(flush_timeout_s)
+    remaining = 0 if failures else _flush(producer, flush_timeout_s, failures)
     if failures or remaining:
-        producer.purge(in_queue=True, in_flight=False)
-        producer.flush(flush_timeout_s)
+        _settle(producer, flush_timeout_s)
     where = ", ".join(f"{topic}[{partition}]" for topic, partition, _ in streams)
-    if failures and failures[0].code() == KafkaError.INVALID_TIMESTAMP:
+    if any(_refused_timestamp(failure) for failure in failures):
         # A topic the restore created has its limits lifted while data goes in; one that existed has its own.
         raise TopicvaultError(
             f"producing to {where} failed: {failures[0].str()}: the target refuses record timestamps this far from "
@@ -199,6 +202,47 @@ def produce_streams(
             "is the broker up? run the restore again with the same --restore-id to continue"
         )
     return results
+
+
+def _flush(producer: Producer, timeout_s: float, failures: list[KafkaError]) -> int:
+    """Wait for every delivery; a fatal producer error raised by flush goes into `failures`."""
+    try:
+        return producer.flush(timeout_s)
+    except (KafkaException, SystemError) as exc:
+        if _fatal_error(exc) is None:
+            raise
+        failures.insert(0, _fatal_error(exc))
+        return 0
+
+
+def _fatal_error(exc: BaseException) -> KafkaError | None:
+    """The producer's fatal error an exception carries, if any. A fatal error (the gap-less
+    guarantee: a record refused after later ones were sent) is raised from whichever call serves
+    callbacks next, as a KafkaException, or from flush as a SystemError caused by one (the client
+    raises it while also returning the queue length)."""
+    for candidate in (exc, exc.__cause__):
+        if isinstance(candidate, KafkaException) and isinstance(candidate.args[0], KafkaError):
+            return candidate.args[0]
+    return None
+
+
+def _settle(producer: Producer, timeout_s: float) -> None:
+    """Drop what was never sent and wait for what is in flight, so the partitions hold a stable
+    prefix before anyone counts them again (a producer in a fatal state raises here: nothing
+    more of it goes out anyway)."""
+    try:
+        producer.purge(in_queue=True, in_flight=False)
+        producer.flush(timeout_s)
+    except (KafkaException, SystemError) as exc:
+        if _fatal_error(exc) is None:
+            raise
+
+
+def _refused_timestamp(failure: KafkaError) -> bool:
+    """Whether the broker refused a record's timestamp: as a delivery error, or as the fatal
+    error the idempotent producer raises for it (its code is the gap-less guarantee's, the
+    broker's refusal is only in its text)."""
+    return failure.code() == KafkaError.INVALID_TIMESTAMP or "Invalid timestamp" in failure.str()
 
 
 def _pieces(batch: pa.RecordBatch, bucket: TokenBucket) -> Iterator[tuple[pa.RecordBatch, int]]:

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from harness_broker import TANSU_KINDS
 from clitools import assert_one_line_error, run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
+from harness_broker import TANSU_KINDS
 from kafkatools import consume_all, create_topic, produce_records
 from topicvault.core.checkpoints import load_state
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange

@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from harness_broker import TANSU_KINDS
 from clitools import run_cli
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from harness_broker import TANSU_KINDS
 from kafkatools import consume_all, produce_records
 from topicvault.core.cluster import topic_overrides
 from topicvault.core.envelope import Record

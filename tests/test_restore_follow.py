@@ -14,8 +14,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from harness_broker import TANSU_KINDS
 from clitools import assert_one_line_error, run_cli
+from harness_broker import TANSU_KINDS
 from kafkatools import consume_all, produce_records, produce_until
 from nasty import nasty_records
 from test_cluster_state import commit_offsets, committed

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness_broker import TANSU_KINDS
 from clitools import run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-from kafkatools import consume_all, produce_records, topic_exists
+from harness_broker import TANSU_KINDS
+from kafkatools import consume_all, create_topic, produce_records, topic_exists
 from nasty import nasty_records
 from test_crash import run_cli_process
 from test_restore_follow import exact
@@ -149,7 +149,8 @@ def test_a_restore_lifts_every_timestamp_limit_its_target_cluster_knows_and_no_o
 def test_the_lifted_timestamp_limits_are_dropped_with_the_other_loading_overrides(bootstrap, topic_factory):
     lifted = {**LOADING_CONFIGS, "message.timestamp.after.max.ms": NO_LIMIT_MS,
               "message.timestamp.before.max.ms": NO_LIMIT_MS}
-    topic = topic_factory(1, prefix="lifted", config=loading_configs({}, lifted))
+    # Created as a restore creates its targets: the loading overrides and nothing else.
+    topic = create_topic(bootstrap, f"lifted-{os.urandom(4).hex()}", 1, loading_configs({}, lifted))
     apply_topic_configs(KafkaSettings.of(bootstrap), {topic: {"retention.ms": "60000"}}, lifted)
     assert describe(bootstrap, topic) == {"retention.ms": "60000"}
 
@@ -204,8 +205,10 @@ def test_target_keeps_everything_while_data_goes_in_then_gets_its_saved_configs(
     log = tmp_path / "cli.log"
 
     assert run_cli_process(args, log, "restore.produce:150") == -9, log.read_text()[-2000:]
-    # Killed while data goes in: created with unlimited retention, delete policy, CreateTime.
-    assert describe(bootstrap, target) == {**LOADING, "max.message.bytes": "2000000"}
+    # Killed while data goes in: created with unlimited retention, delete policy, CreateTime, and
+    # no timestamp limits (on a cluster that has them).
+    lifted = lifted_timestamp_limits(broker_configs(KafkaSettings.of(bootstrap)) or {})
+    assert describe(bootstrap, target) == {**LOADING, **lifted, "max.message.bytes": "2000000"}
 
     assert run_cli_process(args, log) == 0, log.read_text()[-2000:]
     assert describe(bootstrap, target) == saved  # the loading overrides are gone, the saved ones set

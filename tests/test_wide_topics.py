@@ -8,8 +8,8 @@ import time
 from dataclasses import replace
 
 import pytest
-from harness_broker import TANSU_KINDS
 from clitools import run_cli
+from harness_broker import TANSU_KINDS
 from kafkatools import FAST_FAILING, consume_all, produce_records
 from nasty import nasty_records
 from topicvault.core.envelope import Record
@@ -258,21 +258,23 @@ def test_streaming_micro_batch_over_many_partitions_runs_one_task_per_core_and_w
 
 
 def test_grouped_read_stops_short_in_the_partition_whose_offsets_are_gone(bootstrap, broker_kind, topic_factory, request):
-    # Retention after planning, in one of many partitions read together: that partition's read
-    # stops short where the broker stopped serving it (the others go on), never skips to its end. As in test_backup_edges, the offset lies past the
-    # end (tansu has no DeleteRecords).
+    # Records deleted after planning (retention, DeleteRecords), in one of many partitions read
+    # together: that partition's read stops short where the broker stopped serving it (the others
+    # go on), never skips ahead.
     if broker_kind in TANSU_KINDS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu does not report OFFSET_OUT_OF_RANGE"))
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu has no DeleteRecords"))
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
     from topicvault.sink.kafka_reader import RangeEnd, read_ranges
 
     topic = topic_factory(3, prefix="wide-gone")
     produce_records(bootstrap, topic, records(topic, 3, 5))
-    tasks = [OffsetRange(topic, 0, 0, 5), OffsetRange(topic, 1, 1000, 1010), OffsetRange(topic, 2, 0, 5)]
-    # Short client timeouts: real Kafka answers OFFSET_OUT_OF_RANGE at once, and on tansu the
-    # expected failure (an idle timeout) then comes in seconds, not the default's ~50 s.
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a dropped client never completes its futures
+    list(admin.delete_records([TopicPartition(topic, 1, 3)]).values())[0].result(30)
+    tasks = [OffsetRange(topic, 0, 0, 5), OffsetRange(topic, 1, 1, 5), OffsetRange(topic, 2, 0, 5)]
     items = list(read_ranges(KafkaSettings.of(bootstrap, FAST_FAILING), tasks, idle_timeout_s=5))
     ends = {index: item.stopped_at for index, item in items if isinstance(item, RangeEnd)}
-    assert ends == {0: 5, 1: 1000, 2: 5}  # partition 1 stops short where the broker stopped serving it
+    assert ends == {0: 5, 1: 1, 2: 5}  # partition 1 stops short where the broker stopped serving it
     assert sum(item.num_rows for index, item in items if index == 1 and not isinstance(item, RangeEnd)) == 0
 
 
