@@ -418,8 +418,8 @@ def plan_restore(
         raise TopicvaultError(
             f"restore id {restore_id!r} has no state in {records.state.uri}, but the archive holds one at "
             f"{LEGACY_PREFIX}{restore_id}/ (where older versions kept it, and where anyone who can write the bucket "
-            "can put one): it is not read unless you name it: add --import-state URI-OF-THAT-FOLDER to resume that "
-            "restore, or pick another --restore-id"
+            f"can put one): it is not read unless you name it: add --import-state "
+            f"{store.uri.rstrip('/')}/{LEGACY_PREFIX}{restore_id} to resume that restore, or pick another --restore-id"
         )
     if not topics and saved is not None:
         # A rerun of a restore id follows the topics it began with, even if the archive has more now.

@@ -298,9 +298,14 @@ def load_peer_objects_seen(records: RestoreRecords, restore_id: str) -> tuple[se
 def bounded_gunzip(data: bytes, limit: int) -> bytes:
     """`data` un-gzipped, refused (ValueError) as soon as it would unpack to more than `limit` bytes."""
     unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip framing
-    out = unpacker.decompress(data, limit + 1)
-    if len(out) > limit or unpacker.unconsumed_tail:
-        raise ValueError(f"it unpacks to more than {limit} bytes")
+    parts, size, pending = [], 0, data
+    while pending and not unpacker.eof:  # in pieces: memory stays near `limit`, never what a bomb claims
+        part = unpacker.decompress(pending, 2**20)
+        size += len(part)
+        if size > limit:
+            raise ValueError(f"it unpacks to more than {limit} bytes")
+        parts.append(part)
+        pending = unpacker.unconsumed_tail
     if not unpacker.eof:
         raise EOFError("compressed data ended before the end-of-stream marker")
-    return out
+    return b"".join(parts)

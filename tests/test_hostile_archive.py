@@ -65,7 +65,7 @@ def test_a_restore_state_planted_in_the_archive_is_never_read(bootstrap, archive
     assert "already holds records" in out and "evil" not in out, out
     # Naming the planted id does not make its state this restore's: refused, saying how to import it.
     out = run_cli(*args, "--restore-id", "evil", expect_exit=1)
-    assert "not read unless" in out and "--import-state" in out, out
+    assert "not read unless" in out and f"--import-state {location}/_topicvault/restores/evil " in out, out
     assert _records(bootstrap, payments) == 5
     assert describe(bootstrap, payments) == configs
 
