@@ -277,6 +277,11 @@ def restore(
     state: Optional[str] = typer.Option(None, "--state", help="Where the restore keeps its state and offset map "
                                         "(a directory or s3:// URI; default: $TOPICVAULT_STATE_DIR, else "
                                         "~/.local/state/topicvault). Never the archive, which is only read."),
+    import_state: Optional[str] = typer.Option(None, "--import-state", help="With --restore-id: first copy that "
+                                               "restore's records from this folder (e.g. the archive's "
+                                               "_topicvault/restores/ID/ an older version wrote) into --state, "
+                                               "once. Nothing of a restore's own is read from the archive "
+                                               "otherwise."),
     until: Optional[str] = typer.Option(None, "--until", help="Point in time: restore each partition up to the "
                                         "first record after TIME (ISO-8601 or epoch ms)."),
     until_mode: str = typer.Option("prefix", "--until-mode", help="prefix: stop each partition at the first "
@@ -354,6 +359,8 @@ def restore(
     )
     if group and not groups:
         raise TopicvaultError("--group works with --groups: add --groups")
+    if import_state:
+        _import_state(job, restore_id, import_state, settings.store_options)
     if poll_interval is not None and not follow:
         raise TopicvaultError("--poll-interval works with --follow: add --follow")
     if follow:
@@ -388,6 +395,18 @@ def restore(
     _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))
     if result.skipped:
         raise typer.Exit(EXIT_SKIPPED)
+
+
+def _import_state(job, restore_id: Optional[str], uri: str, store_options) -> None:
+    """Copy a restore's records the user named into the state store (restore --import-state)."""
+    from .core.locations import open_store
+    from .source.restore_state import import_restore_records
+
+    if not restore_id:
+        raise TopicvaultError("--import-state works with --restore-id: give the id of the restore it holds")
+    options = store_options if uri.split("://", 1)[0].lower() in ("s3", "s3a") else {}
+    names = import_restore_records(job.restore_records(), restore_id, open_store(uri, options))
+    typer.echo(f"imported restore {restore_id}'s records from {uri} into {job.state_uri}: {', '.join(names)}")
 
 
 def _follow_restore(job, request, master: Optional[str], as_json: bool, quiet: bool) -> None:

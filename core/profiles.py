@@ -26,14 +26,25 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from .errors import TopicvaultError
 
 CONFIG_NAME = "topicvault.toml"
+# librdkafka properties that run a command or load code (librdkafka's CONFIGURATION.md): taken
+# only from the command line (-X), never from a file or the environment, which others may have
+# written (a checkout, a CI workspace, a shared host).
+CODE_RUNNING_PROPERTIES = {
+    "plugin.library.paths": "loads shared libraries",
+    "sasl.kerberos.kinit.cmd": "runs a shell command",
+    "ssl.engine.location": "loads an OpenSSL engine library",
+    "ssl.engine.id": "loads an OpenSSL engine",
+    "ssl.providers": "loads OpenSSL provider modules",
+}
 _SECRET_WORDS = ("password", "secret", "token", "credential", "private")
 _SECRET_NAMES = {"sasl.jaas.config", "ssl.key.pem", "ssl.keystore.key"}
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -108,8 +119,26 @@ def config_path(explicit: str | None, env: Mapping[str, str]) -> Path | None:
         return path
     for candidate in (Path.cwd() / CONFIG_NAME, Path.home() / ".config" / "topicvault" / CONFIG_NAME):
         if candidate.is_file():
+            check_trusted(candidate)
             return candidate
     return None
+
+
+def check_trusted(path: Path) -> None:
+    """Refuse a config file found without being named unless the user owns it and nobody else may write it.
+
+    Whoever can write it chooses the brokers a password is sent to and the files a client loads
+    (git refuses a repository another user owns, for the same reason); one named with --config
+    or TOPICVAULT_CONFIG is the user's choice.
+    """
+    info = path.stat()
+    if info.st_uid != os.geteuid():
+        raise TopicvaultError(f"not reading {path}: it is owned by uid {info.st_uid}, not you (uid {os.geteuid()}); "
+                              "name it with --config if you trust it")
+    writers = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if info.st_mode & bit]
+    if writers:
+        raise TopicvaultError(f"not reading {path}: it is writable by {' and '.join(writers)} "
+                              f"(mode {stat.S_IMODE(info.st_mode):o}); chmod go-w it, or name it with --config")
 
 
 def load_config(path: Path | None) -> dict:
@@ -134,13 +163,31 @@ def _section(config: dict, kind: str, name: str | None, path: Path | None) -> di
 
 
 def _expand(value: object, env: Mapping[str, str], setting: str) -> str:
+    """A profile value with `${VAR}` replaced from the environment: in secret settings only.
+
+    Only secret values are never printed (redact, scrub) and they are what ${VAR} is for; in any
+    other setting a profile could copy any variable (AWS_SECRET_ACCESS_KEY) into a value that is
+    printed, logged or sent as a client id.
+    """
     def lookup(match: re.Match) -> str:
+        if not is_secret(setting):
+            raise TopicvaultError(
+                f"setting {setting!r} refers to ${{{match.group(1)}}}: the environment is read for secret settings only "
+                "(names holding password, secret, token, credential or private); write the value, or use the "
+                "TOPICVAULT_* variables (README: Profiles)")
         if match.group(1) not in env:
             raise TopicvaultError(f"setting {setting!r} refers to ${{{match.group(1)}}}, which is not set in the environment")
         return env[match.group(1)]
 
     text = str(value).lower() if isinstance(value, bool) else str(value)
     return _ENV_REFERENCE.sub(lookup, text)
+
+
+def _check_no_code_running(names: Iterable[str], where: str) -> None:
+    for name in sorted(names):
+        if name in CODE_RUNNING_PROPERTIES:
+            raise TopicvaultError(f"{name} in {where} {CODE_RUNNING_PROPERTIES[name]}: it is taken only from the "
+                                  f"command line: -X {name}=...")
 
 
 def _prefixed(env: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -167,7 +214,11 @@ def resolve(
     store_profile = _section(config, "stores", store, path)
 
     properties = {k: _expand(v, env, k) for k, v in _flatten(cluster_profile.get("properties", {})).items()}
-    properties.update(_prefixed(env, "TOPICVAULT_KAFKA_"))
+    typed = set(kafka_properties or {})  # given with -X: the user's own choice, whatever else names it
+    _check_no_code_running(properties.keys() - typed, f"the profile {path}")
+    from_env = _prefixed(env, "TOPICVAULT_KAFKA_")
+    _check_no_code_running(from_env.keys() - typed, "the environment (TOPICVAULT_KAFKA_*)")
+    properties.update(from_env)
     properties.update(kafka_properties or {})
     servers = (
         bootstrap_servers

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ..core.checkpoints import load_state
 from ..core.cluster import (
@@ -48,6 +48,7 @@ from .offset_map import (
 )
 from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
 from .restore_state import (
+    LEGACY_PREFIX,
     RestoreRecords,
     RestoreState,
     add_source_starts,
@@ -59,6 +60,7 @@ from .restore_state import (
 )
 from .selection import NotAPrefix, Selection, skip_records
 from .throttle import RateLimit
+from .topic_policy import is_internal_topic, screen_topic_configs
 
 
 @dataclass(frozen=True)
@@ -355,14 +357,22 @@ def check_distinct_targets(topic_map: dict[str, str]) -> None:
             )
 
 
-def _select(state: BackupState, topics: list[str], uri: str) -> list[str]:
+def _select(state: BackupState, topics: list[str], renamed: Iterable[str], uri: str) -> tuple[list[str], list[str]]:
+    """The topics to restore (those named, else every one but internal topics not renamed), and notes."""
     available = sorted({topic for topic, _ in state.partitions} | set(state.topics))
     if not available:
         raise TopicvaultError(f"no backup at {uri}: no commit records under _topicvault/commits/; check the URI")
     for topic in topics:
         if topic not in available:
             raise TopicvaultError(f"topic {topic!r} is not in the backup at {uri}; it holds: {', '.join(available)}")
-    return topics or available
+    if topics:
+        return topics, []
+    internal = [t for t in available if is_internal_topic(t) and t not in renamed]
+    chosen = [t for t in available if t not in internal]
+    if not chosen:
+        raise TopicvaultError(f"the backup at {uri} holds only internal topics ({', '.join(internal)}): name those "
+                              "to restore with --topic")
+    return chosen, [f"left out internal topic {t}: restore it by name with --topic {t}" for t in internal]
 
 
 def plan_restore(
@@ -404,10 +414,17 @@ def plan_restore(
                                 f"e.g. {ignored[0]}")
     records = job.restore_records()
     saved = load_restore_state(records, restore_id) if restore_id else None  # a new id has none
+    if restore_id and saved is None and records.planted_in_archive(restore_id):
+        raise TopicvaultError(
+            f"restore id {restore_id!r} has no state in {records.state.uri}, but the archive holds one at "
+            f"{LEGACY_PREFIX}{restore_id}/ (where older versions kept it, and where anyone who can write the bucket "
+            f"can put one): it is not read unless you name it: add --import-state "
+            f"{store.uri.rstrip('/')}/{LEGACY_PREFIX}{restore_id} to resume that restore, or pick another --restore-id"
+        )
     if not topics and saved is not None:
         # A rerun of a restore id follows the topics it began with, even if the archive has more now.
         topics = sorted(saved.topic_map)
-    selected = _select(state, topics, job.store_uri)
+    selected, selection_notes = _select(state, topics, renames, job.store_uri)
     unknown = set(renames) - set(selected)
     if unknown:
         raise TopicvaultError(f"--rename names topics not being restored: {', '.join(sorted(unknown))}")
@@ -499,11 +516,12 @@ def plan_restore(
         check_log_starts(restore_id, {t.target: t.target_start for t in tasks},
                          _log_starts(job.kafka, [t.target for t in tasks if t.target_topic in existing]))
         # The first run created the topics; what is missing yet (it died before creating them) is created now.
-        topic_configs, replication, setting_notes = dict(saved.topic_configs), {}, []
+        topic_configs, setting_notes = _configs_of_created(saved)
+        replication = {}
     else:
         topic_configs, replication, setting_notes = _plan_topic_settings(
             job.kafka, to_create, {topic_map[t]: s for t, s in saved_settings.items()}, apply_configs)
-    notes = layout_found + lost_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
+    notes = layout_found + selection_notes + lost_notes + setting_notes + _retention_notes(job.kafka, earliest, topic_configs, apply_configs)
     loading = cluster_loading_configs(job.kafka) if topic_configs else dict(LOADING_CONFIGS)
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
                        topic_configs=topic_configs, loading=loading, replication=replication, selection=selection,
@@ -556,6 +574,31 @@ def check_not_expired(restore_id: str, source: str, partition: int, target: str,
     )
 
 
+def _configs_of_created(saved: RestoreState) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """The configs a resumed restore sets once its data is in: those its state names for topics it created.
+
+    A restore creates a topic of its topic map and begins writing it at offset 0 in every partition;
+    a state naming configs of any other topic (one imported from elsewhere, see --import-state) gets
+    none set there, and says so.
+    """
+    configs: dict[str, dict[str, str]] = {}
+    notes = []
+    targets = set(saved.topic_map.values())
+    for target, named in sorted(saved.topic_configs.items()):
+        began = {int(where.rsplit(":", 1)[1]): start for where, start in saved.start_offsets.items()
+                 if where.rsplit(":", 1)[0] == target}
+        if target in targets and began and not any(began.values()):
+            screened = screen_topic_configs(named)  # a state imported from elsewhere may name any config
+            configs[target] = screened.applied
+            notes += screened.notes(target)
+            continue
+        why = ("it restores nothing into it" if target not in targets
+               else f"it began writing at offset {max(began.values())}" if began else "it names no start there")
+        notes.append(f"{target}: not created by restore {saved.restore_id} ({why}), so the configs its state "
+                     f"names are not set there: {', '.join(f'{k}={v}' for k, v in sorted(named.items())) or 'none'}")
+    return configs, notes
+
+
 def _plan_topic_settings(
     kafka: KafkaSettings, to_create: dict[str, int], settings: dict[str, TopicSettings], apply_configs: bool,
 ) -> tuple[dict[str, dict[str, str]], dict[str, int], list[str]]:
@@ -574,7 +617,9 @@ def _plan_topic_settings(
         if not saved.configs_reported:
             notes.append(f"{target}: the source broker reported no topic configs; created with the target's defaults")
         # Every created topic is listed, even with no saved configs: its loading overrides are removed at the end.
-        configs[target] = dict(saved.configs) if apply_configs else {}
+        screened = screen_topic_configs(saved.configs if apply_configs else {})
+        configs[target] = screened.applied
+        notes += screened.notes(target)
     return configs, replication, notes
 
 

@@ -7,8 +7,12 @@ by this restore, in source order, so a resumed task counts it and continues afte
 Restore never writes into the archive it reads (it may be read-only, immutable, or a peer
 sink's). Its records live in a state store: `--state URI` (any store URI), else
 $TOPICVAULT_STATE_DIR, else $XDG_STATE_HOME/topicvault or ~/.local/state/topicvault, under
-`restores/<archive hash>/<restore id>/`. Restores started by older versions kept theirs in the
-archive under `_topicvault/restores/<id>/`; those are still read there, and never written.
+`restores/<archive hash>/<restore id>/`.
+
+Nothing of a restore's own is ever read from the archive: whoever can write the bucket could
+plant a state there (start offsets that skip the non-empty check, configs for any topic).
+Restores started by older versions kept theirs in the archive under `_topicvault/restores/<id>/`;
+the user imports one by naming it (`import_restore_records`, restore --import-state), once.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import re
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,8 +32,11 @@ from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.store import ObjectStore
 
 STATE_DIR_ENV = "TOPICVAULT_STATE_DIR"
-LEGACY_PREFIX = STATE_PREFIX + "restores/"  # in the archive: read only
+LEGACY_PREFIX = STATE_PREFIX + "restores/"  # in the archive: never read, only imported by name
 STATE_NAME = "state.json"
+# Any one record of a restore, as stored or unpacked, is at most this large: a peer archive of a
+# million objects saves a list of about 100 MB; a record past this is damaged or hostile.
+MAX_STATE_BYTES = 256 * 2**20
 _ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 
@@ -60,7 +68,7 @@ def check_restore_id(restore_id: str) -> str:
 
 @dataclass(frozen=True)
 class RestoreRecords:
-    """The records of the restores of one archive: written to `state`, legacy ones read from `archive`."""
+    """The records of the restores of one archive, kept in `state` (the archive is only named)."""
 
     state: ObjectStore
     archive: ObjectStore
@@ -75,14 +83,16 @@ class RestoreRecords:
         return f"{self.prefix}{check_restore_id(restore_id)}/{name}"
 
     def read(self, restore_id: str, name: str) -> bytes | None:
-        """A record of the restore: from the state store, else (older restores) from the archive; None if absent."""
-        for store, key in ((self.state, self.key(restore_id, name)),
-                           (self.archive, f"{LEGACY_PREFIX}{check_restore_id(restore_id)}/{name}")):
-            try:
-                return store.get(key)
-            except ObjectNotFound:
-                continue
-        return None
+        """A record of the restore from the state store; None if absent (never from the archive)."""
+        try:
+            return self.state.get(self.key(restore_id, name))
+        except ObjectNotFound:
+            return None
+
+    def planted_in_archive(self, restore_id: str) -> bool:
+        """Whether the archive holds a state for this id where older versions kept theirs (it is not read)."""
+        key = f"{LEGACY_PREFIX}{check_restore_id(restore_id)}/{STATE_NAME}"
+        return any(info.key == key for info in self.archive.list(key))
 
     def write(self, restore_id: str, name: str, body: bytes, *, only_new: bool = False) -> str:
         """Write a record to the state store (never the archive); returns its key."""
@@ -99,16 +109,15 @@ class RestoreRecords:
         return key
 
     def states(self) -> list[dict]:
-        """The bodies of every saved state of this archive's restores, here and (older ones) in the archive."""
+        """The bodies of every saved state of this archive's restores in the state store."""
         bodies = []
-        for store, prefix in ((self.state, self.prefix), (self.archive, LEGACY_PREFIX)):
-            for info in store.list(prefix):
-                if not info.key.endswith("/" + STATE_NAME):
-                    continue
-                try:
-                    bodies.append(json.loads(store.get(info.key)))
-                except (ObjectNotFound, ValueError):
-                    continue  # gone or unreadable: it names nothing a user could resume
+        for info in self.state.list(self.prefix):
+            if not info.key.endswith("/" + STATE_NAME):
+                continue
+            try:
+                bodies.append(json.loads(self.state.get(info.key)))
+            except (ObjectNotFound, ValueError):
+                continue  # gone or unreadable: it names nothing a user could resume
         return bodies
 
 
@@ -155,16 +164,57 @@ def load_restore_state(records: RestoreRecords, restore_id: str) -> RestoreState
     raw = records.read(restore_id, STATE_NAME)
     if raw is None:
         return None
-    body = json.loads(raw)
+    try:
+        return _state_of(json.loads(raw))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise TopicvaultError(f"the saved state of restore {restore_id!r} in {records.state.uri} is damaged "
+                              f"({type(exc).__name__}: {exc}): restore with a new --restore-id") from None
+
+
+def _state_of(body: dict) -> RestoreState:
     return RestoreState(
-        restore_id=body["restore_id"],
-        target_bootstrap=body["target_bootstrap"],
-        topic_map=dict(body["topic_map"]),
-        start_offsets={k: int(v) for k, v in body["start_offsets"].items()},
-        selection=body.get("selection", {}),
-        topic_configs=body.get("topic_configs", {}),
+        restore_id=str(body["restore_id"]),
+        target_bootstrap=str(body["target_bootstrap"]),
+        topic_map={str(k): str(v) for k, v in body["topic_map"].items()},
+        start_offsets={str(k): int(v) for k, v in body["start_offsets"].items()},
+        selection=dict(body.get("selection", {})),
+        topic_configs={str(t): {str(k): str(v) for k, v in c.items()} for t, c in body.get("topic_configs", {}).items()},
         source_starts={k: int(v) for k, v in body["source_starts"].items()} if "source_starts" in body else None,
     )
+
+
+# What a restore keeps in its state store, and so what an import takes (see import_restore_records).
+_IMPORTED_NAMES = re.compile(r"(state\.json|offset-map\.json|peer-objects\.json\.gz|holes/[A-Za-z0-9._-]+\.json)")
+
+
+def import_restore_records(records: RestoreRecords, restore_id: str, source: ObjectStore) -> list[str]:
+    """Copy the records of restore `restore_id` from `source` (a location the user named, e.g. the
+    `_topicvault/restores/<id>/` an older version wrote in the archive) into the state store, once.
+
+    Only the names a restore writes are taken, each at most MAX_STATE_BYTES; the state goes last,
+    so an import cut short leaves no state and can be run again. Returns the names imported.
+    """
+    if records.read(restore_id, STATE_NAME) is not None:
+        raise TopicvaultError(f"restore {restore_id!r} already has a state in {records.state.uri}: resume it "
+                              "without --import-state (an import is done once)")
+    found = {info.key: info.size for info in source.list() if _IMPORTED_NAMES.fullmatch(info.key)}
+    if STATE_NAME not in found:
+        raise TopicvaultError(f"no {STATE_NAME} at {source.uri}: --import-state names the folder holding a "
+                              f"restore's records (e.g. <archive>/{LEGACY_PREFIX}{restore_id}/)")
+    for name, size in sorted(found.items()):
+        if size > MAX_STATE_BYTES:
+            raise TopicvaultError(f"{source.uri}/{name} is {size} bytes, more than a restore record can be "
+                                  f"({MAX_STATE_BYTES}): not imported")
+    try:
+        saved_id = json.loads(source.get(STATE_NAME)).get("restore_id")
+    except (ValueError, AttributeError):
+        saved_id = None
+    if saved_id != restore_id:
+        raise TopicvaultError(f"{source.uri}/{STATE_NAME} is not the state of restore {restore_id!r} "
+                              f"(it names {saved_id!r}): check --import-state and --restore-id")
+    for name in sorted(found, key=lambda n: n == STATE_NAME):  # the state last
+        records.write(restore_id, name, source.get(name), only_new=name == STATE_NAME)
+    return sorted(found)
 
 
 def add_source_starts(records: RestoreRecords, restore_id: str, starts: dict[str, int]) -> None:
@@ -236,10 +286,26 @@ def load_peer_objects_seen(records: RestoreRecords, restore_id: str) -> tuple[se
     if raw is None:
         return None, []
     try:
-        body = json.loads(gzip.decompress(raw))
+        body = json.loads(bounded_gunzip(raw, MAX_STATE_BYTES))
         if isinstance(body, list):  # saved by a version that kept only the objects
             body = {"objects": body}
         return {(str(key), int(size)) for key, size in body["objects"]}, [dict(x) for x in body.get("left_out", [])]
     except (OSError, EOFError, ValueError, TypeError, KeyError) as exc:
         raise TopicvaultError(f"the saved peer objects of restore {restore_id!r} are damaged ({exc}): "
                               "restore with a new --restore-id") from None
+
+
+def bounded_gunzip(data: bytes, limit: int) -> bytes:
+    """`data` un-gzipped, refused (ValueError) as soon as it would unpack to more than `limit` bytes."""
+    unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip framing
+    parts, size, pending = [], 0, data
+    while pending and not unpacker.eof:  # in pieces: memory stays near `limit`, never what a bomb claims
+        part = unpacker.decompress(pending, 2**20)
+        size += len(part)
+        if size > limit:
+            raise ValueError(f"it unpacks to more than {limit} bytes")
+        parts.append(part)
+        pending = unpacker.unconsumed_tail
+    if not unpacker.eof:
+        raise EOFError("compressed data ended before the end-of-stream marker")
+    return b"".join(parts)

@@ -141,10 +141,13 @@ def test_a_store_profile_holds_the_key_and_flags_override_it(tmp_path):
 
     config = tmp_path / "topicvault.toml"
     config.write_text('[stores.vault]\nuri = "/tmp/x"\nencryption_key = ["file:///new", "file:///old"]\n'
-                      '[stores.one]\nuri = "/tmp/y"\nencryption_key = "kms://alias/${KEY_ALIAS}"\n')
+                      '[stores.one]\nuri = "/tmp/y"\nencryption_key = "kms://alias/a"\n'
+                      '[stores.env]\nuri = "/tmp/z"\nencryption_key = "kms://alias/${KEY_ALIAS}"\n')
     vault = resolve(config_file=str(config), store="vault", env={})
     assert vault.encryption_keys == ("file:///new", "file:///old") and vault.store_options == {}
-    assert resolve(config_file=str(config), store="one", env={"KEY_ALIAS": "a"}).encryption_keys == ("kms://alias/a",)
+    assert resolve(config_file=str(config), store="one", env={}).encryption_keys == ("kms://alias/a",)
+    with pytest.raises(TopicvaultError, match="secret settings only"):  # a key's name is printed: not from ${VAR}
+        resolve(config_file=str(config), store="env", env={"KEY_ALIAS": "a"})
     assert resolve(config_file=str(config), store="vault", encryption_keys=("file:///flag",),
                    env={}).encryption_keys == ("file:///flag",)
     assert resolve(env={"TOPICVAULT_ENCRYPTION_KEY": "file:///a,file:///b"}).encryption_keys == ("file:///a", "file:///b")

@@ -108,8 +108,8 @@ def test_state_store_that_cannot_be_written_is_one_line_before_anything_is_creat
     assert not topic_exists(bootstrap, f"{topic}-x"), "a topic was created before the state was saved"
 
 
-def test_restore_started_by_an_older_version_resumes_from_its_state_in_the_archive(bootstrap, local_backup, frozen,
-                                                                                     restore_state_dir):
+def test_restore_started_by_an_older_version_resumes_once_its_state_is_imported(bootstrap, local_backup, frozen,
+                                                                                restore_state_dir):
     topic, location, group = local_backup
     target = f"{topic}-old"
     args = ["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
@@ -122,18 +122,23 @@ def test_restore_started_by_an_older_version_resumes_from_its_state_in_the_archi
         shutil.move(record, legacy / record.name)
     frozen(location)
     records = RestoreRecords(open_store(str(restore_state_dir)), open_store(str(location)))
-    assert sum(m.records for m in load_offset_maps(records, "legacy").values()) == 2_000  # read there
+    with pytest.raises(TopicvaultError, match="has no offset map"):  # issue #39: never read from the archive
+        load_offset_maps(records, "legacy")
 
-    # A re-run without the id names it (item 15 looks where the states are, old ones included) ...
+    # A re-run without the id does not go looking in the archive (anyone who can write it could plant one) ...
     out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
                   expect_exit=1)
-    assert "--restore-id legacy" in out, out
-    # ... and with it, the restore resumes (nothing left to write) without writing into the archive.
-    assert "restored 0 records" in run_cli(*args, "--groups")
+    assert "already holds records" in out and "legacy" not in out, out
+    # ... with it, the restore says the archive holds one and how to take it ...
+    assert "--import-state" in run_cli(*args, expect_exit=1)
+    # ... and once imported, it resumes (nothing left to write) without writing into the archive.
+    out = run_cli(*args, "--groups", "--import-state", str(legacy))
+    assert "imported" in out and "restored 0 records" in out, out
     source = consume_all(bootstrap, topic)
     assert {p: strip(r) for p, r in consume_all(bootstrap, target).items()} == {p: strip(r) for p, r in source.items()}
     assert committed(bootstrap, group, target, 2) == {0: 400, 1: 999}
     assert sorted(p.name for p in legacy.iterdir()) == ["offset-map.json", "state.json"]
+    assert sum(m.records for m in load_offset_maps(records, "legacy").values()) == 2_000  # now in the state store
 
 
 # --- S3 with credentials that may only read -------------------------------------------------------

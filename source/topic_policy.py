@@ -1,0 +1,129 @@
+"""What a restore takes from the topic settings an archive holds.
+
+An archive is input, not trusted state (docs/threat-model.md): whoever can write the bucket
+can write any topic config into its commit records. A restore sets only configs that decide
+which records a topic keeps and how it stores them (needed to get the topic back as it was),
+within bounds that cannot hurt the target; durability, broker tuning and limits on producers
+are the target cluster's own. Internal topics (the consumer offsets, Schema Registry's schemas,
+Kafka Connect's connector configs) are restored only when named: writing them would hand the
+target's registry or Connect workers whatever the archive holds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+# Kafka's default max.message.bytes: a smaller saved limit would refuse records the target takes by default.
+KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+MIN_SEGMENT_BYTES = 2**20  # Kafka 4.0's own minimum
+MIN_SEGMENT_MS = 600_000  # below 10 minutes a partition rolls (and keeps open) thousands of segments a day
+
+
+def _integer(low: int) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            number = int(value)
+        except ValueError:
+            return "not an integer"
+        return None if number >= low else f"below {low}"
+    return check
+
+
+def _one_of(*allowed: str) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        return None if value in allowed else f"not one of {', '.join(allowed)}"
+    return check
+
+
+def _ratio(value: str) -> str | None:
+    try:
+        return None if 0.0 <= float(value) <= 1.0 else "not between 0 and 1"
+    except ValueError:
+        return "not a number"
+
+
+# The configs a restore sets on a topic it created, once its data is in, each with its check.
+RESTORED_CONFIGS: dict[str, Callable[[str], str | None]] = {
+    "cleanup.policy": _one_of("delete", "compact", "compact,delete", "delete,compact"),
+    "retention.ms": _integer(-1),  # a retention that deletes restored records is warned of (restore notes)
+    "retention.bytes": _integer(-1),
+    "delete.retention.ms": _integer(0),
+    "min.compaction.lag.ms": _integer(0),
+    "max.compaction.lag.ms": _integer(1),
+    "min.cleanable.dirty.ratio": _ratio,
+    "compression.type": _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    "compression.gzip.level": _integer(-1),
+    "compression.lz4.level": _integer(1),
+    "compression.zstd.level": _integer(-131072),
+    "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),  # set only once the data is in
+    "max.message.bytes": _integer(KAFKA_DEFAULT_MAX_MESSAGE_BYTES),
+    "segment.bytes": _integer(MIN_SEGMENT_BYTES),
+    "segment.ms": _integer(MIN_SEGMENT_MS),
+    "segment.jitter.ms": _integer(0),
+}
+
+# Why some well-known configs are the target's own (anything else not listed above: not restored).
+_TARGETS_OWN = {
+    "unclean.leader.election.enable": "durability is the target's: it can lose acknowledged records",
+    "min.insync.replicas": "durability is the target's",
+    "leader.replication.throttled.replicas": "names the source cluster's brokers",
+    "follower.replication.throttled.replicas": "names the source cluster's brokers",
+    "message.timestamp.difference.max.ms": "a limit on producers: the target's",
+    "message.timestamp.before.max.ms": "a limit on producers: the target's",
+    "message.timestamp.after.max.ms": "a limit on producers: the target's",
+    "flush.messages": "broker tuning: the target's",
+    "flush.ms": "broker tuning: the target's",
+    "preallocate": "broker tuning: the target's",
+    "index.interval.bytes": "broker tuning: the target's",
+    "segment.index.bytes": "broker tuning: the target's",
+    "file.delete.delay.ms": "broker tuning: the target's",
+    "remote.storage.enable": "tiered storage: the target's",
+    "local.retention.ms": "tiered storage: the target's",
+    "local.retention.bytes": "tiered storage: the target's",
+}
+
+
+@dataclass(frozen=True)
+class ScreenedConfigs:
+    """A topic's saved configs split into those a restore sets and those it leaves to the target."""
+
+    applied: dict[str, str]
+    skipped: dict[str, tuple[str, str]]  # name -> (saved value, why not set)
+
+    def notes(self, topic: str) -> list[str]:
+        """One line for what is set, one for what is not (none when there is nothing to say)."""
+        lines = []
+        if self.applied:
+            lines.append(f"{topic}: saved configs set once the data is in: "
+                         + ", ".join(f"{k}={v}" for k, v in sorted(self.applied.items())))
+        if self.skipped:
+            lines.append(f"{topic}: saved configs not set (the target's defaults stay): "
+                         + ", ".join(f"{k}={v} ({why})" for k, (v, why) in sorted(self.skipped.items())))
+        return lines
+
+
+def screen_topic_configs(configs: Mapping[str, str]) -> ScreenedConfigs:
+    """Split saved topic configs by RESTORED_CONFIGS: those on it and within its bounds are set."""
+    applied: dict[str, str] = {}
+    skipped: dict[str, tuple[str, str]] = {}
+    for name, value in sorted(configs.items()):
+        check = RESTORED_CONFIGS.get(name)
+        if check is None:
+            skipped[name] = (value, _TARGETS_OWN.get(name, "not a config a restore sets"))
+        elif (problem := check(value.strip())) is not None:
+            skipped[name] = (value, problem)
+        else:
+            applied[name] = value.strip()
+    return ScreenedConfigs(applied, skipped)
+
+
+# Kafka's own (`__consumer_offsets`, `__transaction_state`, `__cluster_metadata`), Schema Registry's,
+# Confluent's, Kafka Connect's default config/offset/status topics (and Strimzi's) and MirrorMaker 2's.
+_INTERNAL = re.compile(r"__.*|_schemas|_confluent.*|connect-(cluster-)?(configs|offsets|status)|.*\.internal")
+
+
+def is_internal_topic(name: str) -> bool:
+    """Whether a topic belongs to Kafka or a tool beside it: restored only when named (--topic)."""
+    return _INTERNAL.fullmatch(name) is not None

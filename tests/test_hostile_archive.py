@@ -1,0 +1,177 @@
+"""Issue #39 items 1-2: whoever can write the bucket must not make a restore touch what it did not create.
+
+A restore's own state (start offsets, topic configs, offset maps, holes, peer objects seen) is read
+only from its state store, or from a location the user names once with --import-state; topic
+configs stored in the archive go through an allow-list; internal topics are restored only by name.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from clitools import run_cli
+from kafkatools import consume_all, produce_records, topic_exists
+from nasty import nasty_records
+from test_restore_guards import describe, edit_saved_configs
+from topicvault.core.envelope import Record
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.locations import open_store
+from topicvault.source import restore_state
+from topicvault.source.restore_state import RestoreRecords, load_peer_objects_seen
+from topicvault.source.selection import Selection
+
+BASE = 1_700_000_000_000
+
+
+def _records(bootstrap: str, topic: str) -> int:
+    return sum(map(len, consume_all(bootstrap, topic).values()))
+
+
+@pytest.fixture
+def archive_and_payments(bootstrap, spark, topic_factory, tmp_path):
+    """A backup of one topic, and an unrelated live topic `payments` holding 5 records."""
+    topic = topic_factory(1, prefix="src")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 50, big_values=0))
+    location = tmp_path / "archive"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    payments = topic_factory(1, prefix="payments")
+    produce_records(bootstrap, payments, [Record(payments, 0, 0, b"k", b"v%d" % i, BASE + i, 0, ()) for i in range(5)])
+    return topic, location, payments
+
+
+def plant_state(directory: Path, restore_id: str, bootstrap: str, topic: str, target: str, start: int) -> Path:
+    """A restore state as an older version kept it in the archive, aimed at `target` (not created by it)."""
+    directory.mkdir(parents=True)
+    (directory / "state.json").write_text(json.dumps({
+        "restore_id": restore_id, "target_bootstrap": bootstrap, "topic_map": {topic: target},
+        "start_offsets": {f"{target}:0": start}, "selection": Selection().to_json(),
+        "topic_configs": {target: {"retention.ms": "1", "cleanup.policy": "compact"}},
+        "source_starts": {f"{topic}:0": 0}, "created_ms": 1,
+    }))
+    return directory
+
+
+def test_a_restore_state_planted_in_the_archive_is_never_read(bootstrap, archive_and_payments):
+    topic, location, payments = archive_and_payments
+    plant_state(location / "_topicvault" / "restores" / "evil", "evil", bootstrap, topic, payments, 5)
+    configs = describe(bootstrap, payments)
+    args = ["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={payments}"]
+
+    # A plain restore into the non-empty topic is refused, and does not suggest the planted id.
+    out = run_cli(*args, expect_exit=1)
+    assert "already holds records" in out and "evil" not in out, out
+    # Naming the planted id does not make its state this restore's: refused, saying how to import it.
+    out = run_cli(*args, "--restore-id", "evil", expect_exit=1)
+    assert "not read unless" in out and f"--import-state {location}/_topicvault/restores/evil " in out, out
+    assert _records(bootstrap, payments) == 5
+    assert describe(bootstrap, payments) == configs
+
+
+def test_an_imported_state_sets_configs_only_on_topics_the_restore_created(bootstrap, archive_and_payments):
+    topic, location, payments = archive_and_payments
+    planted = plant_state(location / "_topicvault" / "restores" / "evil", "evil", bootstrap, topic, payments, 5)
+    configs = describe(bootstrap, payments)
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={payments}",
+                  "--restore-id", "evil", "--import-state", str(planted))
+    # The user named it: its start offsets are taken (the records go after the 5), but it did not
+    # create payments (it began writing at offset 5), so the configs it names are not set there.
+    assert "imported" in out and f"{payments}: not created by restore evil" in out, out
+    assert _records(bootstrap, payments) == 55
+    assert describe(bootstrap, payments) == configs
+    # Imported once: a second import of the same id is refused, the state store's copy stays.
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={payments}",
+                  "--restore-id", "evil", "--import-state", str(planted), expect_exit=1)
+    assert "already has a state" in out
+
+
+def test_restores_into_lists_only_the_state_stores_restores(bootstrap, archive_and_payments, restore_state_dir):
+    topic, location, payments = archive_and_payments
+    plant_state(location / "_topicvault" / "restores" / "evil", "evil", bootstrap, topic, payments, 5)
+    records = RestoreRecords(open_store(str(restore_state_dir)), open_store(str(location)))
+    assert restore_state.restores_into(records, bootstrap, payments) == []
+    assert restore_state.load_restore_state(records, "evil") is None
+
+
+def test_every_saved_peer_object_list_is_unpacked_within_a_bound(tmp_path, monkeypatch):
+    records = RestoreRecords(open_store(str(tmp_path / "state")), open_store(str(tmp_path / "archive")))
+    seen = {(f"topic/0/{i:019d}.json", 1000 + i) for i in range(20_000)}
+    restore_state.save_peer_objects_seen(records, "r1", seen, [])
+    assert load_peer_objects_seen(records, "r1") == (seen, [])
+    # A list that unpacks past the bound is refused as it is unpacked, not after.
+    monkeypatch.setattr(restore_state, "MAX_STATE_BYTES", 64 * 1024)
+    with pytest.raises(TopicvaultError, match="more than 65536 bytes"):
+        load_peer_objects_seen(records, "r1")
+    bomb = gzip.compress(b"[" + b" " * (8 * 2**20) + b"]", mtime=0)
+    records.state.put(records.key("r2", restore_state.PEER_OBJECTS_NAME), bomb)
+    with pytest.raises(TopicvaultError, match="more than 65536 bytes"):
+        load_peer_objects_seen(records, "r2")
+
+
+# --- item 2: topic configs and internal topics the archive names ------------------------------------
+
+HOSTILE_CONFIGS = {"message.timestamp.type": "LogAppendTime", "cleanup.policy": "compact",
+                   "unclean.leader.election.enable": "true", "min.insync.replicas": "1", "segment.ms": "1000",
+                   "max.message.bytes": "1", "retention.ms": "-1", "follower.replication.throttled.replicas": "*"}
+
+
+def test_only_configs_on_the_allow_list_and_within_bounds_are_set():
+    from topicvault.source.topic_policy import screen_topic_configs
+
+    screened = screen_topic_configs(HOSTILE_CONFIGS)
+    assert screened.applied == {"message.timestamp.type": "LogAppendTime", "cleanup.policy": "compact",
+                                "retention.ms": "-1"}
+    assert set(screened.skipped) == {"unclean.leader.election.enable", "min.insync.replicas", "segment.ms",
+                                     "max.message.bytes", "follower.replication.throttled.replicas"}
+    assert screen_topic_configs({"segment.ms": "3600000", "max.message.bytes": "8388608",
+                                 "cleanup.policy": "rm -rf"}).applied == {"segment.ms": "3600000",
+                                                                          "max.message.bytes": "8388608"}
+    applied, skipped = screened.notes("t")
+    assert applied == "t: saved configs set once the data is in: cleanup.policy=compact, " \
+                      "message.timestamp.type=LogAppendTime, retention.ms=-1"
+    assert "min.insync.replicas=1 (durability is the target's)" in skipped and "segment.ms=1000 (below" in skipped
+
+
+def test_internal_topic_names():
+    from topicvault.source.topic_policy import is_internal_topic
+
+    internal = ["__consumer_offsets", "__transaction_state", "_schemas", "connect-configs", "connect-offsets",
+                "connect-status", "connect-cluster-configs", "_confluent-license", "mm2-offsets.src.internal"]
+    assert all(map(is_internal_topic, internal))
+    assert not any(map(is_internal_topic, ["orders", "_orders", "connect-configs-x", "payments.internal.v2"]))
+
+
+def test_a_restore_sets_only_allowed_configs_and_prints_what_it_skips(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="cfgs")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 30, big_values=0))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    edit_saved_configs(location, topic, HOSTILE_CONFIGS)
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    assert describe(bootstrap, f"{topic}-r") == {"message.timestamp.type": "LogAppendTime",
+                                                 "cleanup.policy": "compact", "retention.ms": "-1"}
+    [applied] = [line for line in out.splitlines() if "saved configs set" in line]
+    [skipped] = [line for line in out.splitlines() if "saved configs not set" in line]
+    assert "cleanup.policy=compact" in applied and "unclean.leader.election.enable=true" in skipped, out
+    assert "max.message.bytes=1 (below" in skipped and "segment.ms=1000" in skipped, out
+
+
+def test_internal_topics_are_restored_only_when_named(bootstrap, spark, topic_factory, tmp_path):
+    plain = topic_factory(1, prefix="plain")
+    internal = topic_factory(1, prefix="__internal")
+    for topic in (plain, internal):
+        produce_records(bootstrap, topic, nasty_records(topic, 1, 10, big_values=0))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", plain, "-t", internal)
+    renames = ["--rename", f"{plain}={plain}-r", "--rename", f"{internal}={internal}-r"]
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{plain}={plain}-r")
+    assert f"left out internal topic {internal}" in out and "--topic" in out, out
+    assert _records(bootstrap, f"{plain}-r") == 10 and not topic_exists(bootstrap, f"{internal}-r")
+    out = run_cli("restore", "--from", str(location), "-b", bootstrap, "-t", internal, *renames[2:])
+    assert _records(bootstrap, f"{internal}-r") == 10
+    # A --rename names it too.
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{plain}={plain}-r2",
+            "--rename", f"{internal}={internal}-r2")
+    assert _records(bootstrap, f"{plain}-r2") == 10 and _records(bootstrap, f"{internal}-r2") == 10
