@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import io
 import time
+import uuid
 
 import pyarrow.parquet as pq
 import pytest
 from clitools import run_cli
+from confluent_kafka import Producer
 from harness_broker import TANSU_KINDS
-from kafkatools import LiveTraffic, consume_all, transactional_producer
+from kafkatools import LiveTraffic, consume_all, create_topic, transactional_producer
+from test_cluster_state import as_tuple, commit_offsets, committed, record_at
 from topicvault.core.commits import fold_commits
 from topicvault.core.envelope import Record
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.local_kafka import LocalKafka, kafka_jars
 from topicvault.core.local_store import LocalStore
 
 
@@ -123,3 +128,121 @@ def test_transactions_committed_aborted_and_one_left_open(apache_kafka, bootstra
     assert with_offsets(archived(location)) == with_offsets(seen)
     run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r2", "--restore-id", "tx2")
     restored_equals(bootstrap, f"{topic}-r2", seen)
+
+
+# --- 8. a compacted topic with the log cleaner running ----------------------------------------
+
+@pytest.fixture(scope="module")
+def cleaning_kafka(tmp_path_factory):
+    """A node of its own whose log cleaner looks for work every 100 ms (default 15 s); Apache
+    Kafka whatever broker the rest of the suite runs on."""
+    try:
+        kafka_jars()
+    except TopicvaultError as exc:
+        pytest.skip(str(exc))
+    with LocalKafka(nodes=1, folder=tmp_path_factory.mktemp("cleaning"),
+                    config={"log.cleaner.backoff.ms": "100"}) as kafka:
+        yield kafka.bootstrap
+
+
+COMPACTED = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "100",
+             "min.compaction.lag.ms": "0"}
+
+
+def write_keyed_wave(bootstrap: str, topic: str, wave: int, records: int = 400, keys: int = 30) -> None:
+    """Records over `keys` keys in multi-record batches, every 7th a tombstone; then, past
+    segment.ms, one more record so that the wave's last segment rolls and can be cleaned."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    for i in range(records):
+        value = None if i % 7 == 3 else b"w%d-v%d" % (wave, i)
+        producer.produce(topic, value, b"key-%d" % (i % keys), partition=i % 2,
+                         headers=[("w", b"%d" % wave), ("w", None)] if i % 5 else None)
+        if i % 50 == 49:
+            producer.flush(30)
+    producer.flush(30)
+    time.sleep(0.3)
+    for partition in (0, 1):
+        producer.produce(topic, b"roll", b"roll-%d" % wave, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def wait_until_compacted(bootstrap: str, topic: str, timeout_s: float = 60) -> dict[tuple[str, int], list[Record]]:
+    """The view once the cleaner has left every key once per partition (tombstones stay:
+    delete.retention.ms is a day)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = view(bootstrap, topic)
+        if all(len({r.key for r in rs}) == len(rs) for rs in seen.values()):
+            return seen
+        assert time.monotonic() < deadline, f"the cleaner left duplicate keys in {topic} after {timeout_s} s"
+        time.sleep(0.5)
+
+
+def first_gap(records: list[Record]) -> tuple[int, Record]:
+    """An offset the cleaner removed inside the partition, and the record that survives after it."""
+    return next((r.offset + 1, nxt) for r, nxt in zip(records, records[1:]) if nxt.offset > r.offset + 1)
+
+
+def test_a_compacted_topic_restores_as_compacted_and_groups_land_on_the_next_surviving_record(
+        cleaning_kafka, spark, tmp_path):
+    bootstrap = cleaning_kafka
+    topic = create_topic(bootstrap, f"compacted-{uuid.uuid4().hex[:8]}", 2, COMPACTED)
+    write_keyed_wave(bootstrap, topic, 0)
+    write_keyed_wave(bootstrap, topic, 1)
+    seen = wait_until_compacted(bootstrap, topic)
+    for records in seen.values():
+        assert records[0].offset > 0 and any(r.value is None for r in records), "expected a removed head, tombstones"
+        assert len(records) < records[-1].offset, "expected offset gaps"
+
+    # Groups: one at an offset the cleaner removed inside the log, one at the removed head, one at the end.
+    inside, head, done = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("inside", "head", "done"))
+    gaps = {p: first_gap(rs) for (_, p), rs in seen.items()}
+    commit_offsets(bootstrap, inside, {(topic, p): removed for p, (removed, _) in gaps.items()})
+    commit_offsets(bootstrap, head, {(topic, 0): 0})
+    ends = {p: rs[-1].offset + 1 for (_, p), rs in seen.items()}
+    commit_offsets(bootstrap, done, {(topic, 1): ends[1]})
+
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--max-records", "7")
+    assert with_offsets(archived(location)) == with_offsets(seen)
+    target = f"{topic}-r"
+    out = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
+                  "--restore-id", "compacted", "--groups")
+    restored_equals(bootstrap, target, seen)
+    assert f"group {inside}: committed 2 offsets" in out, out
+    resumed = committed(bootstrap, inside, target, 2)
+    for partition, (_, survivor) in gaps.items():
+        assert record_at(bootstrap, target, partition, resumed[partition]) == as_tuple(survivor)
+    assert record_at(bootstrap, target, 0, committed(bootstrap, head, target, 1)[0]) == as_tuple(seen[(topic, 0)][0])
+    assert committed(bootstrap, done, target, 2)[1] == len(seen[(topic, 1)])
+
+
+def test_a_backup_while_the_cleaner_compacts_under_live_traffic_keeps_what_it_read(cleaning_kafka, spark, tmp_path):
+    """Backups while records are written and the cleaner removes older ones: every record the
+    topic still holds is archived unchanged at its offset; an archived record it no longer
+    holds was overwritten by a later record of its key (compacted away, not invented); the
+    restore gives back exactly the archive."""
+    bootstrap = cleaning_kafka
+    topic = create_topic(bootstrap, f"cleaning-{uuid.uuid4().hex[:8]}", 2, COMPACTED)
+    location = str(tmp_path / "b")
+    write_keyed_wave(bootstrap, topic, 0)
+    with LiveTraffic(bootstrap, topic, partitions=(0, 1), pause_s=0.05, per_round=5) as traffic:
+        for _ in range(3):
+            run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--max-records", "40")
+    assert not traffic.failed
+    write_keyed_wave(bootstrap, topic, 1)
+    seen = wait_until_compacted(bootstrap, topic)
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--max-records", "40")
+    archive = archived(location)
+    for tp, records in seen.items():
+        kept = {r.offset: r for r in archive[tp]}
+        assert [r.offset for r in archive[tp]] == sorted(kept), "archive out of offset order or duplicated"
+        assert [(r.offset, *exact(r)) for r in records] == [(r.offset, *exact(kept[r.offset])) for r in records
+                                                           if r.offset in kept], "a surviving record differs"
+        assert set(r.offset for r in records) <= set(kept), "a record the topic holds is missing"
+        latest = {r.key: r.offset for r in records}
+        gone = [r for r in archive[tp] if r.offset not in latest.values()]
+        assert gone, "the cleaner removed nothing the backups had read"
+        assert all(latest[r.key] > r.offset for r in gone), "an archived record neither held nor overwritten"
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--restore-id", "live")
+    restored_equals(bootstrap, f"{topic}-r", archive)
