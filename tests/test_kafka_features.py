@@ -7,6 +7,7 @@ run every few hundred milliseconds, a broker setting)."""
 from __future__ import annotations
 
 import io
+import os
 import time
 import uuid
 
@@ -15,7 +16,14 @@ import pytest
 from clitools import run_cli
 from confluent_kafka import Producer
 from harness_broker import TANSU_KINDS
-from kafkatools import LiveTraffic, consume_all, create_topic, transactional_producer
+from kafkatools import (
+    LiveTraffic,
+    consume_all,
+    create_topic,
+    produce_records,
+    set_client_quotas,
+    transactional_producer,
+)
 from test_cluster_state import as_tuple, commit_offsets, committed, record_at
 from test_restore_guards import describe
 from topicvault.core.commits import fold_commits
@@ -306,3 +314,48 @@ def test_a_rerun_of_a_finished_restore_into_a_logappendtime_target_keeps_the_new
     run_cli(*args)
     assert_restored_with_their_stored_times(bootstrap, topic, target)
     assert describe(bootstrap, target).get("message.timestamp.type") == "LogAppendTime"
+
+
+# --- 12. client quotas ----------------------------------------------------------------------------
+
+QUOTA_BYTES_PER_S = 100_000
+
+
+def test_a_backup_under_a_fetch_quota_and_a_restore_under_a_produce_quota_finish_exact(
+        apache_kafka, bootstrap, spark, topic_factory, tmp_path):
+    """The broker throttles each client.id to 100 kB/s: the backup reads 1.6 MB plus live traffic,
+    the restore writes them back, both throttled (unthrottled each takes about 2 s), and
+    neither gives up on a read or a delivery that waits. A throttled fetch is answered late; a
+    throttled produce is answered at once and the client waits before its next request, so the
+    restore sends batches of 64 kB (-X batch.size, as a user's settings may) for a produce quota
+    to act on; with its own 1 MiB batches it is done in two requests."""
+    topic = topic_factory(2, prefix="quota")
+    produce_records(bootstrap, topic, [Record(topic, i % 2, 0, b"k%d" % i, os.urandom(1000), 1_700_000_000_000 + i,
+                                              0, (("h", b"%d" % i),)) for i in range(1600)])
+    reader, writer = f"tv-backup-{uuid.uuid4().hex[:6]}", f"tv-restore-{uuid.uuid4().hex[:6]}"
+    set_client_quotas(bootstrap, {reader: {"consumer_byte_rate": QUOTA_BYTES_PER_S},
+                                  writer: {"producer_byte_rate": QUOTA_BYTES_PER_S}})
+    location = str(tmp_path / "b")
+    backup = ["backup", "-b", bootstrap, "--to", location, "-t", topic, "-X", f"client.id={reader}"]
+
+    started = time.monotonic()
+    with LiveTraffic(bootstrap, topic, partitions=(0, 1), pause_s=0.5, per_round=5) as traffic:
+        run_cli(*backup)
+    backed_up_s = time.monotonic() - started
+    assert not traffic.failed
+    run_cli(*backup)
+    source = view(bootstrap, topic)
+    assert with_offsets(archived(location)) == with_offsets(source)
+
+    started = time.monotonic()
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--restore-id", "quota",
+            "-X", f"client.id={writer}", "-X", "batch.size=65536", "-X", "linger.ms=5")
+    restored_s = time.monotonic() - started
+    restored_equals(bootstrap, f"{topic}-r", source)
+    # Kafka measures a client's rate over its quota window (11 one-second samples, at least 10 s
+    # of elapsed time), so a new client runs unthrottled for about 10 s worth of its quota.
+    payload = sum(len(r.value) for rs in source.values() for r in rs)
+    throttled_s = 0.8 * (payload / QUOTA_BYTES_PER_S - 10)
+    assert min(backed_up_s, restored_s) > throttled_s, (payload, backed_up_s, restored_s)
+    print(f"throttled to {QUOTA_BYTES_PER_S} B/s: backup {backed_up_s:.1f} s, restore {restored_s:.1f} s "
+          f"of {payload} bytes")
