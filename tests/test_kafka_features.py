@@ -359,3 +359,61 @@ def test_a_backup_under_a_fetch_quota_and_a_restore_under_a_produce_quota_finish
     assert min(backed_up_s, restored_s) > throttled_s, (payload, backed_up_s, restored_s)
     print(f"throttled to {QUOTA_BYTES_PER_S} B/s: backup {backed_up_s:.1f} s, restore {restored_s:.1f} s "
           f"of {payload} bytes")
+
+
+# --- 13. records near max.message.bytes -----------------------------------------------------------
+
+def produce_one_by_one(bootstrap: str, records: list[Record]) -> None:
+    """Each record in a batch of its own (flushed one by one), so a record just under the
+    topic's limit is not refused for sharing a batch with its neighbours."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "message.max.bytes": 16 * 2**20})
+    refused: list[str] = []
+    for r in records:
+        producer.produce(r.topic, r.value, r.key, partition=r.partition, timestamp=r.timestamp_ms,
+                         headers=list(r.headers) or None,
+                         on_delivery=lambda error, _: refused.append(error.str()) if error else None)
+        assert producer.flush(60) == 0
+    assert not refused, refused
+
+
+def near_the_limit(topic: str, limit: int, count: int = 3) -> list[Record]:
+    """Per partition: records whose batch of one is within 200 bytes of `limit` (a record batch's
+    header is 61 bytes), each between small records, with key and headers."""
+    big = limit - 61 - 200
+    records = []
+    for i in range(count):
+        for partition in (0, 1):
+            records.append(Record(topic, partition, 0, b"small-%d" % i, b"s%d" % i, 1_700_000_000_000 + i, 0,
+                                  (("h", b"1"),)))
+            records.append(Record(topic, partition, 0, b"big-%d" % i, bytes([i + partition]) * big,
+                                  1_700_000_000_100 + i, 0, (("h", b"2"), ("h", None))))
+    return records
+
+
+def test_records_near_the_message_size_limit_back_up_and_restore(apache_kafka, bootstrap, spark, topic_factory,
+                                                                 tmp_path):
+    """Three topics: the cluster's default limit (1 MiB + 12 bytes, no override saved), one
+    configured for 8 MiB and one for 256 KiB, each with records a few hundred bytes under it,
+    back to back, under live traffic of small records. The restore creates each target with the
+    saved limit (or the cluster's default) and must put every record in a batch it accepts."""
+    default = create_topic(bootstrap, f"limit-default-{uuid.uuid4().hex[:6]}", 2)
+    large = topic_factory(2, prefix="limit-8mib", config={"max.message.bytes": str(8 * 2**20)})
+    small = topic_factory(2, prefix="limit-256kib", config={"max.message.bytes": str(256 * 2**10)})
+    limits = {default: 1048588, large: 8 * 2**20, small: 256 * 2**10}
+    for topic, limit in limits.items():
+        produce_one_by_one(bootstrap, near_the_limit(topic, limit, count=2 if topic == large else 4))
+    location = str(tmp_path / "b")
+    backup = ["backup", "-b", bootstrap, "--to", location, *(f"--topic={t}" for t in limits)]
+    with LiveTraffic(bootstrap, default, partitions=(0, 1), pause_s=0.1, per_round=2, value_size=20) as traffic:
+        run_cli(*backup)
+    assert not traffic.failed
+    run_cli(*backup)
+    renames = [f"--rename={t}={t}-r" for t in limits]
+    run_cli("restore", "--from", location, "-b", bootstrap, *renames, "--restore-id", "limits")
+    for topic, limit in limits.items():
+        source = view(bootstrap, topic)
+        assert max(len(r.value) for rs in source.values() for r in rs) > limit - 300
+        assert with_offsets({tp: rs for tp, rs in archived(location).items() if tp[0] == topic}) == \
+            with_offsets(source)
+        restored_equals(bootstrap, f"{topic}-r", source)
