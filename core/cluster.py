@@ -165,17 +165,31 @@ def apply_topic_configs(settings: KafkaSettings, configs_by_topic: Mapping[str, 
 
 def retention_ms(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, int | None]:
     """Each existing topic's effective retention.ms (None when the broker does not say)."""
+    return {topic: None if value is None else int(value)
+            for topic, value in effective_topic_config(settings, topics, "retention.ms").items()}
+
+
+def message_size_limits(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, int]:
+    """Each existing topic's max.message.bytes, the largest record batch it accepts, where the
+    broker says (its own or the cluster's default)."""
+    return {topic: int(value) for topic, value in effective_topic_config(settings, topics, "max.message.bytes").items()
+            if value is not None}
+
+
+def effective_topic_config(settings: KafkaSettings, topics: Iterable[str], name: str) -> dict[str, str | None]:
+    """Each existing topic's value of config `name`, set on it or inherited (None when the broker
+    does not say: tansu describes only what is set)."""
     topics = sorted(topics)
     if not topics:
         return {}
     admin = admin_client(settings)
-    result: dict[str, int | None] = {}
+    result: dict[str, str | None] = {}
     for resource, future in admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics]).items():
         try:
-            entry = future.result(METADATA_TIMEOUT_S).get("retention.ms")
+            entry = future.result(METADATA_TIMEOUT_S).get(name)
         except KafkaException:
             entry = None
-        result[resource.name] = int(entry.value) if entry is not None and entry.value is not None else None
+        result[resource.name] = entry.value if entry is not None else None
     return result
 
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, Producer
 
-from ..core.cluster import NO_LIMIT_MS, TIMESTAMP_LIMITS
+from ..core.cluster import NO_LIMIT_MS, TIMESTAMP_LIMITS, message_size_limits
 from ..core.envelope import content_fingerprint, record_sizes, timestamps_ms
 from ..core.errors import OffsetDeleted, TopicvaultError
 from ..core.faults import crash_after, crash_now
@@ -45,12 +45,17 @@ _PRODUCER_LOG = logging.getLogger("topicvault.producer")
 _PRODUCER_LOG.addFilter(_DropGaplessNotice())
 
 
-def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
-    """An idempotent producer: retries never reorder or duplicate records within a partition."""
+# The restore producer's batches (librdkafka's default is 1 MB), unless the target topics take less.
+DEFAULT_BATCH_SIZE = 1024 * 1024
+
+
+def restore_producer(settings: KafkaSettings, on_delivery, batch_limit: int | None = None) -> Producer:
+    """An idempotent producer: retries never reorder or duplicate records within a partition.
+    `batch_limit`: the smallest max.message.bytes of the topics it writes to (None: unknown)."""
     config = settings.client_config(
         **{
             "linger.ms": 20,
-            "batch.size": 1024 * 1024,
+            "batch.size": DEFAULT_BATCH_SIZE,
             # The local queue bounds a restore worker's memory; deeper queues measured no faster
             # (2 KB records: 64 MiB held a worker at 431-446 MiB, 32 MiB at about 405 MiB).
             "queue.buffering.max.messages": 100_000,
@@ -68,6 +73,12 @@ def restore_producer(settings: KafkaSettings, on_delivery) -> Producer:
     # holds at least the largest record the producer may send.
     largest_kbytes = -(-int(config["message.max.bytes"]) // 1024) + 1
     config["queue.buffering.max.kbytes"] = max(int(config["queue.buffering.max.kbytes"]), largest_kbytes)
+    # A topic refuses a record batch over its max.message.bytes, and the producer fills batches up
+    # to batch.size: records that each fit (a topic limited to 256 KiB holding records of 200 KB,
+    # which their own producer sent one per batch) went two to a batch, and the restore failed.
+    # A record larger than batch.size still goes in a batch of its own.
+    if batch_limit is not None:
+        config["batch.size"] = min(int(config["batch.size"]), batch_limit)
     # Correctness settings the user may not switch off. Gapless: if a record fails after later
     # ones were sent, the producer stops with a fatal error instead of leaving a hole, so the
     # target always holds a prefix of the source, which is what a resumed restore counts on.
@@ -133,7 +144,8 @@ def produce_streams(
         if error is not None and len(failures) < 5:
             failures.append(error)
 
-    producer = restore_producer(settings, on_delivery)
+    limits = message_size_limits(settings, {topic for topic, _, _ in streams})
+    producer = restore_producer(settings, on_delivery, min(limits.values(), default=None))
     if streams:
         ask_producer_id_now(producer, streams[0][0])
     # Waiting for the bucket polls the producer, so deliveries are served meanwhile.

@@ -205,3 +205,21 @@ class LiveTraffic:
         producer.flush(150)
         for values in self.acked.values():
             values.sort()
+
+
+def set_client_quotas(bootstrap: str, quotas: dict[str, dict[str, float | None]]) -> str:
+    """Set client quotas by client.id ({client_id: {"producer_byte_rate": 1e5, ...}}; None removes
+    one) through Apache Kafka's own Admin client (confluent-kafka's Python API has no
+    AlterClientQuotas), and wait until the cluster describes them. Returns what it describes."""
+    import subprocess
+    from pathlib import Path
+
+    from topicvault.core.local_kafka import kafka_jars
+
+    source = Path(__file__).with_name("data") / "ClientQuotas.java"
+    ops = [f"{client}/{name}={'-' if rate is None else rate}" for client, rates in quotas.items()
+           for name, rate in rates.items()]
+    done = subprocess.run(["java", "-cp", f"{kafka_jars()}/*", str(source), bootstrap, *ops],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
