@@ -308,10 +308,11 @@ def test_a_follower_and_compacts_beside_it_keep_every_record_on_a_store_that_ign
             return max((int(i.key.rsplit("/", 1)[1].split(".")[0]) for i in store.list("_topicvault/commits/")),
                        default=0)
 
-        def wait_for(condition, what: str, timeout_s: float = 180) -> None:
+        def wait_for(condition, what: str, timeout_s: float = 600) -> None:
             deadline = time.monotonic() + timeout_s
             while not condition():
-                assert time.monotonic() < deadline, f"timed out waiting for {what}; see {log}"
+                assert time.monotonic() < deadline, \
+                    f"timed out waiting for {what}: {[i.key for i in store.list('_topicvault/')]}; see {log}"
                 time.sleep(0.3)
 
         producer = threading.Thread(target=produce_until, args=(done, bootstrap, topic, lambda i: b"k%d" % i, 20, 0.05),
