@@ -315,13 +315,13 @@ def test_a_follower_and_compacts_beside_it_keep_every_record_on_a_store_that_ign
                     f"timed out waiting for {what}: {[i.key for i in store.list('_topicvault/')]}; see {log}"
                 time.sleep(0.3)
 
-        producer = threading.Thread(target=produce_until, args=(done, bootstrap, topic, lambda i: b"k%d" % i, 20, 0.05),
+        producer = threading.Thread(target=produce_until, args=(done, bootstrap, topic, lambda i: b"k%d" % i, 5, 0.2),
                                     daemon=True)
         producer.start()
         with open(log, "ab") as out:
             follower = subprocess.Popen(
                 [CLI, "backup", "--follow", "-b", bootstrap, "--to", s3_uri, "-S", f"endpoint_url={proxy.url}",
-                 "-t", topic, "--flush-interval", "1", "--max-records", "20", "--master", "local[2]"],
+                 "-t", topic, "--flush-interval", "1", "--max-records", "100", "--master", "local[2]"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
         job = CompactJob(s3_uri, (("endpoint_url", proxy.url),), rotation=Rotation(max_records=400),
                          grace_ms=3_600_000)
