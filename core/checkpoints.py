@@ -46,6 +46,7 @@ from .commits import (
     commit_key,
     write_commit,
 )
+from .conditional_writes import commit_turn
 from .errors import ObjectNotFound, TopicvaultError
 from .leases import LEASE_TTL_MS
 from .store import ObjectInfo, ObjectStore
@@ -220,15 +221,22 @@ def commit_next(store: ObjectStore, state: BackupState,
     state: `build` re-checks whatever its record depends on (a backup that the ranges still
     continue, a compact that the objects it replaces are still there) and raises if not.
     """
-    for attempt in range(COMMIT_ATTEMPTS):
-        record = build(state)
-        check_objects_held(store, record)  # every attempt: time passed since the last one
-        try:
-            return commit_with_checkpoint(store, state, record), record
-        except CommitConflict:
-            if attempt == COMMIT_ATTEMPTS - 1:
-                raise
+    with commit_turn(store) as turn:
+        if turn is not None:
+            # The store ignores conditional writes: only the commits read under the turn are
+            # sure to be all there are, and nobody else commits until it is given back.
             state = read_forward(store, state)
+        for attempt in range(COMMIT_ATTEMPTS):
+            record = build(state)
+            check_objects_held(store, record)  # every attempt: time passed since the last one
+            if turn is not None:
+                turn.check_held()
+            try:
+                return commit_with_checkpoint(store, state, record), record
+            except CommitConflict:
+                if attempt == COMMIT_ATTEMPTS - 1:
+                    raise
+                state = read_forward(store, state)
     raise AssertionError("unreachable")
 
 

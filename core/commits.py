@@ -21,11 +21,16 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Mapping
 
-from .errors import PreconditionFailed, TopicvaultError
+from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from .store import ObjectStore
 
 STATE_PREFIX = "_topicvault/"
 COMMITS_PREFIX = STATE_PREFIX + "commits/"
+# Whether the store honours conditional writes, probed once per location (core.conditional_writes);
+# the probe's own scratch objects, and the turns committers take where the condition does not hold.
+CONDITIONAL_WRITES_KEY = STATE_PREFIX + "conditional-writes.json"
+PROBES_PREFIX = STATE_PREFIX + "probes/"
+COMMIT_TURNS_PREFIX = STATE_PREFIX + "commit-turns/"
 FORMAT_VERSION = 1
 # Written only by commits that remove objects or move a start: older readers must refuse them.
 MAINTENANCE_FORMAT_VERSION = 2
@@ -445,24 +450,44 @@ def maintenance_commit(state: BackupState, kind: str, removed: Iterable[RemovedO
 
 
 def write_commit(store: ObjectStore, record: CommitRecord) -> str:
-    """Write a commit record only if no record with its sequence exists; return its key."""
+    """Write a commit record only if no record with its sequence exists; return its key.
+
+    Raises CommitConflict when another run's record holds the sequence, CommitOutcomeUnknown
+    when the put failed and whether the record landed cannot be read back."""
     key = commit_key(record.sequence)
     data = record.to_json()
     try:
         store.put(key, data, if_none_match=True)
     except PreconditionFailed:
-        if _is_own_write(store, key, data):
+        # A retried put can fail because its own first attempt landed (a reply lost after the write).
+        if _held_record(store, key, data, "its conditional write was refused") == data:
             return key
         raise CommitConflict(
             f"another backup committed to {store.uri} at the same time ({key} exists): "
             "nothing of this run was committed; run the backup again to continue from its position"
         ) from None
+    except TopicvaultError as failed:
+        # The request may have landed all the same (the reply lost, every retry failed).
+        if _held_record(store, key, data, f"the write failed ({failed})") == data:
+            return key
+        raise
     return key
 
 
-def _is_own_write(store: ObjectStore, key: str, data: bytes) -> bool:
-    """A retried conditional put can fail because its own first attempt landed (timeout after write)."""
+class CommitOutcomeUnknown(TopicvaultError):
+    """The commit record may or may not have landed, and reading it back failed."""
+
+
+def _held_record(store: ObjectStore, key: str, data: bytes, what: str) -> bytes | None:
+    """The bytes `key` holds now (None: absent), to tell whether a failed write landed; raises
+    CommitOutcomeUnknown when they cannot be read."""
     try:
-        return store.get(key) == data
-    except TopicvaultError:
-        return False
+        return store.get(key)
+    except ObjectNotFound:
+        return None
+    except TopicvaultError as exc:
+        raise CommitOutcomeUnknown(
+            f"whether commit {key} landed in {store.uri} is unknown: {what}, and reading it back failed "
+            f"({exc}); a rerun is safe: it reads what was committed and continues from there (the "
+            "objects of this run, committed or not, are never counted twice)"
+        ) from None

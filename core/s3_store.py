@@ -145,9 +145,20 @@ class S3Store(ObjectStore):
             extra["SSEKMSKeyId"] = self.sse_kms_key_id
         return extra
 
+    upload_kinds = ("put", "multipart")
+
     def put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> None:
+        self._put(key, data, if_none_match, if_match, multipart=len(data) > self.multipart_threshold)
+
+    def put_through(self, kind: str, key: str, data: bytes, *, if_none_match: bool = False) -> None:
+        """`put` as one PutObject ("put") or as a multipart upload ("multipart", one part when small)."""
+        if kind not in self.upload_kinds:
+            raise ValueError(f"put_through: S3 has no {kind} uploads")
+        self._put(key, data, if_none_match, None, multipart=kind == "multipart")
+
+    def _put(self, key: str, data: bytes, if_none_match: bool, if_match: str | None, multipart: bool) -> None:
         if if_none_match and if_match is not None:
             raise ValueError("put: give if_none_match or if_match, not both")
         full = self._full(key)
@@ -157,7 +168,7 @@ class S3Store(ObjectStore):
         if if_match is not None:
             conditions["IfMatch"] = f'"{if_match.strip(chr(34))}"'
         try:
-            if len(data) > self.multipart_threshold:
+            if multipart:
                 self._put_multipart(full, data, conditions)
             else:
                 self.client.put_object(Bucket=self.bucket, Key=full, Body=data, **conditions, **self._sse())

@@ -58,6 +58,10 @@ class ObjectStore(ABC):
     # costs a round trip to S3, so many overlap well; a directory's puts are local work and
     # fsyncs, and more threads than a few only contend for the CPU.
     concurrent_puts: int = 16
+    # The ways a put reaches the store: one request ("put"), or S3's upload in parts
+    # ("multipart"), whose condition rides on CompleteMultipartUpload. Some stores honour a
+    # condition on one and not the other: core.conditional_writes probes each (put_through).
+    upload_kinds: tuple[str, ...] = ("put",)
 
     @abstractmethod
     def put(
@@ -71,6 +75,12 @@ class ObjectStore(ABC):
         object it stores for one (its ETag is an MD5, as S3's), which cost a backup of large
         records a tenth of its time, and no writer needs it.
         """
+
+    def put_through(self, kind: str, key: str, data: bytes, *, if_none_match: bool = False) -> None:
+        """`put` through upload path `kind` (one of `upload_kinds`), whatever the size of `data`."""
+        if kind not in self.upload_kinds:
+            raise ValueError(f"put_through: {self!r} has no {kind} uploads")
+        self.put(key, data, if_none_match=if_none_match)
 
     def missing(self, keys: Iterable[str]) -> list[str]:
         """The `keys` this store does not hold, sorted (one listing per folder: missing_objects)."""

@@ -18,7 +18,7 @@ from ..core.checkpoints import commit_next, load_state
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, next_commit
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
-from ..core.kafka import all_partitions, list_topic_partitions, partition_watermarks, select_topics
+from ..core.kafka import KafkaSettings, all_partitions, list_topic_partitions, partition_watermarks, select_topics
 from ..core.locations import open_store
 from ..core.options import (
     kafka_settings_from_options,
@@ -128,7 +128,11 @@ class ObjectBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[ObjectsWritten]) -> None:
         entries = [e for m in messages if m is not None for e in m.entries]
-        commit_written(self._store(), entries, allow_offset_gaps=self.allow_offset_gaps)
+        commit_written(self._store(), entries, allow_offset_gaps=self.allow_offset_gaps, kafka=self.kafka())
+
+    def kafka(self) -> KafkaSettings | None:
+        """The cluster the rows came from, when the options name it (kafka.bootstrap.servers)."""
+        return kafka_settings_from_options(self.options) if "kafka.bootstrap.servers" in self.options else None
 
 
 def _flag(options: Mapping[str, str], name: str) -> bool:
@@ -152,6 +156,36 @@ def missing_offsets(start: int, entries: list[ObjectEntry]) -> str | None:
     return None
 
 
+def records_before_rows(kafka: KafkaSettings | None, store: ObjectStore, topic: str, partition: int,
+                        committed: int, first: int) -> None:
+    """Raise (one line) unless offsets `committed`..`first`-1 of `topic`[`partition`], between the
+    location's committed end and the first row written, hold no record in the topic.
+
+    allowOffsetGaps accepts a topic's own gaps (transaction markers, aborted or compacted records).
+    Those lie inside the range a batch read, and a batch reads from the committed end, so a first
+    row past that end is such a gap only if the topic has no record before it; anything else is a
+    batch that read from elsewhere (its previous commit was replaced by a store that ignored
+    If-None-Match, say), and committing it would cover records no object holds."""
+    where = f"{topic}[{partition}]: offsets {committed}..{first - 1} lie between the committed end at {store.uri} " \
+            "and the first row written"
+    if kafka is None:
+        raise TopicvaultError(
+            f"{where}, so nothing was committed: allowOffsetGaps accepts the topic's own gaps only where they can be "
+            "checked in the topic, so give the writer option kafka.bootstrap.servers, or write the rows from the "
+            "committed end"
+        )
+    try:
+        held = sum(batch.num_rows for batch in read_whole_ranges(kafka, [OffsetRange(topic, partition, committed, first)]))
+    except TopicvaultError as exc:
+        raise TopicvaultError(f"{where}, and reading them from the topic failed ({exc}): nothing was committed") from None
+    if held:
+        raise TopicvaultError(
+            f"{where}, and the topic holds {held} record(s) there that no object of this batch holds (the commit it "
+            "continues was lost or replaced), so nothing was committed: run the backup again to continue from the "
+            "committed end"
+        )
+
+
 def commit_written(
     store: ObjectStore,
     entries: list[ObjectEntry],
@@ -161,6 +195,7 @@ def commit_written(
     state: BackupState | None = None,
     groups: dict[str, dict] | None = None,
     group_topics: tuple[str, ...] | None = None,
+    kafka: KafkaSettings | None = None,
 ) -> str | None:
     """Commit objects the DataFrame writers stored: each partition's range runs from the committed
     end (or its first written offset, if never committed) to its last written offset.
@@ -171,12 +206,15 @@ def commit_written(
     been written: a filtered DataFrame is refused, never committed as a complete backup.
     `state` is the location's current state if the caller has just read it.
     `groups` (CommitRecord.groups) are the consumer-group offsets read on `group_topics`, if read.
+    Even so, rows that start past the committed end commit only if the topic, read through
+    `kafka`, has no record before them (records_before_rows).
     Returns the commit key, or None when nothing was written."""
     entries = sorted(entries, key=lambda e: (e.topic, e.partition, e.first_offset))
     if not entries:
         return None
     state = state if state is not None else load_state(store)
     check_topic_ids(state.topic_ids, topic_ids or {}, store.uri)
+    checked_gaps: set[tuple[str, int, int, int]] = set()  # each read once, however often `build` runs
 
     def build(state: BackupState) -> CommitRecord:
         # Rebuilt on the newer state when a compact or expire committed first (see commit_next).
@@ -191,6 +229,10 @@ def commit_written(
                 raise TopicvaultError(f"{topic}[{partition}] offset {mine[0].first_offset} is already backed up at {store.uri}")
             start = committed if committed is not None else mine[0].first_offset
             missing = None if allow_offset_gaps else missing_offsets(start, mine)
+            gap = (topic, partition, start, mine[0].first_offset)
+            if allow_offset_gaps and start < mine[0].first_offset and gap not in checked_gaps:
+                records_before_rows(kafka, store, *gap)
+                checked_gaps.add(gap)
             if missing:
                 raise TopicvaultError(
                     f"{topic}[{partition}]: {missing} in the rows written to {store.uri}, so nothing was committed: "

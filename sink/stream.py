@@ -188,7 +188,7 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
                   "lag": self._lag(entries)}
         groups, group_topics = self._groups(state, entries)
         commit_written(store, entries, stream, self._topic_ids(entries), allow_offset_gaps=self.objects.allow_offset_gaps,
-                       groups=groups, group_topics=group_topics, state=state)
+                       groups=groups, group_topics=group_topics, state=state, kafka=self.objects.kafka())
 
     def _groups(self, state: BackupState, entries) -> tuple[dict | None, tuple[str, ...] | None]:
         """With option saveGroups (backup --follow sets it): the consumer-group offsets on the

@@ -3,7 +3,9 @@
 Real boto3 talks to a real S3 API through it; every `every`-th request gets the next fault of
 `faults`: "503" (SlowDown), "500" (InternalError), "reset" (connection closed without an
 answer), "slow" (answer delayed past the client's read timeout). `deny_puts` answers every
-PUT with 403 AccessDenied, a permanent failure.
+PUT with 403 AccessDenied, a permanent failure. `drop_conditions` forwards writes without their
+If-None-Match and If-Match headers, as stores that ignore them behave: "all" on every request,
+"multipart" only on CompleteMultipartUpload (the POST that completes an upload in parts).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ class FaultProxy:
     """`with FaultProxy(upstream, every=3) as proxy: proxy.url` — counts requests and faults."""
 
     def __init__(self, upstream: str, every: int = 0, faults=("503", "500", "reset", "slow"),
-                 slow_s: float = 3.0, deny_puts: bool = False) -> None:
+                 slow_s: float = 3.0, deny_puts: bool = False, drop_conditions: str = "") -> None:
         self.upstream = urlparse(upstream)
         self.every = every
         self.faults = itertools.cycle(faults)
         self.slow_s = slow_s
         self.deny_puts = deny_puts
+        self.drop_conditions = drop_conditions
+        self.dropped = 0  # conditions dropped
         self.requests = 0
         self.injected: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -57,6 +61,12 @@ class FaultProxy:
                 return None
             self.injected[fault] = self.injected.get(fault, 0) + 1
             return fault
+
+    def drops_conditions_of(self, method: str, path: str) -> bool:
+        """Whether this request is forwarded without its conditions (see drop_conditions)."""
+        if self.drop_conditions == "all":
+            return True
+        return self.drop_conditions == "multipart" and method == "POST" and "uploadId=" in path
 
     def _handler(self):
         proxy = self
@@ -104,6 +114,11 @@ class FaultProxy:
                 if fault == "slow":
                     time.sleep(proxy.slow_s)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "connection")}
+                if proxy.drops_conditions_of(self.command, self.path):
+                    kept = {k: v for k, v in headers.items() if k.lower() not in ("if-none-match", "if-match")}
+                    with proxy.lock:
+                        proxy.dropped += len(headers) - len(kept)
+                    headers = kept
                 headers["Content-Length"] = str(len(body))
                 upstream = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=60)
                 try:

@@ -35,6 +35,7 @@ from topicvault.core.commits import (
     commit_key,
     fold_commits,
 )
+from topicvault.core.conditional_writes import conditional_writes
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LocalStore
 from topicvault.core.locations import open_store
@@ -286,6 +287,7 @@ def test_requests_of_ls_and_of_a_micro_batch_do_not_grow_with_commits(counted_s3
     entry = ObjectEntry(f"topic={TOPICS[0]}/partition=0/{start:019d}.parquet", TOPICS[0], 0, start, start, 1, 10,
                         0, 0, "00")
     store.put(entry.key, b"object")  # written by the batch's task, before its commit
+    conditional_writes(store)  # probed once per location, by its first commit
 
     def micro_batch() -> None:
         # The sink's commit (a state read and a conditional PUT), then the follower's read-forward.
@@ -298,9 +300,10 @@ def test_requests_of_ls_and_of_a_micro_batch_do_not_grow_with_commits(counted_s3
     # Exactly what the state read needs, so 10 and 500 commits cost alike (500 sits on a
     # checkpoint: 5; 10 folds 10 commits: 13), and 60 and 510 (10 after a checkpoint) are equal.
     assert len(ls) == expected_state_reads(history), "\n".join(ls)
-    # Commit: the state read, one listing of the object's folder (it still exists, see
-    # check_objects_held) and one PUT; read-forward: one listing and one GET.
-    assert len(batch) == expected_state_reads(history) + 1 + 1 + 2, batch
+    # Commit: the state read, the GET of whether the store honours conditional writes, one
+    # listing of the object's folder (it still exists, see check_objects_held) and one PUT;
+    # read-forward: one listing and one GET.
+    assert len(batch) == expected_state_reads(history) + 1 + 1 + 1 + 2, batch
     assert len(ls) <= 5 + CHECKPOINT_INTERVAL - 1
     REQUEST_COUNTS[history] = (len(ls), len(batch))
     if 60 in REQUEST_COUNTS and 510 in REQUEST_COUNTS:
@@ -319,12 +322,14 @@ def test_a_wide_micro_batch_checks_its_objects_with_one_listing_per_partition(co
     for e in entries:  # two objects per partition, as a micro-batch that rotated would write
         store.put(e.key, b"object")
     writer = ObjectStreamWriter({"path": uri, "store.endpoint_url": endpoint, "streamId": "wide"})
+    conditional_writes(store)  # probed once per location, by its first commit
     batch = requests_during(log, bucket, lambda: writer.commit([ObjectsWritten(entries)], 0))
     lists = [line for line in batch if "list-type=2" in line and "partition%3D" in line]
     print(f"{partitions} partitions x 2 objects: commit {len(batch)} S3 requests, {len(lists)} of them the check")
     assert len(lists) == partitions, batch
-    # The state read of an empty location, the listings and the commit's PUT: nothing per object.
-    assert len(batch) == expected_state_reads(0) + partitions + 1, batch
+    # The state read of an empty location, the GET of whether the store honours conditional
+    # writes, the listings and the commit's PUT: nothing per object.
+    assert len(batch) == expected_state_reads(0) + 1 + partitions + 1, batch
 
 
 # --- cheap listing (issue #18 item 6) -----------------------------------------------------
