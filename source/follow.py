@@ -27,7 +27,9 @@ Topic configs: while it follows, the topics the restore created keep their loadi
 stops for good (`stop` set: SIGTERM or Ctrl-C), so it then looks like its source. A compacting
 or expiring target would delete records of a round a kill interrupts, and the restart, which
 counts what the target holds after the saved map's end, would count too few and produce some
-twice. A restarted standby sets the loading configs again before its first round produces.
+twice. Every round of a resumed standby sets the loading configs again before it counts or
+produces (restore.run_restore), so neither a restart after a clean stop nor a one-shot rerun of
+the same id that applied the saved configs in between leaves a round producing into them.
 A failed round leaves them as they are (the standby is meant to be restarted).
 
 Maintenance of the archive: a compact commit replaces objects with merged ones over the same
@@ -51,7 +53,7 @@ from itertools import groupby
 from typing import Callable
 
 from ..core.checkpoints import read_forward
-from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets, loading_configs
+from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
 from ..core.commits import BackupState, CommitRecord, PartitionState, commit_key
 from ..core.errors import ObjectNotFound, TopicvaultError
 from ..formats.peers import PeerKey, peer_layout
@@ -211,8 +213,6 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
                             request.create_missing, request.selection, request.apply_configs, continue_saved=True,
                             peer_objects_seen=seen, earlier_writes_acknowledged=number > 0)
         restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
-        if number == 0:
-            keep_loading_configs(job, plan)
         result = run_restore(spark, job, plan, configure=False)
         late_notes: list[str] = []
         if plan.layout != "topicvault":
@@ -233,14 +233,6 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         if stop.is_set() or not _wait_for_news(job, plan, request.poll_interval_s, stop):
             apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)  # stopped for good: the standby looks like its source
             return FollowSummary(restore_id, number, produced, tuple(skipped))
-
-
-def keep_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
-    """Give the topics this restore created earlier their loading configs again (a clean stop gave
-    them their saved ones), before a restarted standby produces; topics it creates now get them anyway."""
-    apply_topic_configs(job.kafka, {topic: loading_configs(configs, plan.loading)
-                                    for topic, configs in plan.topic_configs.items()
-                                    if topic not in plan.topics_to_create})
 
 
 def _objects_of(plan: RestorePlan) -> set[tuple[str, int]]:

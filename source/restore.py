@@ -716,15 +716,29 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
                                     for t in plan.topics_to_create})
 
 
+def set_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
+    """Give the topics this restore created in an earlier run their loading configs again (a finished
+    run gave them their saved ones); topics it creates now get them when created."""
+    apply_topic_configs(job.kafka, {topic: loading_configs(configs, plan.loading)
+                                    for topic, configs in plan.topic_configs.items()
+                                    if topic not in plan.topics_to_create})
+
+
 def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = True) -> RestoreResult:
     """Create topics, save state, produce every partition; resumable with the same restore id.
 
-    The saved offset map is the plan's earlier maps followed by this run's; `configure` False
-    leaves topic configs as they are (a follow round: the standby sets them when it stops).
+    Every run that produces, first or rerun, does so into topics holding the loading configs
+    (see LOADING_CONFIGS) and, with `configure`, gives them their saved configs once the data is
+    in; `configure` False (a follow round) keeps the loading configs (the standby applies the
+    saved ones when it stops). The saved offset map is the plan's earlier maps followed by this run's.
     """
     check_no_speculation(spark, "a restore")
     started = time.monotonic()
     start_restore(job, plan)
+    if plan.resumed and (plan.tasks or not configure):
+        # A rerun of a finished restore id (or a follow round after a clean stop) finds its topics with
+        # their saved configs: it counts and produces only once they hold the loading ones again.
+        set_loading_configs(job, plan)
     # One Spark task per core, each producing its partitions through one producer.
     groups = group_tasks(plan.tasks, spark.sparkContext.defaultParallelism)
     # The groups run at the same time (one per core), so each gets an equal share of the limit.
