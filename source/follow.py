@@ -48,13 +48,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import groupby
 from typing import Callable
 
 from ..core.checkpoints import read_forward
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
-from ..core.commits import BackupState, CommitRecord, PartitionState, commit_key
+from ..core.commits import BackupState, CommitRecord, commit_key
 from ..core.errors import ObjectNotFound, TopicvaultError
 from ..formats.peers import PeerKey, peer_layout
 from .object_reader import SkippedObject
@@ -339,7 +339,7 @@ def archive_with_newer_commits(job: RestoreJob, archive: BackupState) -> BackupS
     folding it onto less than the whole state would find them missing ("inconsistent").
     """
     newer = BackupState(archive.last_sequence, {
-        where: PartitionState(ps.topic, ps.partition, ps.start, ps.end, list(ps.objects), list(ps.lost))
+        where: replace(ps, objects=list(ps.objects), lost=list(ps.lost), commit_times=list(ps.commit_times))
         for where, ps in archive.partitions.items()}, retired=dict(archive.retired))
     return read_forward(job.open_store(), newer)
 

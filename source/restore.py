@@ -20,7 +20,7 @@ from ..core.cluster import (
     retention_ms,
     target_resume_settle_s,
 )
-from ..core.commits import BackupState, ObjectEntry
+from ..core.commits import BackupState, ObjectEntry, PartitionState
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
@@ -446,8 +446,10 @@ def plan_restore(
                       if t in topic_map} if layout == "topicvault" else {}
     if saved is None:
         began, new_starts = archive_starts, {}
-    elif saved.source_starts is None:  # a state older than source_starts: nothing known, nothing checked
-        began, new_starts = {}, {}
+    elif saved.source_starts is None:
+        # A state older than source_starts: a partition began where its saved offset map begins; one with
+        # no map is refused below if an expire moved its start since the restore began (check_not_moved).
+        began, new_starts = _starts_of_maps(restored or saved_offset_maps(records, restore_id)), {}
     else:
         # A partition the restore has not planned before (empty or absent when it began) begins where the
         # archive starts now; start_restore saves that before anything of it is produced.
@@ -469,6 +471,8 @@ def plan_restore(
         if layout == "topicvault":
             # Nothing restored per the saved maps: the restore began where the archive started then.
             start_then = began.get(f"{source}:{partition}")
+            if saved is not None and saved.source_starts is None and through is None and start_then is None:
+                check_not_moved(restore_id, source, partition, target, ps, saved.created_ms)
             passed = through if through is not None or start_then is None else start_then - 1
             check_not_expired(restore_id, source, partition, target, ps.start, passed,
                               selection.after(source, partition, passed))
@@ -553,6 +557,29 @@ def check_not_expired(restore_id: str, source: str, partition: int, target: str,
         f"{restore_id} had restored them (the archive now starts at offset {archive_start}): continuing would "
         f"leave a gap in {target}; restore into a new topic with a new --restore-id (it starts at offset "
         f"{archive_start}), and next time expire with a --before older than what the restore has yet to do"
+    )
+
+
+def _starts_of_maps(maps: Mapping[tuple[str, int], OffsetMap]) -> dict[str, int]:
+    """"source-topic:partition" -> the first source offset a restore's saved offset maps account for."""
+    return {f"{source}:{partition}": m.first_source_offset for (source, partition), m in maps.items()
+            if m.first_source_offset is not None}
+
+
+def check_not_moved(restore_id: str, source: str, partition: int, target: str, partition_state: PartitionState,
+                    began_ms: int | None) -> None:
+    """Refuse to continue a partition of a restore that saved no start for it (a state older than
+    source_starts, no offset map) once an expire moved the archive's start since the restore began
+    (`began_ms`; None: not known, any expire counts): where it began is unknown, so what the target holds
+    cannot be counted against what the archive holds now."""
+    moved_ms = partition_state.start_moved_ms
+    if not moved_ms or (began_ms is not None and moved_ms < began_ms):
+        return
+    raise TopicvaultError(
+        f"{source}[{partition}]: an expire moved the archive's start to offset {partition_state.start} after "
+        f"restore {restore_id} began, whose saved state (from an older topicvault) does not say where it began "
+        f"that partition: continuing could leave a gap or a second copy in {target}; restore into a new topic "
+        "with a new --restore-id"
     )
 
 

@@ -127,6 +127,7 @@ class RestoreState:
     # later is added before anything of it is produced (add_source_starts). An expire moving the start
     # later drops records a resumed restore may not have written (restore.check_not_expired).
     source_starts: dict[str, int] | None = field(default_factory=dict)
+    created_ms: int | None = None  # when the restore first started, as saved (None: not saved, or not yet)
 
     def start_offset(self, topic: str, partition: int) -> int:
         return self.start_offsets[f"{topic}:{partition}"]
@@ -164,6 +165,7 @@ def load_restore_state(records: RestoreRecords, restore_id: str) -> RestoreState
         selection=body.get("selection", {}),
         topic_configs=body.get("topic_configs", {}),
         source_starts={k: int(v) for k, v in body["source_starts"].items()} if "source_starts" in body else None,
+        created_ms=int(body["created_ms"]) if "created_ms" in body else None,
     )
 
 

@@ -22,6 +22,20 @@ T0 = 1_700_000_000_000
 HOUR = 3_600_000
 
 
+def backdate_commits(location: Path, to_ms: int) -> None:
+    """Move the location's commits back in time, in order, the first one to `to_ms`: as if its backups
+    ran then (expire never drops what was committed less than the age asked for ago). Checkpoints,
+    derived from the commits, are dropped."""
+    paths = sorted((location / "_topicvault" / "commits").glob("*.json"))
+    shift = json.loads(paths[0].read_text())["created_ms"] - to_ms
+    for path in paths:
+        record = json.loads(path.read_text())
+        record["created_ms"] -= shift
+        path.write_text(json.dumps(record))
+    for path in (location / "_topicvault").glob("*checkpoint*"):
+        path.unlink() if path.is_file() else [p.unlink() for p in path.iterdir()]
+
+
 def object_at(first: int, last: int, min_ts: int, max_ts: int) -> ObjectEntry:
     return ObjectEntry(f"topic=t/partition=0/{first:019d}-r000000000001.parquet", "t", 0, first, last,
                        last - first + 1, 10, min_ts, max_ts, "00")
