@@ -412,11 +412,17 @@ def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
             "dry_run": dry_run, "before": before, "before_ms": result.before_ms, "commit": result.commit_key,
             "partitions": [{"topic": e.topic, "partition": e.partition, "objects": len(e.dropped),
                             "records": e.records, "new_start": e.new_start} for e in result.expiries],
+            **({"held": [{"topic": h.topic, "partition": h.partition, "objects": h.objects, "records": h.records,
+                          "committed": iso(h.committed_ms), "committed_ms": h.committed_ms} for h in result.held]}
+               if result.held else {}),
             **_collected_json(result.collected),
         }))]
     lines = [_out(f"  {e.topic}[{e.partition}]: offsets {e.dropped[0].first_offset}..{e.new_start - 1} "
                   f"({e.records:,} records in {len(e.dropped)} objects); the archive then starts at {e.new_start}")
              for e in result.expiries]
+    lines += [_out(f"  {h.topic}[{h.partition}]: {h.records:,} records in {h.objects} objects are older than {before} "
+                   f"by their timestamps but were backed up after it (committed {iso(h.committed_ms)}): kept until "
+                   "they were backed up longer ago than that") for h in result.held]
     records = sum(e.records for e in result.expiries)
     return lines + _maintenance_end(
         result.collected, dry_run, f"plan: {records:,} records older than {before} would go",
