@@ -237,11 +237,13 @@ class PartitionState:
 
     def lost_notes(self) -> list[str]:
         """One line per lost range, as ls, verify and restore report it."""
-        return [
-            f"{self.topic}[{self.partition}]: offsets {r.start}..{r.end - 1} were deleted by retention on the "
-            "cluster before any backup read them; the backup does not hold them"
-            for r in self.lost
-        ]
+        return [lost_note(r) for r in self.lost]
+
+
+def lost_note(lost: PartitionRange) -> str:
+    """The line naming offsets deleted by retention before any backup read them."""
+    return (f"{lost.topic}[{lost.partition}]: offsets {lost.start}..{lost.end - 1} were deleted by retention on the "
+            "cluster before any backup read them; the backup does not hold them")
 
 
 @dataclass
@@ -361,14 +363,17 @@ class BackupState:
         gone_ms = min((s["read_ms"] for s in snapshots.values()), default=record.created_ms)
         for group in sorted(touched):
             current = self.groups.get(group, {"offsets": {}})
-            self._remember(group, snapshots[group]["read_ms"] if group in snapshots else gone_ms, current["offsets"])
+            snapshot = snapshots.get(group, {"read_ms": gone_ms})
+            self._remember(group, snapshot["read_ms"], current["offsets"], snapshot.get("uncertain_ms", 0))
 
-    def _remember(self, group: str, read_ms: int, offsets: dict) -> None:
+    def _remember(self, group: str, read_ms: int, offsets: dict, uncertain_ms: int = 0) -> None:
         history = self.group_history.get(group, [])
         if (history[-1]["offsets"] if history else {}) == offsets:
             return  # unchanged, or a group never seen before that has no offsets
         history = self.group_history.setdefault(group, history)
-        history.append({"read_ms": read_ms, "offsets": {t: dict(o) for t, o in offsets.items()}})
+        # uncertain_ms: how far off read_ms may be (cluster.group_offsets, cluster.with_clock_skew); kept when known.
+        history.append({"read_ms": read_ms, "offsets": {t: dict(o) for t, o in offsets.items()},
+                        **({"uncertain_ms": uncertain_ms} if uncertain_ms else {})})
         if len(history) > MAX_GROUP_SNAPSHOTS:
             half = len(history) // 2
             history[:half] = history[:half:2]

@@ -134,3 +134,37 @@ def test_a_restore_whose_state_predates_source_starts_is_not_resumed_after_an_ex
     assert "\n" not in message and f"{topic}[0]" in message and "--restore-id" in message
     assert "expire" in message
     assert len(consume_all(bootstrap, target)[0]) == written  # nothing produced
+
+
+def test_a_standby_names_a_range_a_later_backup_records_as_lost_in_the_round_that_steps_over_it_once(
+        bootstrap, spark, topic_factory, tmp_path):
+    from test_restore_follow import Standby
+    from topicvault.core.checkpoints import load_state
+    from topicvault.core.kafka import topic_ids
+    from topicvault.sink.backup import BackupJob, run_backup
+    from topicvault.sink.plan import plan_backup
+    from topicvault.source.follow import StandbyRequest
+
+    topic = topic_factory(1, prefix="standby-lost")
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    backed_up(spark, bootstrap, location, topic, 0, 10)
+    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="lost", poll_interval_s=0.3))
+    try:
+        first = standby.wait_rounds(1)
+        assert not any("deleted by retention" in n for n in first.notes)
+        # tansu cannot delete records: the backup is planned as if retention had moved the log start to 25.
+        produce_records(bootstrap, topic, alike(topic, 20, BASE))  # offsets 10..29
+        backup = BackupJob(KafkaSettings.of(bootstrap), location)
+        run_backup(spark, backup, plan_backup({topic: 1}, {(topic, 0): (25, 30)}, load_state(backup.open_store()),
+                                              topic_ids=topic_ids(backup.kafka, [topic])))
+        stepped = standby.wait_rounds(2)
+        note = f"{topic}[0]: offsets 10..24 were deleted by retention on the cluster before any backup read them"
+        assert any(note in n for n in stepped.notes), stepped.notes
+        assert stepped.to_json()["lost"] == [{"topic": topic, "partition": 0, "first_offset": 10, "last_offset": 24}]
+        backed_up(spark, bootstrap, location, topic, 30, 5)  # offsets 30..34: nothing lost this time
+        later = standby.wait_rounds(3)
+        assert not any("deleted by retention" in n for n in later.notes) and "lost" not in later.to_json()
+    finally:
+        standby.finish()
+    assert len(consume_all(bootstrap, target)[0]) == 20  # 0..9, then 25..34
