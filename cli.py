@@ -572,7 +572,8 @@ def compact_command(
 def expire_command(
     uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
     before: str = typer.Option(..., "--before", help="Drop each partition's oldest whole objects whose records are "
-                               "all older than TIME: ISO-8601, epoch ms, or an age such as 30d or 12h."),
+                               "all older than TIME and that were committed before TIME: ISO-8601, epoch ms, or an "
+                               "age such as 30d or 12h."),
     grace: str = GRACE,
     store_option: List[str] = STORE_OPTION,
     config: Optional[str] = CONFIG,
@@ -583,13 +584,15 @@ def expire_command(
     """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
     from .core.instants import instant_or_age_to_epoch_ms
     from .core.locations import open_store
-    from .sink.expire import expire
+    from .sink.expire import check_before, expire
 
+    now_ms = int(time.time() * 1000)
     try:
-        before_ms = instant_or_age_to_epoch_ms(before, int(time.time() * 1000))
+        before_ms = instant_or_age_to_epoch_ms(before, now_ms)
     except ValueError:
         raise TopicvaultError(f"bad --before {before!r}: give ISO-8601 (2026-11-01T00:00:00Z), epoch milliseconds "
                               "or an age such as 30d, 12h") from None
+    check_before(before_ms, now_ms)  # --before 0s, or a time to come
     settings = _settings(config, None, store, None, [], uri, store_option)
     grace_ms = _grace_ms(grace)
     result = expire(open_store(_uri_of(settings, "URI"), settings.store_options), before_ms, grace_ms, dry_run)

@@ -254,8 +254,10 @@ def retention_from_broker_configs(values: Mapping[str, str | None]) -> int | Non
 def group_offsets(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, dict]:
     """Committed offsets on `topics` of every consumer group, with the time they were read.
 
-    Returns {group: {"read_ms": ms, "offsets": {topic: {partition: offset}}}}; groups with no
-    offset on these topics are left out.
+    Returns {group: {"read_ms": ms, "uncertain_ms": ms, "offsets": {topic: {partition: offset}}}};
+    groups with no offset on these topics are left out. `read_ms` is this host's clock when the
+    request went out and `uncertain_ms` how long the answer took (the coordinator read the offsets
+    in between); see with_clock_skew for the broker's side.
     """
     wanted = set(topics)
     admin = admin_client(settings)
@@ -271,13 +273,32 @@ def group_offsets(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, d
             committed = future[listing.group_id].result().topic_partitions
         except KafkaException as exc:
             raise TopicvaultError(f"cannot read offsets of consumer group {listing.group_id!r}: {exc}") from None
+        took_ms = int(time.time() * 1000) - read_ms
         offsets: dict[str, dict[str, int]] = {}
         for tp in committed:
             if tp.topic in wanted and tp.offset >= 0 and tp.error is None:
                 offsets.setdefault(tp.topic, {})[str(tp.partition)] = tp.offset
         if offsets:
-            result[listing.group_id] = {"read_ms": read_ms, "offsets": offsets}
+            result[listing.group_id] = {"read_ms": read_ms, "uncertain_ms": max(0, took_ms), "offsets": offsets}
     return result
+
+
+def with_clock_skew(groups: dict[str, dict] | None, newest_record_ms: int | None, now_ms: int) -> dict[str, dict] | None:
+    """Group snapshots with `uncertain_ms` widened by how far the cluster's clock is seen to run ahead
+    of this host's: `newest_record_ms`, the newest timestamp of records that were in the log by
+    `now_ms` (this host's clock), later than it.
+
+    The Kafka protocol tells a client no broker time (no response carries the broker's clock), and
+    `restore --until TIME --groups` places a snapshot among records by their timestamps, so the
+    records' clock (the broker's on LogAppendTime topics, else the producers') is the one that
+    matters. Records stamped after the host's clock when they were already written show that clock
+    behind theirs by at least the difference; a clock ahead of theirs cannot be seen this way.
+    """
+    ahead_ms = max(0, newest_record_ms - now_ms) if newest_record_ms is not None else 0
+    if not groups or not ahead_ms:
+        return groups
+    return {group: {**snapshot, "uncertain_ms": snapshot.get("uncertain_ms", 0) + ahead_ms}
+            for group, snapshot in groups.items()}
 
 
 def check_group_inactive(settings: KafkaSettings, group: str) -> None:

@@ -39,6 +39,9 @@ COMMIT_KINDS = ("backup", "compact", "expire")
 # Group snapshots kept per group in the folded state; beyond it the older half is thinned
 # (every other one dropped), so the history keeps its whole span at a coarser step.
 MAX_GROUP_SNAPSHOTS = 2000
+# Commits of a partition made within this span of each other share one entry of its commit times
+# (the later time kept, so an offset may look up to this much younger, never older).
+COMMIT_TIMES_STEP_MS = 60_000
 
 
 @dataclass(frozen=True)
@@ -208,18 +211,44 @@ class PartitionState:
     end: int
     objects: list[ObjectEntry] = field(default_factory=list)
     lost: list[PartitionRange] = field(default_factory=list)  # offsets deleted before they were backed up
+    # When its offsets were committed, by the commits' own clock (not the records' timestamps, which
+    # producers set): [end, first created_ms, last created_ms] per run of backup commits, in offset
+    # order, each run spanning at most COMMIT_TIMES_STEP_MS; offsets before `end` and from the previous
+    # run's end on were committed by then (see committed_ms). Dropped as the start moves past them.
+    commit_times: list[tuple[int, int, int]] = field(default_factory=list)
+    start_moved_ms: int = 0  # created_ms of the last commit that moved the start (an expire); 0: never moved
 
     @property
     def records(self) -> int:
         return sum(o.records for o in self.objects)
 
+    def add_commit_time(self, end: int, created_ms: int) -> None:
+        """Record that a commit stamped `created_ms` covered offsets up to `end` (exclusive)."""
+        if self.commit_times and created_ms - self.commit_times[-1][1] < COMMIT_TIMES_STEP_MS:
+            _, first_ms, last_ms = self.commit_times[-1]
+            self.commit_times[-1] = (end, first_ms, max(last_ms, created_ms))
+        else:
+            self.commit_times.append((end, created_ms, created_ms))
+
+    def committed_ms(self, first_offset: int, last_offset: int) -> int | None:
+        """When the last of offsets first..last was committed (at most COMMIT_TIMES_STEP_MS late;
+        None: committed before commit times were kept)."""
+        newest, begin = None, self.start
+        for end, _, last_ms in self.commit_times:
+            if end > first_offset and begin <= last_offset:
+                newest = last_ms if newest is None else max(newest, last_ms)
+            begin = end
+        return newest
+
     def lost_notes(self) -> list[str]:
         """One line per lost range, as ls, verify and restore report it."""
-        return [
-            f"{self.topic}[{self.partition}]: offsets {r.start}..{r.end - 1} were deleted by retention on the "
-            "cluster before any backup read them; the backup does not hold them"
-            for r in self.lost
-        ]
+        return [lost_note(r) for r in self.lost]
+
+
+def lost_note(lost: PartitionRange) -> str:
+    """The line naming offsets deleted by retention before any backup read them."""
+    return (f"{lost.topic}[{lost.partition}]: offsets {lost.start}..{lost.end - 1} were deleted by retention on the "
+            "cluster before any backup read them; the backup does not hold them")
 
 
 @dataclass
@@ -261,6 +290,8 @@ class BackupState:
                 )
             else:
                 state.end = r.end
+            if r.end > r.start:
+                self.partitions[(r.topic, r.partition)].add_commit_time(r.end, record.created_ms)
             last = (record.last_records or {}).get(f"{r.topic}:{r.partition}")
             if last is not None:
                 self.last_records[(r.topic, r.partition)] = last
@@ -311,6 +342,8 @@ class BackupState:
                                       f"{moved.start}, which its objects or range contradict: the backup state "
                                       "is inconsistent")
             state.start = moved.start
+            state.start_moved_ms = max(state.start_moved_ms, record.created_ms)
+            state.commit_times = [t for t in state.commit_times if t[0] > moved.start]
             # Offsets before the start are gone from the archive, lost or not.
             state.lost = [PartitionRange(r.topic, r.partition, max(r.start, moved.start), r.end)
                           for r in state.lost if r.end > moved.start]
@@ -335,14 +368,17 @@ class BackupState:
         gone_ms = min((s["read_ms"] for s in snapshots.values()), default=record.created_ms)
         for group in sorted(touched):
             current = self.groups.get(group, {"offsets": {}})
-            self._remember(group, snapshots[group]["read_ms"] if group in snapshots else gone_ms, current["offsets"])
+            snapshot = snapshots.get(group, {"read_ms": gone_ms})
+            self._remember(group, snapshot["read_ms"], current["offsets"], snapshot.get("uncertain_ms", 0))
 
-    def _remember(self, group: str, read_ms: int, offsets: dict) -> None:
+    def _remember(self, group: str, read_ms: int, offsets: dict, uncertain_ms: int = 0) -> None:
         history = self.group_history.get(group, [])
         if (history[-1]["offsets"] if history else {}) == offsets:
             return  # unchanged, or a group never seen before that has no offsets
         history = self.group_history.setdefault(group, history)
-        history.append({"read_ms": read_ms, "offsets": {t: dict(o) for t, o in offsets.items()}})
+        # uncertain_ms: how far off read_ms may be (cluster.group_offsets, cluster.with_clock_skew); kept when known.
+        history.append({"read_ms": read_ms, "offsets": {t: dict(o) for t, o in offsets.items()},
+                        **({"uncertain_ms": uncertain_ms} if uncertain_ms else {})})
         if len(history) > MAX_GROUP_SNAPSHOTS:
             half = len(history) // 2
             history[:half] = history[:half:2]

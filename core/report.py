@@ -116,8 +116,10 @@ def listing(state: BackupState) -> dict:
         "topics": state.topics,
         "groups": sorted(state.groups),
         # Each group's saved snapshots over time: a restore --until TIME gets the one read at or before TIME.
+        # "uncertain": how many were read at a time off by more than UNCERTAIN_SNAPSHOT_MS (and the most).
         "group_snapshots": {
-            group: dict(zip(("first_time", "last_time", "count"), (iso(first), iso(last), count)))
+            group: {**dict(zip(("first_time", "last_time", "count"), (iso(first), iso(last), count))),
+                    **_uncertainty(state.group_history[group])}
             for group in sorted(state.group_history)
             for first, last, count in [state.group_span(group)]
         },
@@ -319,6 +321,18 @@ LS_COLUMNS = ["topic", "partition", "offsets", "records", "objects", "median_obj
               "first_time", "last_time"]
 
 
+# A group snapshot whose time may be off by more than this is named by `ls`: `restore --until TIME
+# --groups` near it may pick the snapshot before or after (see core.cluster.with_clock_skew).
+UNCERTAIN_SNAPSHOT_MS = 1000
+
+
+def _uncertainty(history: list[dict]) -> dict:
+    """{"uncertain": count, "max_uncertain_ms": ms} of a group's snapshots whose time is off by more than
+    UNCERTAIN_SNAPSHOT_MS ({} when none is)."""
+    off = [s.get("uncertain_ms", 0) for s in history if s.get("uncertain_ms", 0) > UNCERTAIN_SNAPSHOT_MS]
+    return {"uncertain": len(off), "max_uncertain_ms": max(off)} if off else {}
+
+
 def ls(state: BackupState, as_json: bool) -> list[Line]:
     """`ls`: the listing (see `listing`) as JSON, or a table of partitions and what else the location holds."""
     data = listing(state)
@@ -336,6 +350,14 @@ def ls(state: BackupState, as_json: bool) -> list[Line]:
     if spans:
         lines.append(_out(f"consumer-group snapshots: {sum(s['count'] for s in spans)} from "
                           f"{min(s['first_time'] for s in spans)} to {max(s['last_time'] for s in spans)}"))
+        uncertain = sum(s.get("uncertain", 0) for s in spans)
+        if uncertain:
+            worst_s = max(s.get("max_uncertain_ms", 0) for s in spans) / 1000
+            lines.append(_out(
+                f"{uncertain} consumer-group snapshot{' has' if uncertain == 1 else 's have'} a time uncertain by more "
+                f"than a second (up to {worst_s:,.1f} s: records were stamped that far after this host's clock when "
+                "they were read, or reading the offsets took that long): restore --until TIME --groups within that "
+                "of a snapshot may take the one before or after it"))
     lines += [_out(f"lost: {note}") for note in data["lost"]]
     if data["encryption_keys"]:
         lines.append(_out("encrypted: " + ", ".join(f"{n} objects with key {k}"
@@ -412,11 +434,17 @@ def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
             "dry_run": dry_run, "before": before, "before_ms": result.before_ms, "commit": result.commit_key,
             "partitions": [{"topic": e.topic, "partition": e.partition, "objects": len(e.dropped),
                             "records": e.records, "new_start": e.new_start} for e in result.expiries],
+            **({"held": [{"topic": h.topic, "partition": h.partition, "objects": h.objects, "records": h.records,
+                          "committed": iso(h.committed_ms), "committed_ms": h.committed_ms} for h in result.held]}
+               if result.held else {}),
             **_collected_json(result.collected),
         }))]
     lines = [_out(f"  {e.topic}[{e.partition}]: offsets {e.dropped[0].first_offset}..{e.new_start - 1} "
                   f"({e.records:,} records in {len(e.dropped)} objects); the archive then starts at {e.new_start}")
              for e in result.expiries]
+    lines += [_out(f"  {h.topic}[{h.partition}]: {h.records:,} records in {h.objects} objects are older than {before} "
+                   f"by their timestamps but were backed up after it (committed {iso(h.committed_ms)}): kept until "
+                   "they were backed up longer ago than that") for h in result.held]
     records = sum(e.records for e in result.expiries)
     return lines + _maintenance_end(
         result.collected, dry_run, f"plan: {records:,} records older than {before} would go",

@@ -13,7 +13,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from ..core.checkpoints import commit_next, load_state
-from ..core.cluster import group_offsets, topic_settings
+from ..core.cluster import group_offsets, topic_settings, with_clock_skew
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, next_commit
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
@@ -239,7 +239,8 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
         return next_commit(
             state, extent.ranges, extent.objects,
             topics=backup_plan.topic_settings or {t: {"partitions": n} for t, n in backup_plan.topics.items()},
-            groups=backup_plan.groups,
+            groups=with_clock_skew(backup_plan.groups, max((o.max_timestamp_ms for o in extent.objects), default=None),
+                                   int(time.time() * 1000)),
             topic_ids=dict(backup_plan.topic_ids),
             lost=tuple(backup_plan.lost),
             last_records=extent.last_records or None,

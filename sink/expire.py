@@ -2,7 +2,11 @@
 
 Per partition, the longest prefix of committed objects whose records are ALL older than TIME
 (the object's max timestamp < TIME; with out-of-order timestamps one young record keeps its
-object, and every object after it) is dropped: one commit (kind "expire", format version 2)
+object, and every object after it) and that were committed before TIME is dropped. Record
+timestamps are the producers' (a skewed clock, timestamps <= 0, a topic of old data backed up
+today): by them alone a backup made a moment ago could go at once; the commit's own time
+(PartitionState.committed_ms, to the minute) keeps every object for at least the age asked for
+after it was backed up. TIME must lie in the past. What is dropped goes in one commit (kind "expire", format version 2)
 removes those objects and records the partition's new start, one past the last dropped
 object, so `ls`, `verify` and `restore` agree the archive now starts there. A record at or
 after TIME is never dropped, and no object is ever cut. Dropped objects are retired and
@@ -42,6 +46,18 @@ class Expiry:
 
 
 @dataclass(frozen=True)
+class HeldBack:
+    """Objects after a partition's expired prefix whose records are all older than TIME but that were
+    committed at or after it: kept, until they were committed longer ago than the age asked for."""
+
+    topic: str
+    partition: int
+    objects: int
+    records: int
+    committed_ms: int  # when the newest of them was committed (to the minute)
+
+
+@dataclass(frozen=True)
 class ExpireResult:
     """What an expire run did (or, dry, would do)."""
 
@@ -49,20 +65,46 @@ class ExpireResult:
     expiries: tuple[Expiry, ...]
     commit_key: str | None
     collected: Collected
+    held: tuple[HeldBack, ...] = ()
 
 
 def plan_expire(state: BackupState, before_ms: int) -> list[Expiry]:
-    """Per partition, the longest prefix of whole objects whose every record is older than `before_ms`."""
-    expiries = []
+    """Per partition, the longest prefix of whole objects whose every record is older than `before_ms`
+    and that were committed before it."""
+    return [expiry for expiry, _ in _plan(state, before_ms) if expiry is not None]
+
+
+def held_back(state: BackupState, before_ms: int) -> list[HeldBack]:
+    """Per partition, the objects old by their records that their commit's time keeps (see HeldBack)."""
+    return [held for _, held in _plan(state, before_ms) if held is not None]
+
+
+def _plan(state: BackupState, before_ms: int) -> list[tuple[Expiry | None, HeldBack | None]]:
+    planned = []
     for (topic, partition), ps in sorted(state.partitions.items()):
         dropped: list[ObjectEntry] = []
+        young: list[tuple[ObjectEntry, int]] = []  # old records, committed at or after before_ms
         for entry in ps.objects:  # in offset order
             if entry.max_timestamp_ms >= before_ms:
                 break
+            committed_ms = ps.committed_ms(entry.first_offset, entry.last_offset)
+            if young or committed_ms is None or committed_ms >= before_ms:  # when unknown, kept
+                young.append((entry, before_ms if committed_ms is None else committed_ms))
+                continue
             dropped.append(entry)
-        if dropped:
-            expiries.append(Expiry(topic, partition, tuple(dropped), dropped[-1].last_offset + 1))
-    return expiries
+        expiry = Expiry(topic, partition, tuple(dropped), dropped[-1].last_offset + 1) if dropped else None
+        held = HeldBack(topic, partition, len(young), sum(e.records for e, _ in young),
+                        max(ms for _, ms in young)) if young else None
+        if expiry or held:
+            planned.append((expiry, held))
+    return planned
+
+
+def check_before(before_ms: int, now_ms: int) -> None:
+    """Refuse a TIME at or after now: it would drop every object, those just backed up too."""
+    if before_ms >= now_ms:
+        raise TopicvaultError("--before must lie in the past (an age such as 30d, or an earlier time): at or after "
+                              "now it would drop every object of the archive, those just backed up too")
 
 
 def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = False,
@@ -71,14 +113,15 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
     than the grace period. With `dry_run`, only plan and count."""
     if grace_ms < 0:
         raise TopicvaultError("--grace must not be negative")
+    check_before(before_ms, collection_time(now_ms))
     state = load_state(store)
     if not state.partitions:
         raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
-    expiries = plan_expire(state, before_ms)
+    expiries, held = plan_expire(state, before_ms), tuple(held_back(state, before_ms))
     if dry_run:
         dropped = (o.key for e in expiries for o in e.dropped)
         return ExpireResult(before_ms, tuple(expiries), None, collect_garbage(
-            store, state, grace_ms, collection_time(now_ms), dry_run=True, would_retire=dropped))
+            store, state, grace_ms, collection_time(now_ms), dry_run=True, would_retire=dropped), held)
     commit_key, committed_ms = None, 0
     if expiries:
         if crash_after("expire.commit") is not None:
@@ -89,7 +132,7 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
     # The clock is read after the commit (read before, what this run retired waited for the
     # next run with no grace whenever the commit was stamped a millisecond later).
     now = collection_time(now_ms, not_before_ms=committed_ms)
-    return ExpireResult(before_ms, tuple(expiries), commit_key, collect_garbage(store, state, grace_ms, now))
+    return ExpireResult(before_ms, tuple(expiries), commit_key, collect_garbage(store, state, grace_ms, now), held)
 
 
 def _record(state: BackupState, expiries: list[Expiry], forgotten: tuple[str, ...]) -> CommitRecord:

@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStream
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from ..core.checkpoints import load_state
-from ..core.cluster import group_offsets
+from ..core.cluster import group_offsets, with_clock_skew
 from ..core.commits import BackupState, check_topic_ids
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
@@ -204,7 +204,9 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         now = {(g, t): offsets for g, snapshot in groups.items() for t, offsets in snapshot["offsets"].items()}
         if now == state.group_offsets_on(topics):
             return None, None
-        return groups, topics
+        # This batch's records were in the log before the groups were read.
+        return with_clock_skew(groups, max((e.max_timestamp_ms for e in entries), default=None),
+                               int(time.time() * 1000)), topics
 
     def _topic_ids(self, entries) -> dict[str, str] | None:
         """Kafka topic IDs of the topics this batch wrote, when the cluster is known (see commit_written)."""

@@ -27,7 +27,9 @@ Topic configs: while it follows, the topics the restore created keep their loadi
 stops for good (`stop` set: SIGTERM or Ctrl-C), so it then looks like its source. A compacting
 or expiring target would delete records of a round a kill interrupts, and the restart, which
 counts what the target holds after the saved map's end, would count too few and produce some
-twice. A restarted standby sets the loading configs again before its first round produces.
+twice. Every round of a resumed standby sets the loading configs again before it counts or
+produces (restore.run_restore), so neither a restart after a clean stop nor a one-shot rerun of
+the same id that applied the saved configs in between leaves a round producing into them.
 A failed round leaves them as they are (the standby is meant to be restarted).
 
 Maintenance of the archive: a compact commit replaces objects with merged ones over the same
@@ -35,6 +37,10 @@ offsets; a round selects records by offset after the saved map (Selection.after)
 the merged object and restores only what is new. An expire commit that dropped records the
 standby has not restored stops the round with an error naming the offsets gone
 (restore.check_not_expired): following on would splice the standby's copy.
+
+Lost ranges (offsets retention deleted before any backup read them, recorded by a backup): each
+round names those it steps over that no earlier round of the run named, in its notes and, in
+`--json`, under "lost"; a restarted standby names them all again in its first round.
 
 Consumer groups (`groups`): after each round the saved offsets are translated through the whole
 map and committed, so a group never points past what the standby holds; a group with members on
@@ -46,13 +52,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import groupby
 from typing import Callable
 
 from ..core.checkpoints import read_forward
-from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets, loading_configs
-from ..core.commits import BackupState, CommitRecord, PartitionState, commit_key
+from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
+from ..core.commits import BackupState, CommitRecord, PartitionRange, commit_key, lost_note
 from ..core.errors import ObjectNotFound, TopicvaultError
 from ..formats.peers import PeerKey, peer_layout
 from .object_reader import SkippedObject
@@ -134,6 +140,9 @@ class FollowRound:
     skipped: tuple[SkippedObject, ...] = ()
     groups_committed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # Ranges the archive records as lost (deleted by retention before a backup read them) that this
+    # round stepped over and no earlier round of this run named; each is in `notes` too.
+    lost: tuple[PartitionRange, ...] = ()
 
     def behind_by_topic(self) -> dict[str, int]:
         """Source offsets not yet restored, per target topic."""
@@ -171,6 +180,8 @@ class FollowRound:
                             "behind": x.behind} for x in self.lag],
             "skipped": [vars(s) for s in self.skipped], "groups": list(self.groups_committed),
             "notes": list(self.notes),
+            **({"lost": [{"topic": r.topic, "partition": r.partition, "first_offset": r.start,
+                          "last_offset": r.end - 1} for r in self.lost]} if self.lost else {}),
         }
 
 
@@ -200,6 +211,7 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
     # written again while it was down, and still names what it left out.
     seen: set[tuple[str, int]] = set()
     left_out: list[LateRecords] = []
+    named_lost: set[tuple[str, int, int]] = set()  # (topic, partition, end) of lost ranges named: an expire may clip a start
     if request.restore_id:
         saved_seen, saved = load_peer_objects_seen(job.restore_records(), request.restore_id)
         # None saved while offsets were restored (a one-shot restore continued, or a standby killed in its
@@ -211,8 +223,6 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
                             request.create_missing, request.selection, request.apply_configs, continue_saved=True,
                             peer_objects_seen=seen, earlier_writes_acknowledged=number > 0)
         restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
-        if number == 0:
-            keep_loading_configs(job, plan)
         result = run_restore(spark, job, plan, configure=False)
         late_notes: list[str] = []
         if plan.layout != "topicvault":
@@ -226,21 +236,16 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         moved: list[str] = []
         if request.groups:
             moved, group_notes = _commit_groups(job, restore_id, request.only_groups, committed_groups)
-        this_round = _round(job, plan, result, number, tuple(moved), tuple(late_notes + group_notes), tuple(left_out))
+        lost = [r for r in lost_ranges(plan) if (r.topic, r.partition, r.end) not in named_lost]
+        named_lost.update((r.topic, r.partition, r.end) for r in lost)
+        this_round = _round(job, plan, result, number, tuple(moved), tuple(late_notes + group_notes), tuple(left_out),
+                            tuple(lost))
         produced += this_round.produced
         skipped.update(dict.fromkeys(this_round.skipped))
         report(this_round)
         if stop.is_set() or not _wait_for_news(job, plan, request.poll_interval_s, stop):
             apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)  # stopped for good: the standby looks like its source
             return FollowSummary(restore_id, number, produced, tuple(skipped))
-
-
-def keep_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
-    """Give the topics this restore created earlier their loading configs again (a clean stop gave
-    them their saved ones), before a restarted standby produces; topics it creates now get them anyway."""
-    apply_topic_configs(job.kafka, {topic: loading_configs(configs, plan.loading)
-                                    for topic, configs in plan.topic_configs.items()
-                                    if topic not in plan.topics_to_create})
 
 
 def _objects_of(plan: RestorePlan) -> set[tuple[str, int]]:
@@ -322,10 +327,18 @@ def _runs_not_held(offsets: list[int], held: list[bool]) -> list[tuple[int, int,
     return runs
 
 
+def lost_ranges(plan: RestorePlan) -> list[PartitionRange]:
+    """The ranges the archive records as lost in the partitions the plan restores."""
+    return [r for (source, _), ps in sorted(plan.archive.partitions.items()) if source in plan.topic_map
+            for r in ps.lost]
+
+
 def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: int, groups: tuple[str, ...],
-           extra_notes: tuple[str, ...], left_out: tuple[LateRecords, ...]) -> FollowRound:
+           extra_notes: tuple[str, ...], left_out: tuple[LateRecords, ...],
+           lost: tuple[PartitionRange, ...]) -> FollowRound:
     maps = continued(plan.restored, [r.offset_map for r in result.results])
-    notes = tuple(plan.notes if number == 1 else ()) + tuple(
+    # The first round's plan notes name every lost range already; a later round names those new to it.
+    notes = tuple(plan.notes if number == 1 else [lost_note(r) for r in lost]) + tuple(
         line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()) + extra_notes
     sequence, archive = 0, plan.archive
     if plan.layout == "topicvault":
@@ -335,7 +348,7 @@ def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: in
         number, plan.restore_id, result.produced, sum(r.already_present for r in result.results), result.bytes,
         result.elapsed_s, tuple(standby_lag(archive, plan.topic_map, maps)), sequence, _commit_age_s(job, sequence),
         newest_sequence=archive.last_sequence, skipped=tuple(result.skipped) + left_out, groups_committed=groups,
-        notes=notes,
+        notes=notes, lost=lost,
     )
 
 
@@ -347,7 +360,7 @@ def archive_with_newer_commits(job: RestoreJob, archive: BackupState) -> BackupS
     folding it onto less than the whole state would find them missing ("inconsistent").
     """
     newer = BackupState(archive.last_sequence, {
-        where: PartitionState(ps.topic, ps.partition, ps.start, ps.end, list(ps.objects), list(ps.lost))
+        where: replace(ps, objects=list(ps.objects), lost=list(ps.lost), commit_times=list(ps.commit_times))
         for where, ps in archive.partitions.items()}, retired=dict(archive.retired))
     return read_forward(job.open_store(), newer)
 

@@ -74,6 +74,11 @@ class OffsetMap:
         self.ranges.append((source_first, self.target_end, length))
 
     @property
+    def first_source_offset(self) -> int | None:
+        """The first source offset this map accounts for, restored or left out (None: none yet)."""
+        return min([first for first, _, _ in self.ranges[:1]] + [first for first, _ in self.holes[:1]], default=None)
+
+    @property
     def last_source_offset(self) -> int | None:
         """The last source offset this map accounts for, restored or left out (None: none yet)."""
         ends = [first + length - 1 for first, _, length in self.ranges[-1:]] + [last for _, last in self.holes[-1:]]

@@ -20,7 +20,7 @@ from ..core.cluster import (
     retention_ms,
     target_resume_settle_s,
 )
-from ..core.commits import BackupState, ObjectEntry
+from ..core.commits import BackupState, ObjectEntry, PartitionState
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
@@ -463,8 +463,10 @@ def plan_restore(
                       if t in topic_map} if layout == "topicvault" else {}
     if saved is None:
         began, new_starts = archive_starts, {}
-    elif saved.source_starts is None:  # a state older than source_starts: nothing known, nothing checked
-        began, new_starts = {}, {}
+    elif saved.source_starts is None:
+        # A state older than source_starts: a partition began where its saved offset map begins; one with
+        # no map is refused below if an expire moved its start since the restore began (check_not_moved).
+        began, new_starts = _starts_of_maps(restored or saved_offset_maps(records, restore_id)), {}
     else:
         # A partition the restore has not planned before (empty or absent when it began) begins where the
         # archive starts now; start_restore saves that before anything of it is produced.
@@ -486,6 +488,8 @@ def plan_restore(
         if layout == "topicvault":
             # Nothing restored per the saved maps: the restore began where the archive started then.
             start_then = began.get(f"{source}:{partition}")
+            if saved is not None and saved.source_starts is None and through is None and start_then is None:
+                check_not_moved(restore_id, source, partition, target, ps, saved.created_ms)
             passed = through if through is not None or start_then is None else start_then - 1
             check_not_expired(restore_id, source, partition, target, ps.start, passed,
                               selection.after(source, partition, passed))
@@ -597,6 +601,29 @@ def _configs_of_created(saved: RestoreState) -> tuple[dict[str, dict[str, str]],
         notes.append(f"{target}: not created by restore {saved.restore_id} ({why}), so the configs its state "
                      f"names are not set there: {', '.join(f'{k}={v}' for k, v in sorted(named.items())) or 'none'}")
     return configs, notes
+
+
+def _starts_of_maps(maps: Mapping[tuple[str, int], OffsetMap]) -> dict[str, int]:
+    """"source-topic:partition" -> the first source offset a restore's saved offset maps account for."""
+    return {f"{source}:{partition}": m.first_source_offset for (source, partition), m in maps.items()
+            if m.first_source_offset is not None}
+
+
+def check_not_moved(restore_id: str, source: str, partition: int, target: str, partition_state: PartitionState,
+                    began_ms: int | None) -> None:
+    """Refuse to continue a partition of a restore that saved no start for it (a state older than
+    source_starts, no offset map) once an expire moved the archive's start since the restore began
+    (`began_ms`; None: not known, any expire counts): where it began is unknown, so what the target holds
+    cannot be counted against what the archive holds now."""
+    moved_ms = partition_state.start_moved_ms
+    if not moved_ms or (began_ms is not None and moved_ms < began_ms):
+        return
+    raise TopicvaultError(
+        f"{source}[{partition}]: an expire moved the archive's start to offset {partition_state.start} after "
+        f"restore {restore_id} began, whose saved state (from an older topicvault) does not say where it began "
+        f"that partition: continuing could leave a gap or a second copy in {target}; restore into a new topic "
+        "with a new --restore-id"
+    )
 
 
 def _plan_topic_settings(
@@ -761,15 +788,29 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
                                     for t in plan.topics_to_create})
 
 
+def set_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
+    """Give the topics this restore created in an earlier run their loading configs again (a finished
+    run gave them their saved ones); topics it creates now get them when created."""
+    apply_topic_configs(job.kafka, {topic: loading_configs(configs, plan.loading)
+                                    for topic, configs in plan.topic_configs.items()
+                                    if topic not in plan.topics_to_create})
+
+
 def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = True) -> RestoreResult:
     """Create topics, save state, produce every partition; resumable with the same restore id.
 
-    The saved offset map is the plan's earlier maps followed by this run's; `configure` False
-    leaves topic configs as they are (a follow round: the standby sets them when it stops).
+    Every run that produces, first or rerun, does so into topics holding the loading configs
+    (see LOADING_CONFIGS) and, with `configure`, gives them their saved configs once the data is
+    in; `configure` False (a follow round) keeps the loading configs (the standby applies the
+    saved ones when it stops). The saved offset map is the plan's earlier maps followed by this run's.
     """
     check_no_speculation(spark, "a restore")
     started = time.monotonic()
     start_restore(job, plan)
+    if plan.resumed and (plan.tasks or not configure):
+        # A rerun of a finished restore id (or a follow round after a clean stop) finds its topics with
+        # their saved configs: it counts and produces only once they hold the loading ones again.
+        set_loading_configs(job, plan)
     # One Spark task per core, each producing its partitions through one producer.
     groups = group_tasks(plan.tasks, spark.sparkContext.defaultParallelism)
     # The groups run at the same time (one per core), so each gets an equal share of the limit.

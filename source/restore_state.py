@@ -136,6 +136,7 @@ class RestoreState:
     # later is added before anything of it is produced (add_source_starts). An expire moving the start
     # later drops records a resumed restore may not have written (restore.check_not_expired).
     source_starts: dict[str, int] | None = field(default_factory=dict)
+    created_ms: int | None = None  # when the restore first started, as saved (None: not saved, or not yet)
 
     def start_offset(self, topic: str, partition: int) -> int:
         return self.start_offsets[f"{topic}:{partition}"]
@@ -180,6 +181,7 @@ def _state_of(body: dict) -> RestoreState:
         selection=dict(body.get("selection", {})),
         topic_configs={str(t): {str(k): str(v) for k, v in c.items()} for t, c in body.get("topic_configs", {}).items()},
         source_starts={k: int(v) for k, v in body["source_starts"].items()} if "source_starts" in body else None,
+        created_ms=int(body["created_ms"]) if "created_ms" in body else None,
     )
 
 

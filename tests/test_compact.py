@@ -16,6 +16,7 @@ import pytest
 from clitools import assert_one_line_error, run_cli
 from kafkatools import consume_all, produce_records, produce_until
 from nasty import nasty_records
+from test_expire import backdate_commits
 from topicvault.core.commits import fold_commits
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
@@ -203,6 +204,7 @@ def test_compact_and_expire_beside_a_running_follower_keep_every_record(bootstra
             seen = commit_count()
             wait_for(lambda s=seen: commit_count() >= s + 2, "two commits of the follower")
             if not expired:  # once an expire commit (before compact merges them): records older than T0 + 100 go
+                backdate_commits(location, 1_700_000_000_000 - 3_600_000)  # and committed before then
                 expired = expire(LocalStore(str(location)), 1_700_000_000_100, 3_600_000).expiries
             compacted += len(compact(job).replaced)  # library call: a compact commit among the micro-batches
         done.set()

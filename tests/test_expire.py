@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,23 @@ T0 = 1_700_000_000_000
 HOUR = 3_600_000
 
 
+def backdate_commits(location: Path, to_ms: int) -> None:
+    """Stamp the location's commits made after `to_ms` as made right after it, in order (to_ms + 1,
+    + 2, ...): as if its backups ran then (expire never drops what was committed less than the age
+    asked for ago). Checkpoints, derived from the commits, are dropped."""
+    stamp = to_ms
+    for path in sorted((location / "_topicvault" / "commits").glob("*.json")):
+        record = json.loads(path.read_text())
+        if record["created_ms"] <= to_ms:
+            continue
+        stamp += 1
+        record["created_ms"] = stamp
+        path.with_suffix(".tmp").write_text(json.dumps(record))  # replaced whole: a backup beside may read it
+        os.replace(path.with_suffix(".tmp"), path)
+    for path in (location / "_topicvault").glob("*checkpoint*"):
+        path.unlink() if path.is_file() else [p.unlink() for p in path.iterdir()]
+
+
 def object_at(first: int, last: int, min_ts: int, max_ts: int) -> ObjectEntry:
     return ObjectEntry(f"topic=t/partition=0/{first:019d}-r000000000001.parquet", "t", 0, first, last,
                        last - first + 1, 10, min_ts, max_ts, "00")
@@ -30,7 +48,7 @@ def object_at(first: int, last: int, min_ts: int, max_ts: int) -> ObjectEntry:
 def test_expire_drops_the_longest_prefix_of_objects_wholly_older_than_time():
     objects = [object_at(0, 9, 0, 99), object_at(10, 19, 100, 199), object_at(22, 29, 50, 300),  # one young record
                object_at(30, 39, 10, 20)]  # old, but after a young one: kept
-    state = BackupState(partitions={("t", 0): PartitionState("t", 0, 0, 40, objects)})
+    state = BackupState(partitions={("t", 0): PartitionState("t", 0, 0, 40, objects, commit_times=[(40, 0, 0)])})
     assert plan_expire(state, 100) == [type(plan_expire(state, 100)[0])("t", 0, tuple(objects[:1]), 10)]
     (expiry,) = plan_expire(state, 200)
     assert expiry.dropped == tuple(objects[:2]) and expiry.new_start == 20
@@ -57,6 +75,7 @@ def test_expire_then_ls_verify_and_restore_agree(bootstrap, spark, topic_factory
     produce_eras(bootstrap, topic)
     location = str(tmp_path / "b")
     run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--max-records", "10")
+    backdate_commits(Path(location), T0 - HOUR)  # backed up before the records' times asked for below
     before = T0 + 2 * HOUR + 5  # inside the third block of each partition
     files = sorted(p for p in Path(location).rglob("*.parquet"))
 
@@ -95,6 +114,7 @@ def test_expire_killed_before_or_after_its_commit_then_rerun(bootstrap, spark, t
     produce_eras(bootstrap, topic)
     location = tmp_path / "b"
     run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "10")
+    backdate_commits(location, T0 - HOUR)
     args = [CLI, "expire", str(location), "--before", str(T0 + 2 * HOUR), "--grace", "0s"]
     log = tmp_path / "expire.log"
     with open(log, "ab") as out:
@@ -136,6 +156,7 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
     for entry in objects:
         store.put(entry.key, b"obj")
     commit_written(store, objects)
+    backdate_commits(tmp_path / "loc", T0 - HOUR)
     real_time = time.time
     monkeypatch.setattr(commits, "time", types.SimpleNamespace(time=lambda: real_time() + 1.0))
     dry = expire(store, T0 + 20, grace_ms=0, dry_run=True)
@@ -144,3 +165,42 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
     result = expire(store, T0 + 20, grace_ms=0)
     assert result.collected.retired == [objects[0].key, objects[1].key]
     assert [store.head(e.key) is None for e in objects] == [True, True, False]
+
+
+def test_expire_never_drops_what_was_backed_up_less_than_the_age_asked_for_whatever_its_timestamps(
+        bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="expire-young")
+    # A producer whose clock is a year behind, then one that leaves timestamps near zero (1970).
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, b"k%d" % i, b"v%d" % i, ts, 0, ())
+                                       for i, ts in enumerate([T0 - 365 * 24 * HOUR] * 5 + [1] * 5)])
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "5")
+    out = run_cli("expire", str(location), "--before", "1h", "--grace", "0s")
+    assert "nothing that old" in out and "10 records in 2 objects are older than" in out, out
+    assert json.loads(run_cli("expire", str(location), "--before", "1h", "--dry-run", "--json"))["held"][0][
+        "records"] == 10
+    listing = json.loads(run_cli("ls", str(location), "--json"))
+    assert [(p["start"], p["records"]) for p in listing["partitions"]] == [(0, 10)]
+    assert_one_line_error(run_cli("expire", str(location), "--before", "0s", expect_exit=1),
+                          "--before must lie in the past")
+    assert len(list(location.rglob("*.parquet"))) == 2
+    # Backed up two hours ago, the same objects go with --before 1h.
+    backdate_commits(location, int(time.time() * 1000) - 2 * HOUR)
+    assert "expired 10 records" in run_cli("expire", str(location), "--before", "1h", "--grace", "0s")
+
+
+def test_expire_keeps_an_object_holding_offsets_committed_after_time_even_if_compacted_with_older_ones():
+    old = [object_at(0, 9, 0, 99), object_at(10, 19, 100, 199), object_at(20, 29, 100, 199)]
+    partition = PartitionState("t", 0, 0, 30, old)
+    for end, committed_ms in ((10, 1_000), (20, 2_000), (30, 250_000)):
+        partition.add_commit_time(end, committed_ms)
+    state = BackupState(partitions={("t", 0): partition})
+    assert [e.dropped for e in plan_expire(state, 5_000)] == [tuple(old[:2])]  # committed at 250 s: kept
+    assert [e.dropped for e in plan_expire(state, 250_001)] == [tuple(old)]
+    # Merged by a compact, offsets 0..29 in one object: it holds offsets committed at 250 s.
+    partition.objects = [object_at(0, 29, 0, 199)]
+    assert plan_expire(state, 5_000) == [] and plan_expire(state, 250_001)[0].new_start == 30
+    # Commits within a minute of the first of a run share its entry, with the later time.
+    partition.add_commit_time(40, 260_000)
+    assert partition.commit_times == [(20, 1_000, 2_000), (40, 250_000, 260_000)]
+    assert partition.committed_ms(0, 9) == 2_000 and partition.committed_ms(25, 25) == 260_000

@@ -195,3 +195,25 @@ def _wait(condition, what: str, timeout_s: float = 120) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.5)
+
+
+def test_ls_says_when_a_group_snapshots_time_is_uncertain_by_more_than_a_second(bootstrap, spark, topic_factory,
+                                                                              tmp_path):
+    """A snapshot's time is the backing-up host's clock; `--until` compares it with record times. Records
+    stamped later than the host's clock when it read them (a broker whose clock runs ahead, on a
+    LogAppendTime topic; a producer's) show the host's clock behind theirs by at least that much."""
+    hour = 3_600_000
+    skewed, steady = topic_factory(1, prefix="skewed-groups"), topic_factory(1, prefix="steady-groups")
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    for topic, offset_ms in ((skewed, hour), (steady, 0)):
+        produce_records(bootstrap, topic, [Record(topic, 0, 0, b"k", b"v%d" % i, _now_ms() + offset_ms, 0, ())
+                                           for i in range(10)])
+        commit_offsets(bootstrap, group, {(topic, 0): 5})
+    for topic in (skewed, steady):
+        run_cli("backup", "-b", bootstrap, "--to", str(tmp_path / topic), "-t", topic)
+    out = run_cli("ls", str(tmp_path / skewed))
+    assert "1 consumer-group snapshot has a time uncertain by more than a second (up to 3," in out, out
+    snapshot = json.loads(run_cli("ls", str(tmp_path / skewed), "--json"))["group_snapshots"][group]
+    assert snapshot["uncertain"] == 1 and hour - 60_000 < snapshot["max_uncertain_ms"] <= hour
+    steady_out = run_cli("ls", str(tmp_path / steady))
+    assert "consumer-group snapshots: 1 from" in steady_out and "uncertain" not in steady_out

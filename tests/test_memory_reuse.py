@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import hashlib
 import mmap
 import os
 import sys
-
-import hashlib
 from dataclasses import replace
 
 import pyarrow as pa
 import pytest
 from nasty import nasty_records
 from topicvault.core.commits import ObjectEntry
-from topicvault.core.envelope import records_to_batch, batch_to_records
+from topicvault.core.envelope import batch_to_records, records_to_batch
 from topicvault.core.errors import ObjectNotFound
 from topicvault.core.local_store import LocalStore
 from topicvault.core.store import ReadBuffer

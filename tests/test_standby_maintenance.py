@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from kafkatools import consume_all, produce_records
+from test_expire import backdate_commits
 from test_restore_follow import Standby, backup_now, exact
 from test_restore_guards import LOADING, describe, edit_saved_configs
 from topicvault.core.checkpoints import load_state
@@ -59,6 +61,12 @@ def records(topic: str, first: int, count: int) -> list[Record]:
 def backed_up(spark, bootstrap: str, location: str, topic: str, first: int, count: int) -> None:
     produce_records(bootstrap, topic, records(topic, first, count))
     backup_now(spark, bootstrap, location, topic)
+
+
+def backdated(location: str) -> LocalStore:
+    """The archive, its commits stamped before the records' times (see test_expire.backdate_commits)."""
+    backdate_commits(Path(location), BASE - HOUR_MS)
+    return LocalStore(location)
 
 
 def same_as_source(bootstrap: str, topic: str, target: str) -> None:
@@ -157,7 +165,7 @@ def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offs
     standby.finish()
     backed_up(spark, bootstrap, location, topic, 100, 100)
     # Expiring what the standby restored already is harmless: it goes on with commit 2.
-    assert [e.new_start for e in expire(LocalStore(location), BASE + 100, HOUR_MS).expiries] == [100]
+    assert [e.new_start for e in expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
     restarted = Standby(spark, job, request)
     assert restarted.wait_rounds(1).produced == 100
     restarted.finish()
@@ -165,7 +173,7 @@ def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offs
     backed_up(spark, bootstrap, location, topic, 200, 100)
     backed_up(spark, bootstrap, location, topic, 300, 100)
     # Offsets 200..299 go before the standby read them: following on would splice 199 to 300.
-    assert [e.new_start for e in expire(LocalStore(location), BASE + 300, HOUR_MS).expiries] == [300]
+    assert [e.new_start for e in expire(backdated(location), BASE + 300, HOUR_MS).expiries] == [300]
     assert load_state(LocalStore(location)).partitions[(topic, 0)].start == 300
     stopped = Standby(spark, job, request)
     with pytest.raises(TopicvaultError) as failure:
@@ -188,7 +196,7 @@ def test_a_restore_resumed_after_expire_dropped_records_it_had_not_restored_stop
     # Killed after the first object's records went in (offsets 0..99 of 0..399).
     run_restore(spark, job, replace(planned, tasks=[replace(t, objects=t.objects[:1]) for t in planned.tasks]))
     assert sum(map(len, consume_all(bootstrap, target).values())) == 100
-    expire(LocalStore(location), BASE + 200, HOUR_MS)  # the archive now starts at offset 200
+    expire(backdated(location), BASE + 200, HOUR_MS)  # the archive now starts at offset 200
     with pytest.raises(TopicvaultError, match=rf"{topic}\[0\]: offsets 0\.\.199 were expired from the archive"):
         plan_restore(job, [topic], {topic: target}, "resumed")
     assert sum(map(len, consume_all(bootstrap, target).values())) == 100  # nothing spliced in
@@ -205,7 +213,7 @@ def test_a_compact_and_an_expire_committed_during_a_round_are_folded_into_the_st
     maps = [r.offset_map for r in run_restore(spark, job, planned, configure=False).results]
     # While the round ran: an expire dropped offsets 0..99 (already restored), a compact merged the other two
     # objects and a backup added 300..399. The round's end folds these commits to say how far behind it is.
-    assert [e.new_start for e in expire(LocalStore(location), BASE + 100, HOUR_MS).expiries] == [100]
+    assert [e.new_start for e in expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
     assert len(compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS)).replaced) == 2
     backed_up(spark, bootstrap, location, topic, 300, 100)
     now = archive_with_newer_commits(job, planned.archive)
@@ -234,7 +242,7 @@ def test_expire_after_a_killed_round_into_a_partition_empty_when_the_restore_beg
     restore_group(job, [replace(t, objects=t.objects[:1]) for t in killed.tasks if t.partition == 1])
     assert len(consume_all(bootstrap, target)[1]) == 25
     # Offsets 0..49 are expired: the restart must not count 25 records against a sequence starting at 50.
-    assert [(e.partition, e.new_start) for e in expire(LocalStore(location), BASE + 50, HOUR_MS).expiries] == [
+    assert [(e.partition, e.new_start) for e in expire(backdated(location), BASE + 50, HOUR_MS).expiries] == [
         (0, 10), (1, 50)]
     with pytest.raises(TopicvaultError, match=rf"{topic}\[1\]: offsets 0\.\.49 were expired from the archive"):
         plan_restore(job, [topic], {topic: target}, "late", continue_saved=True)
