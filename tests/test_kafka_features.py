@@ -295,7 +295,6 @@ def test_records_of_a_logappendtime_topic_keep_their_times_in_a_target_saved_as_
     assert describe(bootstrap, target).get("message.timestamp.type") == "LogAppendTime"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 34 item 2")
 def test_a_rerun_of_a_finished_restore_into_a_logappendtime_target_keeps_the_new_records_times(
         apache_kafka, bootstrap, spark, topic_factory, tmp_path):
     """The first run ended by giving the target its saved LogAppendTime; newer records backed up
