@@ -55,8 +55,9 @@ from typing import Callable
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from topicvault.core.embedded_broker import EmbeddedBroker
+from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings, create_topics
-from topicvault.core.local_kafka import LocalKafka
+from topicvault.core.local_kafka import LocalKafka, kafka_jars
 from topicvault.core.spark import get_task_session
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
@@ -530,13 +531,20 @@ def main() -> int:
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     cases = parse_cases(args.cases)
+    if args.broker == "kafka":
+        try:
+            kafka_jars()
+        except TopicvaultError as exc:
+            parser.error(str(exc))
+    jars = Path(os.environ.get("TOPICVAULT_SPARK_KAFKA_JARS") or SPARK_KAFKA_JARS)
+    if not args.no_spark_kafka and not any(jars.glob("spark-sql-kafka-*.jar")):
+        parser.error(f"no spark-sql-kafka jar in {jars}: run `bash ci/spark-kafka-jars.sh` (or pass --no-spark-kafka)")
 
     results: dict[str, object] = {"store": "s3" if args.s3 else "local", "master": args.master,
                                   "broker": args.broker, "load_average_at_start": os.getloadavg()}
     spark_kafka = None
     with tempfile.TemporaryDirectory() as scratch:
         if not args.no_spark_kafka:
-            jars = Path(os.environ.get("TOPICVAULT_SPARK_KAFKA_JARS") or SPARK_KAFKA_JARS)
             spark_kafka = SparkKafka(args.master, jars, Path(scratch) / "spark-kafka.log")
             results["spark_kafka"] = "spark-sql-kafka-0-10_2.13 4.2.0"
         try:
