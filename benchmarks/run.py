@@ -128,10 +128,12 @@ class SparkKafka:
 
 class WorkerRssSampler(threading.Thread):
     """Samples the peak resident memory of PySpark's Python worker processes (the daemon and
-    the workers it forks) and, apart, of Spark's JVM."""
+    the workers it forks) and, apart, of Spark's JVM; processes under `excluded` (the Spark
+    session of Spark's own Kafka source and sink) are not topicvault's and left out."""
 
-    def __init__(self) -> None:
+    def __init__(self, excluded: int | None = None) -> None:
         super().__init__(daemon=True)
+        self.excluded = excluded
         self.peak_kib = 0
         self.jvm_peak_kib = 0
         self.stop = threading.Event()
@@ -143,7 +145,7 @@ class WorkerRssSampler(threading.Thread):
                     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
                     python_worker = b"-m\x00pyspark." in cmdline
                     jvm = not python_worker and b"java" in cmdline and b"pyspark" in cmdline
-                    if not (python_worker or jvm) or int(pid) == os.getpid():
+                    if not (python_worker or jvm) or int(pid) == os.getpid() or self._excluded(int(pid)):
                         continue
                     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                         if line.startswith("VmRSS:"):
@@ -154,6 +156,15 @@ class WorkerRssSampler(threading.Thread):
                                 self.jvm_peak_kib = max(self.jvm_peak_kib, kib)
                 except (OSError, ValueError):
                     continue
+
+    def _excluded(self, pid: int) -> bool:
+        """Whether `pid` is the excluded process or one of its descendants."""
+        while self.excluded is not None and pid > 1:
+            if pid == self.excluded:
+                return True
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat[stat.rindex(")") + 2:].split()[1])  # the parent's pid
+        return False
 
 
 def bare_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, float]:
@@ -258,7 +269,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
     def timed_job(run) -> tuple[float, float, float, float]:
         """(job seconds, Spark start seconds, worker and JVM peak RSS MiB) of `run(spark)`."""
         spark, spark_start_s = fresh_spark(master)
-        rss = WorkerRssSampler()
+        rss = WorkerRssSampler(spark_kafka.process.pid if spark_kafka else None)
         rss.start()
         elapsed_s = run(spark)
         rss.stop.set()
