@@ -1,19 +1,27 @@
 """Backup and restore throughput against a bare consumer and a bare producer, side by side.
 
-    PYTHONPATH=… python benchmarks/run.py [--cases header-heavy:200:1000000,…] [--partitions 4] [--s3]
+    PYTHONPATH=… python benchmarks/run.py [--cases user:200:1000000,…] [--partitions 4] [--s3]
+                                          [--broker kafka|embedded] [--no-spark-kafka]
                                           [--linearity] [--no-encryption] [--no-fixed-cost] [--no-wide]
                                           [--repeats 3]
 
 One run, one machine, the same data. For each case (record shape, value size, records), in a
-fresh embedded broker: (a) a bare confluent-kafka consumer reads everything, (b) backup, both
-`--repeats` times in alternation; then (c) a bare idempotent producer writes the same records
-to a fresh topic, (d) restore to a fresh topic, both `--repeats` times in alternation. Each
-figure is the median of its runs: one run of anything here varies by up to 40% (the broker
-shares the two cores). Shapes (see
-benchmarks/records.py): header-heavy, like the test suite's records (null and empty keys and
-values, binary bytes, duplicate, null and unicode headers on two records in five), and plain
-(key and value, no headers). The first case is also backed up and restored encrypted (a key
-file from `topicvault keygen`), reported as a ratio to its unencrypted run.
+fresh broker (Apache Kafka, one KRaft node, by default; `--broker embedded` for the embedded
+one): (a) a bare confluent-kafka consumer reads everything, (b) backup, (c) Spark's own Kafka
+source reads the topic with its headers into Parquet, each `--repeats` times in alternation;
+then (d) a bare idempotent producer writes the same records to a fresh topic, (e) restore to a
+fresh topic, (f) Spark's Kafka sink writes (c)'s rows to a fresh topic, each `--repeats` times
+in alternation. Each figure is the median of its runs: one run of anything here varies by up
+to 40% (the broker shares the two cores). Shapes (see benchmarks/records.py): user (unique
+random values and binary keys, five headers on a fifth of the records, timestamps out of
+order), header-heavy, like the test suite's records (null and empty keys and values, binary
+bytes, duplicate, null and unicode headers on two records in five), and plain (key and value,
+no headers). The first case is also backed up and restored encrypted (a key file from
+`topicvault keygen`), reported as a ratio to its unencrypted run.
+
+Spark's Kafka source and sink (spark-sql-kafka-0-10 4.2.0, the newest on Maven Central, on the
+installed pyspark) run in a process of their own (benchmarks/spark_kafka.py): their jars go to
+Spark with spark.jars, resolved beforehand by ci/spark-kafka-jars.sh.
 
 Each job runs in a fresh Spark context started as the CLI starts its own (no Spark SQL session;
 the driver JVM with the CLI's options); Spark start-up is measured apart and left out of the
@@ -47,7 +55,9 @@ from typing import Callable
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from topicvault.core.embedded_broker import EmbeddedBroker
+from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings, create_topics
+from topicvault.core.local_kafka import LocalKafka, kafka_jars
 from topicvault.core.spark import get_task_session
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
@@ -55,18 +65,75 @@ from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 sys.path.insert(0, str(Path(__file__).parent))
 import records as bench_records  # noqa: E402  (benchmarks/ is not a package)
 
-DEFAULT_CASES = "header-heavy:200:1000000,header-heavy:2048:250000,plain:200:1000000,plain:2048:250000"
-# Targets of issue #20 (steady ratios) and its fixed cost.
+DEFAULT_CASES = ("user:200:1000000,user:2048:250000,header-heavy:200:1000000,header-heavy:2048:250000,"
+                 "plain:200:1000000,plain:2048:250000")
+# Targets of issue #20 (steady ratios) and its fixed cost; issue #33's on users' data.
 TARGETS = {(200, "backup"): 1.2, (2048, "backup"): 0.9, (200, "restore"): 0.9, (2048, "restore"): 0.9}
+USER_TARGETS = {"backup": 1.5, "restore": 1.0}
 FIXED_COST_TARGET_S = 9.0
+SPARK_KAFKA_JARS = Path.home() / ".cache" / "topicvault" / "spark-sql-kafka-4.2.0" / "jars"
+
+
+def start_broker(kind: str):
+    """A fresh broker, as a context manager with `.bootstrap`: Apache Kafka (one KRaft node, a 1 GiB
+    heap and the JVM's full compilers, as a production broker runs) or the embedded one."""
+    if kind == "embedded":
+        return EmbeddedBroker()
+    return LocalKafka(nodes=1, heap="1g", jvm_options=("-XX:+UseG1GC",))
+
+
+class SparkKafka:
+    """Spark's own Kafka source and sink in a process of their own (benchmarks/spark_kafka.py),
+    started once per benchmark run; each call returns the job's seconds (Spark start left out)."""
+
+    def __init__(self, master: str, jars: Path, log: Path) -> None:
+        import spark_kafka
+
+        self.answer = spark_kafka.ANSWER
+        self._log = open(log, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("spark_kafka.py")), "--jars", str(jars), "--master", master],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True)
+        self._next()
+
+    def _next(self) -> dict:
+        for line in self.process.stdout:
+            if line.startswith(self.answer):
+                return json.loads(line[len(self.answer):])
+        raise RuntimeError(f"benchmarks/spark_kafka.py ended (exit {self.process.wait()}); see {self._log.name}")
+
+    def _ask(self, **command) -> dict:
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        return self._next()
+
+    def read(self, bootstrap: str, topic: str, path: str) -> tuple[float, int]:
+        """Spark's Kafka source: the topic with headers into Parquet at path; (seconds, rows)."""
+        answer = self._ask(op="read", bootstrap=bootstrap, topic=topic, path=path)
+        return answer["seconds"], answer["rows"]
+
+    def write(self, bootstrap: str, path: str, topic: str) -> float:
+        """Spark's Kafka sink: the Parquet rows at path into topic; seconds."""
+        return self._ask(op="write", bootstrap=bootstrap, path=path, topic=topic)["seconds"]
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
 
 
 class WorkerRssSampler(threading.Thread):
     """Samples the peak resident memory of PySpark's Python worker processes (the daemon and
-    the workers it forks) and, apart, of Spark's JVM."""
+    the workers it forks) and, apart, of Spark's JVM; processes under `excluded` (the Spark
+    session of Spark's own Kafka source and sink) are not topicvault's and left out."""
 
-    def __init__(self) -> None:
+    def __init__(self, excluded: int | None = None) -> None:
         super().__init__(daemon=True)
+        self.excluded = excluded
         self.peak_kib = 0
         self.jvm_peak_kib = 0
         self.stop = threading.Event()
@@ -78,7 +145,7 @@ class WorkerRssSampler(threading.Thread):
                     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
                     python_worker = b"-m\x00pyspark." in cmdline
                     jvm = not python_worker and b"java" in cmdline and b"pyspark" in cmdline
-                    if not (python_worker or jvm) or int(pid) == os.getpid():
+                    if not (python_worker or jvm) or int(pid) == os.getpid() or self._excluded(int(pid)):
                         continue
                     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                         if line.startswith("VmRSS:"):
@@ -89,6 +156,15 @@ class WorkerRssSampler(threading.Thread):
                                 self.jvm_peak_kib = max(self.jvm_peak_kib, kib)
                 except (OSError, ValueError):
                     continue
+
+    def _excluded(self, pid: int) -> bool:
+        """Whether `pid` is the excluded process or one of its descendants."""
+        while self.excluded is not None and pid > 1:
+            if pid == self.excluded:
+                return True
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat[stat.rindex(")") + 2:].split()[1])  # the parent's pid
+        return False
 
 
 def bare_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, float]:
@@ -116,11 +192,10 @@ def bare_produce(bootstrap: str, topic: str, partitions: int, data: list) -> flo
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 20, "batch.size": 1 << 20, "queue.buffering.max.messages": 500_000})
     started = time.monotonic()
-    for i, (key, value, headers) in enumerate(data):
+    for i, (key, value, headers, timestamp) in enumerate(data):
         while True:
             try:
-                producer.produce(topic, value, key, partition=i % partitions, timestamp=1_700_000_000_000 + i,
-                                 headers=headers)
+                producer.produce(topic, value, key, partition=i % partitions, timestamp=timestamp, headers=headers)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -128,15 +203,15 @@ def bare_produce(bootstrap: str, topic: str, partitions: int, data: list) -> flo
     return time.monotonic() - started
 
 
-def alternated(repeats: int, bare: Callable[[int], object], ours: Callable[[int], object]) -> tuple[list, list]:
-    """`bare(attempt)` and `ours(attempt)` for each attempt, in the other order every other time
-    (ABBA: neither side always runs on a warmer machine); their results, each side's in order."""
-    bare_results, our_results = [], []
+def alternated(repeats: int, *sides: Callable[[int], object]) -> tuple[list, ...]:
+    """Each side's `run(attempt)` for each attempt, in the other order every other time (ABBA:
+    no side always runs on a warmer machine); their results, each side's in order."""
+    results: tuple[list, ...] = tuple([] for _ in sides)
     for attempt in range(repeats):
-        sides = ((bare, bare_results), (ours, our_results))
-        for run, results in sides if attempt % 2 == 0 else reversed(sides):
-            results.append(run(attempt))
-    return bare_results, our_results
+        order = list(zip(sides, results))
+        for run, side_results in order if attempt % 2 == 0 else reversed(order):
+            side_results.append(run(attempt))
+    return results
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
@@ -172,21 +247,29 @@ def _load_topicvault(_: int) -> int:
 
 
 def measure(master: str, bootstrap: str, location: str, shape: str, records: int, size: int,
-            partitions: int, key_file: str | None = None, repeats: int = 3) -> dict:
-    """Side-by-side rounds on `records` records of `shape`: bare consume and backup, then bare
-    produce and restore, each pair `repeats` times in alternation; the figures are the medians
-    (one run of each varies by up to 40% on a shared 2-core machine: the broker runs there too).
-    With `key_file`, also an encrypted backup and restore of the same records (once)."""
+            partitions: int, key_file: str | None = None, repeats: int = 3,
+            spark_kafka: SparkKafka | None = None) -> dict:
+    """Side-by-side rounds on `records` records of `shape`: bare consume, backup (and Spark's
+    Kafka source), then bare produce, restore (and Spark's Kafka sink), each side `repeats`
+    times in alternation; the figures are the medians (one run of each varies by up to 40% on
+    a shared 2-core machine: the broker runs there too). With `key_file`, also an encrypted
+    backup and restore of the same records (once)."""
     settings = KafkaSettings.of(bootstrap)
     name = f"bench.{shape}.{size}.{records}"
     source = f"{name}.src"
     create_topics(settings, {source: partitions})
     bench_records.produce(bootstrap, source, shape, records, size, partitions)
+    # The first idempotent producer of a fresh Apache Kafka waits for its producer-id block
+    # ("coordinator load in progress"): one before the timed runs, so no side pays for it.
+    warm_up = f"{name}.warm-up"
+    create_topics(settings, {warm_up: partitions})
+    bare_produce(bootstrap, warm_up, partitions, list(bench_records.records(shape, partitions, size)))
+    delete_topic(bootstrap, warm_up)
 
     def timed_job(run) -> tuple[float, float, float, float]:
         """(job seconds, Spark start seconds, worker and JVM peak RSS MiB) of `run(spark)`."""
         spark, spark_start_s = fresh_spark(master)
-        rss = WorkerRssSampler()
+        rss = WorkerRssSampler(spark_kafka.process.pid if spark_kafka else None)
         rss.start()
         elapsed_s = run(spark)
         rss.stop.set()
@@ -250,9 +333,32 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         delete_topic(bootstrap, tiny)
         return figures
 
-    consumes, backups = alternated(repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"))
+    def spark_read_run(attempt: int) -> float:
+        seconds, rows = spark_kafka.read(bootstrap, source, f"{location}-spark-{attempt}")
+        assert rows == records, f"Spark's Kafka source read {rows} of {records}"
+        return seconds
+
+    def spark_write_run(attempt: int) -> float:
+        target = f"{name}.spark.{attempt}"
+        create_topics(settings, {target: partitions})
+        seconds = spark_kafka.write(bootstrap, f"{location}-spark-0", target)
+        delete_topic(bootstrap, target)
+        return seconds
+
+    spark_read_s = spark_write_s = None
+    if spark_kafka is None:
+        consumes, backups = alternated(repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"))
+    else:
+        consumes, backups, spark_reads = alternated(
+            repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"), spark_read_run)
+        spark_read_s = median(spark_reads)
     data = list(bench_records.records(shape, records, size))
-    produces, restores = alternated(repeats, partial(produce_run, data=data), restore_attempt)
+    if spark_kafka is None:
+        produces, restores = alternated(repeats, partial(produce_run, data=data), restore_attempt)
+    else:
+        produces, restores, spark_writes = alternated(repeats, partial(produce_run, data=data), restore_attempt,
+                                                      spark_write_run)
+        spark_write_s = median(spark_writes)
     del data
     encrypted = {}
     if key_file:
@@ -283,6 +389,11 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         "backup_rss_target_mib": 2 * BackupJob(kafka=settings, store_uri=location).rotation.max_bytes / 2**20 + 300,
         "spark_start_s": [backups[0][1], restores[0][1]],
         "encrypted": encrypted,
+        "spark_kafka_read_s": spark_read_s, "spark_kafka_write_s": spark_write_s,
+        "spark_kafka_read_runs_s": spark_reads if spark_kafka else None,
+        "spark_kafka_write_runs_s": spark_writes if spark_kafka else None,
+        "backup_over_spark_kafka_read": spark_read_s / backup_s if spark_kafka else None,
+        "restore_over_spark_kafka_write": spark_write_s / restore_s if spark_kafka else None,
     }
 
 
@@ -291,16 +402,16 @@ def _ratio(bare_s: float, ours_s: float) -> float | None:
     return bare_s / ours_s if bare_s > 0 and ours_s > 0 else None
 
 
-def cli_fixed_cost(master: str, broker: EmbeddedBroker, base: str, partitions: int) -> dict:
+def cli_fixed_cost(master: str, bootstrap: str, base: str, partitions: int) -> dict:
     """Wall time of one `topicvault backup` and one `topicvault restore` process on a topic of one
     record per partition (the CLI's fixed cost: start, planning, metadata, Spark, commit), and
     of a backup of an empty topic (nothing to read: no Spark)."""
-    settings = KafkaSettings.of(broker.bootstrap)
+    settings = KafkaSettings.of(bootstrap)
     tiny, empty = "bench.fixed.tiny", "bench.fixed.empty"
     create_topics(settings, {tiny: partitions, empty: partitions})
-    bench_records.produce(broker.bootstrap, tiny, "header-heavy", partitions, 200, partitions)
+    bench_records.produce(bootstrap, tiny, "header-heavy", partitions, 200, partitions)
     environment = {**os.environ, "TOPICVAULT_STATE_DIR": f"{base}-fixed-state"}
-    common = ["-b", broker.bootstrap, "--master", master]
+    common = ["-b", bootstrap, "--master", master]
     commands = {
         "backup_empty_s": ["backup", *common, "--topic", empty, "--to", f"{base}-fixed-empty"],
         "backup_s": ["backup", *common, "--topic", tiny, "--to", f"{base}-fixed"],
@@ -317,10 +428,10 @@ def cli_fixed_cost(master: str, broker: EmbeddedBroker, base: str, partitions: i
     return figures
 
 
-def measure_wide(master: str, broker: EmbeddedBroker, base: str, size: int, per_partition: int = 20) -> dict:
+def measure_wide(master: str, bootstrap: str, base: str, size: int, per_partition: int = 20) -> dict:
     """Backup job time and Spark tasks of a narrow (8) and a wide (256 partitions) topic holding
     little data, each backed up twice in one session (the faster run counts: the machine is shared)."""
-    settings = KafkaSettings.of(broker.bootstrap)
+    settings = KafkaSettings.of(bootstrap)
     spark, _ = fresh_spark(master)
     sc = spark.sparkContext
     figures: dict[str, dict] = {}
@@ -328,7 +439,7 @@ def measure_wide(master: str, broker: EmbeddedBroker, base: str, size: int, per_
         for partitions in (8, 256):
             topic = f"bench.wide.{partitions}.{attempt}"
             create_topics(settings, {topic: partitions})
-            bench_records.produce(broker.bootstrap, topic, "plain", partitions * per_partition, size, partitions)
+            bench_records.produce(bootstrap, topic, "plain", partitions * per_partition, size, partitions)
             job = BackupJob(kafka=settings, store_uri=f"{base}-wide-{partitions}-{attempt}")
             planned = plan_run(job, [topic])
             sc.setJobGroup(topic, topic)
@@ -365,9 +476,22 @@ def report(run: dict) -> None:
         each = ", ".join(f"{x:.2f}" for x in run[key.removesuffix("_s") + "_runs_s"])
         print(f"{name:13} {seconds:7.2f} s  {run['records'] / seconds:12,.0f} records/s  {mb / seconds:8.1f} MB/s"
               f"  (median of {each})")
+    if run.get("spark_kafka_read_s") is not None:
+        for name, key in (("Spark source", "spark_kafka_read_s"), ("Spark sink", "spark_kafka_write_s")):
+            seconds = run[key]
+            each = ", ".join(f"{x:.2f}" for x in run[key.removesuffix("_s") + "_runs_s"])
+            print(f"{name:13} {seconds:7.2f} s  {run['records'] / seconds:12,.0f} records/s  "
+                  f"{mb / seconds:8.1f} MB/s  (median of {each})")
     size = 200 if run["size"] < 1024 else 2048
-    print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= {TARGETS[size, 'backup']})")
-    print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= {TARGETS[size, 'restore']})")
+    backup_target, restore_target = TARGETS[size, "backup"], TARGETS[size, "restore"]
+    if run["shape"] == "user":
+        backup_target, restore_target = USER_TARGETS["backup"], USER_TARGETS["restore"]
+    print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= {backup_target})")
+    print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= {restore_target})")
+    if run.get("spark_kafka_read_s") is not None:
+        print(f"backup / Spark's Kafka source to Parquet = {run['backup_over_spark_kafka_read']:.2f}x, "
+              f"restore / Spark's Kafka sink from Parquet = {run['restore_over_spark_kafka_write']:.2f}x "
+              "(spark-sql-kafka-0-10 4.2.0 on pyspark 4.3.0; above 1: topicvault is faster)")
     fixed = run["fixed_part_s"]
     print(f"fixed part of each side (one record per partition): bare consume {fixed['bare_consume_s']:.2f} s, backup "
           f"{fixed['backup_s']:.2f} s, bare produce {fixed['bare_produce_s']:.2f} s, restore {fixed['restore_s']:.2f} s")
@@ -409,59 +533,87 @@ def main() -> int:
     parser.add_argument("--no-encryption", action="store_true", help="skip the encrypted run of the first case")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the CLI fixed-cost runs")
     parser.add_argument("--no-wide", action="store_true", help="skip the wide-topic runs")
+    parser.add_argument("--broker", choices=("kafka", "embedded"), default="kafka",
+                        help="Apache Kafka (one KRaft node, jars from ci/kafka-jars.sh) or the embedded broker")
+    parser.add_argument("--no-spark-kafka", action="store_true",
+                        help="skip Spark's own Kafka source and sink (jars from ci/spark-kafka-jars.sh)")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     cases = parse_cases(args.cases)
+    if args.broker == "kafka":
+        try:
+            kafka_jars()
+        except TopicvaultError as exc:
+            parser.error(str(exc))
+    jars = Path(os.environ.get("TOPICVAULT_SPARK_KAFKA_JARS") or SPARK_KAFKA_JARS)
+    if not args.no_spark_kafka and not any(jars.glob("spark-sql-kafka-*.jar")):
+        parser.error(f"no spark-sql-kafka jar in {jars}: run `bash ci/spark-kafka-jars.sh` (or pass --no-spark-kafka)")
 
     results: dict[str, object] = {"store": "s3" if args.s3 else "local", "master": args.master,
-                                  "load_average_at_start": os.getloadavg()}
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as scratch:
-        base = start_s3(scratch) if args.s3 else str(Path(scratch) / "backup")
-        key_file = None
-        if not args.no_encryption:
-            key_file = str(Path(scratch) / "bench.key")
-            subprocess.run([sys.executable, "-m", "topicvault", "keygen", key_file], check=True, capture_output=True)
-        if not args.no_fixed_cost:
-            results["cli_fixed_cost_s"] = fixed = cli_fixed_cost(args.master, broker, base, args.partitions)
-            print(f"fixed cost of one CLI run (one record per partition): backup {fixed['backup_s']:.1f} s, "
-                  f"restore {fixed['restore_s']:.1f} s (target <= {FIXED_COST_TARGET_S:.0f}); backup of an empty "
-                  f"topic {fixed['backup_empty_s']:.1f} s")
-        runs = []
-        for index, (shape, size, records) in enumerate(cases):
-            # A broker of its own per case: the embedded broker keeps every record in memory and
-            # slows as it fills, which would favour whichever side ran first.
-            with EmbeddedBroker() as case_broker:
-                runs.append(measure(args.master, case_broker.bootstrap, f"{base}-{index}", shape, records, size,
-                                    args.partitions, key_file if index == 0 else None, args.repeats))
-            report(runs[-1])
-        results["runs"] = runs
-        if args.linearity:
-            shape, size, records = cases[0]
-            one = runs[0]
-            with EmbeddedBroker() as case_broker:
-                four = measure(args.master, case_broker.bootstrap, f"{base}-4x", shape, 4 * records, size,
-                               args.partitions, repeats=args.repeats)
-            report(four)
-            results["run_4x"] = four
-            results["per_record_cost_4x_over_1x"] = {
-                step: (four[f"{step}_s"] / four["records"]) / (one[f"{step}_s"] / one["records"])
-                for step in ("bare_consume", "backup", "bare_produce", "restore")
-            }
-            print("per-record cost at 4x / at 1x (target <= 1.25 for backup and restore): " + ", ".join(
-                f"{step} {ratio:.2f}" for step, ratio in results["per_record_cost_4x_over_1x"].items()))
-        if not args.no_wide:
-            results["wide"] = measure_wide(args.master, broker, base, 200)
-            report_wide(results["wide"])
-        results["driver_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        results["load_average_at_end"] = os.getloadavg()
-        print(f"peak RSS of the driver: {results['driver_peak_rss_mib']:.0f} MiB; load average at start "
-              f"{results['load_average_at_start'][0]:.1f}, at end {results['load_average_at_end'][0]:.1f}")
+                                  "broker": args.broker, "load_average_at_start": os.getloadavg()}
+    spark_kafka = None
+    with tempfile.TemporaryDirectory() as scratch:
+        if not args.no_spark_kafka:
+            spark_kafka = SparkKafka(args.master, jars, Path(scratch) / "spark-kafka.log")
+            results["spark_kafka"] = "spark-sql-kafka-0-10_2.13 4.2.0"
+        try:
+            run_all(args, cases, scratch, results, spark_kafka)
+        finally:
+            if spark_kafka is not None:
+                spark_kafka.close()
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=1))
     print(f"results: {args.output}")
     return 0
+
+
+def run_all(args: argparse.Namespace, cases: list[tuple[str, int, int]], scratch: str, results: dict,
+            spark_kafka: SparkKafka | None) -> None:
+    """Every part of the benchmark the arguments ask for, each on a fresh broker; figures into `results`."""
+    base = start_s3(scratch) if args.s3 else str(Path(scratch) / "backup")
+    key_file = None
+    if not args.no_encryption:
+        key_file = str(Path(scratch) / "bench.key")
+        subprocess.run([sys.executable, "-m", "topicvault", "keygen", key_file], check=True, capture_output=True)
+    if not args.no_fixed_cost:
+        with start_broker(args.broker) as broker:
+            results["cli_fixed_cost_s"] = fixed = cli_fixed_cost(args.master, broker.bootstrap, base, args.partitions)
+        print(f"fixed cost of one CLI run (one record per partition): backup {fixed['backup_s']:.1f} s, "
+              f"restore {fixed['restore_s']:.1f} s (target <= {FIXED_COST_TARGET_S:.0f}); backup of an empty "
+              f"topic {fixed['backup_empty_s']:.1f} s")
+    runs = []
+    for index, (shape, size, records) in enumerate(cases):
+        # A broker of its own per case: the embedded broker keeps every record in memory and
+        # slows as it fills, which would favour whichever side ran first.
+        with start_broker(args.broker) as case_broker:
+            runs.append(measure(args.master, case_broker.bootstrap, f"{base}-{index}", shape, records, size,
+                                args.partitions, key_file if index == 0 else None, args.repeats, spark_kafka))
+        report(runs[-1])
+    results["runs"] = runs
+    if args.linearity:
+        shape, size, records = cases[0]
+        one = runs[0]
+        with start_broker(args.broker) as case_broker:
+            four = measure(args.master, case_broker.bootstrap, f"{base}-4x", shape, 4 * records, size,
+                           args.partitions, repeats=args.repeats)
+        report(four)
+        results["run_4x"] = four
+        results["per_record_cost_4x_over_1x"] = {
+            step: (four[f"{step}_s"] / four["records"]) / (one[f"{step}_s"] / one["records"])
+            for step in ("bare_consume", "backup", "bare_produce", "restore")
+        }
+        print("per-record cost at 4x / at 1x (target <= 1.25 for backup and restore): " + ", ".join(
+            f"{step} {ratio:.2f}" for step, ratio in results["per_record_cost_4x_over_1x"].items()))
+    if not args.no_wide:
+        with start_broker(args.broker) as broker:
+            results["wide"] = measure_wide(args.master, broker.bootstrap, base, 200)
+        report_wide(results["wide"])
+    results["driver_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    results["load_average_at_end"] = os.getloadavg()
+    print(f"peak RSS of the driver: {results['driver_peak_rss_mib']:.0f} MiB; load average at start "
+          f"{results['load_average_at_start'][0]:.1f}, at end {results['load_average_at_end'][0]:.1f}")
 
 
 def start_moto():

@@ -27,4 +27,6 @@ fi
 .venv/bin/python -m pip install -q -e '.[test,dev]'
 # Apache Kafka's jars for the tests, benchmarks and sandbox (Maven Central, cached).
 bash ci/kafka-jars.sh >/dev/null
+# Spark's own Kafka source and sink, which benchmarks/run.py compares topicvault with (cached).
+bash ci/spark-kafka-jars.sh >/dev/null
 echo "setup: .venv ready ($(.venv/bin/python --version))"
