@@ -182,7 +182,9 @@ def backup(
     max_records_per_trigger: Optional[int] = typer.Option(None, "--max-records-per-trigger",
                                                           help="With --follow: records per micro-batch at most."),
     metrics_port: int = typer.Option(0, "--metrics-port", help="With --follow: serve Prometheus metrics on this "
-                                     "port (all interfaces, /metrics); 0: none."),
+                                     "port (at /metrics); 0: none."),
+    metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help="With --metrics-port: the address "
+                                        "to listen on (0.0.0.0: every interface)."),
     config: Optional[str] = CONFIG,
     cluster: Optional[str] = CLUSTER,
     store: Optional[str] = STORE,
@@ -208,7 +210,8 @@ def backup(
     if metrics_port and not follow:
         raise TopicvaultError("--metrics-port works with --follow: add --follow (a one-shot backup serves no metrics)")
     if follow:
-        _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master, metrics_port)
+        _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master, metrics_port,
+                metrics_address)
         return
     backup_plan = plan_run(job, topic, topics_regex, records_per_task, full)
     _print(report.backup_plan_warnings(backup_plan, as_json))
@@ -230,7 +233,8 @@ def backup(
 
 
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
-            max_records_per_trigger: Optional[int], master: Optional[str], metrics_port: int) -> None:
+            max_records_per_trigger: Optional[int], master: Optional[str], metrics_port: int,
+            metrics_address: str) -> None:
     if not metrics_port:
         _run_follow(job, topics, topics_regex, flush_interval, max_records_per_trigger, master, None)
         return
@@ -238,8 +242,8 @@ def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval:
 
     metrics = FollowMetrics()
     # Bound before Spark starts or anything is written: a port in use is a one-line error at once.
-    with MetricsServer(metrics, metrics_port):
-        typer.echo(f"serving Prometheus metrics on port {metrics_port} (/metrics)")
+    with MetricsServer(metrics, metrics_port, metrics_address):
+        typer.echo(f"serving Prometheus metrics on port {metrics_port} of {metrics_address} (/metrics)")
         _run_follow(job, topics, topics_regex, flush_interval, max_records_per_trigger, master, metrics)
 
 
