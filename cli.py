@@ -73,7 +73,7 @@ def reports_errors(command: Callable) -> Callable:
         except TopicvaultError as exc:
             if _debug:
                 _print_traceback()
-            typer.echo(f"error: {scrub(str(exc))}", err=True)
+            typer.echo(f"error: {report.show_text(scrub(str(exc)))}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing uncommitted is presented as backed up; run again to continue", err=True)
@@ -81,7 +81,7 @@ def reports_errors(command: Callable) -> Callable:
         except Exception as exc:  # a bug or an unforeseen library error: still one line, still no secret
             if _debug:
                 _print_traceback()
-            message = " ".join(scrub(str(exc)).split())
+            message = report.show_text(" ".join(scrub(str(exc)).split()))
             hint = "" if _debug else "; run with --debug for the traceback"
             typer.echo(f"error: unexpected {type(exc).__name__}: {message}{hint}", err=True)
             raise typer.Exit(1) from None
@@ -151,7 +151,7 @@ def _key_template_of(key_template: Optional[str], time_partition: Optional[str])
 def _print(lines: list[report.Line]) -> None:
     """Print a report's lines, each on its stream, in order."""
     for line in lines:
-        typer.echo(line.text, err=line.err)
+        typer.echo(report.terminal_text(line.text), err=line.err)
 
 
 @app.command()
@@ -266,7 +266,7 @@ def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_inter
     signal.signal(signal.SIGINT, request_stop)
     _print([report.backup_following(topics, topics_regex, job.store_uri, flush_interval)])
     result = run_follow(spark, job, topics, topics_regex, flush_interval, max_records_per_trigger,
-                        lambda: bool(stop_requested), typer.echo, metrics)
+                        lambda: bool(stop_requested), lambda text: typer.echo(report.terminal_text(text)), metrics)
     _print([report.backup_follow_stopped(result)])
 
 

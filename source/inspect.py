@@ -10,7 +10,7 @@ from ..core.checkpoints import load_state
 from ..core.crypto import Keyring
 from ..core.envelope import Record, batch_to_records
 from ..core.errors import TopicvaultError
-from ..core.report import iso
+from ..core.report import iso, show_text
 from ..core.store import ObjectStore
 from ..formats import extension_of, format_for_extension
 from .object_reader import object_bytes, read_partition
@@ -52,15 +52,10 @@ def show_bytes(data: bytes | None, limit: int = 200) -> str:
     return shown + (f"…(+{len(data) - limit} bytes)" if len(data) > limit else "")
 
 
-def show_text(text: str) -> str:
-    """`text` with control and other non-printable characters escaped, so a terminal shows it as is."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def text_line(record: Record) -> str:
     """One line per record, like a console consumer."""
     headers = ",".join(f"{show_text(name)}={show_bytes(value)}" for name, value in record.headers)
-    return (f"{record.topic}[{record.partition}]@{record.offset} {iso(record.timestamp_ms)} "
+    return (f"{show_text(record.topic)}[{record.partition}]@{record.offset} {iso(record.timestamp_ms)} "
             f"key={show_bytes(record.key)} headers=[{headers}] value={show_bytes(record.value)}")
 
 
