@@ -153,7 +153,8 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
     for merge in merges:
         _format_of(merge, job.compression)  # a codec the format lacks fails before anything is written
     check_names(merges, codec)
-    check_keys_open(store, (o for m in merges for o in m.objects), keyring)  # every key needed, before writing
+    # Every key needed, before writing; unencrypted objects are what a compact with a key encrypts.
+    check_keys_open(store, (o for m in merges for o in m.objects), keyring, allow_plaintext=True)
     if dry_run:
         replaced = (o.key for m in merges for o in m.objects)
         collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms), dry_run=True,
@@ -182,7 +183,8 @@ def _rewrite(store: ObjectStore, codec: KeyCodec, keyring: Keyring | None, job: 
     fewer objects and re-encrypting is not asked for."""
     writer = PartitionObjects(store, codec, _format_of(merge, job.compression), job.rotation, run_id=run_id, keyring=keyring)
     for entry in merge.objects:  # checked against its commit entry (checksum, count, offsets) first
-        for batch in read_object_batches(store, entry, keyring):
+        # Unencrypted objects are read with a key too: this is how a location backed up without one gets encrypted.
+        for batch in read_object_batches(store, entry, keyring, allow_plaintext=True):
             writer.add(batch)
     written = writer.finish()
     if len(written) < len(merge.objects) or merge.reencrypt:

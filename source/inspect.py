@@ -7,7 +7,8 @@ import json
 from typing import Iterator
 
 from ..core.checkpoints import load_state
-from ..core.crypto import Keyring
+from ..core.commits import ObjectEntry
+from ..core.crypto import Keyring, ObjectBinding, is_sealed
 from ..core.envelope import Record, batch_to_records
 from ..core.errors import TopicvaultError
 from ..core.report import iso, show_text
@@ -18,10 +19,22 @@ from .object_reader import object_bytes, read_partition
 
 def records_of_object(store: ObjectStore, key: str, offset: int = 0, keyring: Keyring | None = None) -> Iterator[Record]:
     """The records of one object (any object topicvault can read, decrypted with `keyring`), from `offset` on."""
-    table = format_for_extension(extension_of(key)).read(object_bytes(store.get(key), key, keyring), key)
+    data = store.get(key)
+    # An encrypted object is bound to its commit entry (topic, partition, offsets): look it up.
+    entry = _committed_entry(store, key) if is_sealed(data) else None
+    table = format_for_extension(extension_of(key)).read(
+        object_bytes(data, key, keyring, ObjectBinding.of(entry) if entry else None), key)
     for record in batch_to_records(table):
         if record.offset >= offset:
             yield record
+
+
+def _committed_entry(store: ObjectStore, key: str) -> ObjectEntry | None:
+    for partition in load_state(store).partitions.values():
+        for entry in partition.objects:
+            if entry.key == key:
+                return entry
+    return None
 
 
 def records_of_topic(store: ObjectStore, topic: str, partition: int | None, offset: int = 0,
