@@ -98,8 +98,9 @@ STORE_OPTION = typer.Option([], "-S", help="Store option key=value, e.g. endpoin
 MASTER = typer.Option(None, "--master", help="Spark master (default local[*]).")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress output.")
 ENCRYPTION_KEY = typer.Option([], "--encryption-key", help="Client-side encryption key: file:///path (see "
-                              "`topicvault keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable to read objects "
-                              "wrapped by older keys; backup encrypts with the one it is given.")
+                              "`topicvault keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable for objects and "
+                              "commit records of older keys; what is written is encrypted and authenticated with "
+                              "the first.")
 
 
 def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str], bootstrap: Optional[str],
@@ -559,6 +560,7 @@ def expire_command(
     before: str = typer.Option(..., "--before", help="Drop each partition's oldest whole objects whose records are "
                                "all older than TIME: ISO-8601, epoch ms, or an age such as 30d or 12h."),
     grace: str = GRACE,
+    encryption_key: List[str] = ENCRYPTION_KEY,
     store_option: List[str] = STORE_OPTION,
     config: Optional[str] = CONFIG,
     store: Optional[str] = STORE,
@@ -575,9 +577,10 @@ def expire_command(
     except ValueError:
         raise TopicvaultError(f"bad --before {before!r}: give ISO-8601 (2026-11-01T00:00:00Z), epoch milliseconds "
                               "or an age such as 30d, 12h") from None
-    settings = _settings(config, None, store, None, [], uri, store_option)
+    settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     grace_ms = _grace_ms(grace)
-    result = expire(open_store(_uri_of(settings, "URI"), settings.store_options), before_ms, grace_ms, dry_run)
+    result = expire(open_store(_uri_of(settings, "URI"), settings.store_options), before_ms, grace_ms, dry_run,
+                    keyring=_keyring_of(settings))
     _print(report.expire(result, dry_run, as_json))
 
 

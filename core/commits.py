@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Mapping
 
+from .crypto import AUTHENTICATION_FIELD, Keyring, authentication, check_authentication
 from .errors import PreconditionFailed, TopicvaultError
 from .store import ObjectStore
 
@@ -129,8 +130,9 @@ class CommitRecord:
         """Removes objects or moves a start: unreadable to topicvault before format_version 2."""
         return bool(self.removed or self.starts or self.forgotten) or self.kind != "backup"
 
-    def to_json(self) -> bytes:
-        """Serialise (stable key order, so identical records give identical bytes)."""
+    def to_json(self, keyring: Keyring | None = None) -> bytes:
+        """Serialise (stable key order, so identical records give identical bytes); with a
+        keyring, authenticated by its sealing key (a fresh MAC data key each time)."""
         body = {
             "format_version": MAINTENANCE_FORMAT_VERSION if self.is_maintenance else FORMAT_VERSION,
             "sequence": self.sequence,
@@ -159,13 +161,24 @@ class CommitRecord:
             body["forgotten"] = list(self.forgotten)
         if self.last_records:
             body["last_records"] = {where: list(record) for where, record in self.last_records.items()}
+        if keyring is not None:
+            body[AUTHENTICATION_FIELD] = authentication(_canonical(body), keyring.sealing)
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
-    def from_json(cls, data: bytes, key: str) -> "CommitRecord":
-        """Parse a commit record; a damaged one is a clear error naming its key."""
+    def from_json(cls, data: bytes, key: str, keyring: Keyring | None = None) -> "CommitRecord":
+        """Parse a commit record; a damaged one is a clear error naming its key. With a keyring
+        it must be authenticated by one of its keys (core.crypto.check_authentication)."""
         try:
             body = json.loads(data)
+            if not isinstance(body, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, RecursionError) as exc:
+            raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
+        auth = body.pop(AUTHENTICATION_FIELD, None)
+        if keyring is not None:
+            check_authentication(_canonical(body), auth, keyring, f"commit record {key}")
+        try:
             if body.get("format_version") not in READABLE_FORMAT_VERSIONS:
                 raise ValueError(f"unsupported format_version {body.get('format_version')} (written by a newer "
                                  "topicvault? upgrade to read it)")
@@ -191,6 +204,13 @@ class CommitRecord:
             )
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
+
+
+def _canonical(body: dict) -> bytes:
+    """The bytes a commit's authentication covers: its body without the authentication, as JSON
+    parsed back would serialise (so writer and reader agree: an int dict key becomes a string,
+    and sorts as one, only once parsed)."""
+    return json.dumps(json.loads(json.dumps(body)), sort_keys=True, indent=1).encode()
 
 
 @dataclass
@@ -387,12 +407,12 @@ def commit_key(sequence: int) -> str:
     return f"{COMMITS_PREFIX}{sequence:019d}.json"
 
 
-def load_commits(store: ObjectStore) -> list[tuple[str, CommitRecord]]:
-    """Every commit record of the location, in sequence order."""
+def load_commits(store: ObjectStore, keyring: Keyring | None = None) -> list[tuple[str, CommitRecord]]:
+    """Every commit record of the location, in sequence order (authenticated, with a keyring)."""
     records = []
     for info in store.list(COMMITS_PREFIX):
         if info.key.endswith(".json"):
-            records.append((info.key, CommitRecord.from_json(store.get(info.key), info.key)))
+            records.append((info.key, CommitRecord.from_json(store.get(info.key), info.key, keyring)))
     records.sort(key=lambda pair: pair[1].sequence)
     for expected, (key, record) in enumerate(records, start=1):
         if record.sequence != expected:
@@ -400,10 +420,11 @@ def load_commits(store: ObjectStore) -> list[tuple[str, CommitRecord]]:
     return records
 
 
-def fold_commits(store: ObjectStore) -> BackupState:
-    """Fold every commit record of the location into one state (no checkpoint used)."""
+def fold_commits(store: ObjectStore, keyring: Keyring | None = None) -> BackupState:
+    """Fold every commit record of the location into one state (no checkpoint used; with a
+    keyring, every record authenticated)."""
     state = BackupState()
-    for key, record in load_commits(store):
+    for key, record in load_commits(store, keyring):
         state.apply(record, key)
     for partition in state.partitions.values():
         partition.objects.sort(key=lambda o: o.first_offset)
@@ -444,10 +465,15 @@ def maintenance_commit(state: BackupState, kind: str, removed: Iterable[RemovedO
     )
 
 
-def write_commit(store: ObjectStore, record: CommitRecord) -> str:
-    """Write a commit record only if no record with its sequence exists; return its key."""
+def write_commit(store: ObjectStore, record: CommitRecord, keyring: Keyring | None = None) -> str:
+    """Write a commit record (authenticated with a keyring) only if no record with its sequence
+    exists; return its key."""
+    return write_commit_bytes(store, record, record.to_json(keyring))
+
+
+def write_commit_bytes(store: ObjectStore, record: CommitRecord, data: bytes) -> str:
+    """write_commit of `record` serialised as `data`."""
     key = commit_key(record.sequence)
-    data = record.to_json()
     try:
         store.put(key, data, if_none_match=True)
     except PreconditionFailed:

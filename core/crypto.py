@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import hmac
 import json
 import os
 import struct
@@ -351,3 +352,66 @@ def require_keys(entries, keyring: Keyring | None, allow_plaintext: bool = False
             raise KeyUnavailable(missing_key_message(entry.key, entry.key_id, given))
         if keyring is not None and not entry.key_id and not allow_plaintext:
             refuse_plaintext(entry.key)
+
+
+# --- authenticated state (commit records, checkpoints) -------------------------------------
+#
+# restic's model: whoever holds the key can write state, nobody else. Each record carries a
+# fresh data key wrapped by the sealing key (as an object does: a key file and KMS alike) and an
+# HMAC-SHA256 of its canonical bytes under a key derived from that data key with HKDF; checking
+# it unwraps the data key (a key file: local AES; KMS: one Decrypt, cached per process).
+
+AUTHENTICATION_FIELD = "authentication"
+_MAC_INFO = b"topicvault state mac v1"
+# Set to 1 to read, with keys, commit records written before they were authenticated (or by a
+# run without the key): nothing then vouches for them (docs/threat-model-encryption.md).
+ACCEPT_UNAUTHENTICATED_ENV = "TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE"
+
+
+class Unauthenticated(TopicvaultError):
+    """State (a commit record, a checkpoint) read with keys that no key given vouches for."""
+
+
+def _mac(data_key: bytes, body: bytes) -> str:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    mac_key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_MAC_INFO).derive(data_key)
+    return hmac.new(mac_key, body, hashlib.sha256).hexdigest()
+
+
+def authentication(body: bytes, provider: KeyProvider) -> dict:
+    """What vouches for `body` (canonical bytes of a record): key id, wrapped MAC data key, MAC."""
+    data_key, wrapped = provider.new_data_key()
+    return {"key_id": provider.key_id, "wrapped_key": base64.b64encode(wrapped).decode(), "mac": _mac(data_key, body)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _unwrapped(provider: KeyProvider, wrapped: bytes) -> bytes:
+    return provider.unwrap(wrapped)
+
+
+def check_authentication(body: bytes, auth: object, keyring: Keyring, what: str) -> None:
+    """Raise Unauthenticated (one line naming `what`) unless `auth` is a valid authentication of
+    `body` under a key of `keyring` (KeyUnavailable when its key was not given)."""
+    if auth is None:
+        if os.environ.get(ACCEPT_UNAUTHENTICATED_ENV) == "1":
+            return
+        raise Unauthenticated(
+            f"{what} is not authenticated, but --encryption-key was given: it was written without the key (by "
+            "someone who can write the bucket, a run without --encryption-key, or topicvault before it "
+            f"authenticated state); nothing was produced; if the location was written before, set "
+            f"{ACCEPT_UNAUTHENTICATED_ENV}=1 to read it as it is")
+    key_id = str(auth.get("key_id")) if isinstance(auth, dict) else "?"
+    if key_id not in keyring.key_ids:
+        raise KeyUnavailable(f"{what} is authenticated with key {key_id}, but the keys given are "
+                             f"{', '.join(keyring.key_ids)}: pass that key with --encryption-key (repeatable); "
+                             "nothing was produced or written")
+    try:
+        data_key = _unwrapped(keyring.provider(key_id, what), base64.b64decode(auth["wrapped_key"]))
+        good = hmac.compare_digest(_mac(data_key, body), str(auth["mac"]))
+    except (CorruptObject, KeyError, TypeError, ValueError):
+        good = False
+    if not good:
+        raise Unauthenticated(f"{what} fails authentication with key {key_id}: it was changed by someone "
+                              "without the key; nothing was produced")

@@ -146,7 +146,7 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
     """Merge the location's small objects (see the module doc); then delete retired objects and
     orphans older than the grace period. With `dry_run`, only plan and count."""
     store, codec, keyring = job.open_store(), job.codec(), job.keyring()
-    state = load_state(store)
+    state = load_state(store, keyring)
     if not state.partitions:
         raise TopicvaultError(f"no backup at {job.store_uri}: no commit records under _topicvault/commits/")
     merges = plan_compact(state, job.rotation, keyring.sealing.key_id if keyring else None)
@@ -171,7 +171,7 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
             if crash_after("compact.commit") is not None:
                 crash_now()
             forgotten = deleted_retirees(store, state)
-            commit_key, _ = commit_next(store, state, lambda current: _record(current, done, forgotten))
+            commit_key, _ = commit_next(store, state, lambda current: _record(current, done, forgotten), keyring)
     collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms))
     return CompactResult(tuple(merges), tuple(o for m, _ in done for o in m.objects),
                          tuple(o for _, w in done for o in w), commit_key, collected)

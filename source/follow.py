@@ -349,7 +349,7 @@ def archive_with_newer_commits(job: RestoreJob, archive: BackupState) -> BackupS
     newer = BackupState(archive.last_sequence, {
         where: PartitionState(ps.topic, ps.partition, ps.start, ps.end, list(ps.objects), list(ps.lost))
         for where, ps in archive.partitions.items()}, retired=dict(archive.retired))
-    return read_forward(job.open_store(), newer)
+    return read_forward(job.open_store(), newer, keyring=job.keyring())
 
 
 def standby_lag(archive: BackupState, topic_map: Mapping[str, str], maps: list[OffsetMap]) -> list[PartitionLag]:

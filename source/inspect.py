@@ -21,7 +21,7 @@ def records_of_object(store: ObjectStore, key: str, offset: int = 0, keyring: Ke
     """The records of one object (any object topicvault can read, decrypted with `keyring`), from `offset` on."""
     data = store.get(key)
     # An encrypted object is bound to its commit entry (topic, partition, offsets): look it up.
-    entry = _committed_entry(store, key) if is_sealed(data) else None
+    entry = _committed_entry(store, key, keyring) if is_sealed(data) else None
     table = format_for_extension(extension_of(key)).read(
         object_bytes(data, key, keyring, ObjectBinding.of(entry) if entry else None), key)
     for record in batch_to_records(table):
@@ -29,8 +29,8 @@ def records_of_object(store: ObjectStore, key: str, offset: int = 0, keyring: Ke
             yield record
 
 
-def _committed_entry(store: ObjectStore, key: str) -> ObjectEntry | None:
-    for partition in load_state(store).partitions.values():
+def _committed_entry(store: ObjectStore, key: str, keyring: Keyring | None) -> ObjectEntry | None:
+    for partition in load_state(store, keyring).partitions.values():
         for entry in partition.objects:
             if entry.key == key:
                 return entry
@@ -40,7 +40,7 @@ def _committed_entry(store: ObjectStore, key: str) -> ObjectEntry | None:
 def records_of_topic(store: ObjectStore, topic: str, partition: int | None, offset: int = 0,
                      keyring: Keyring | None = None) -> Iterator[Record]:
     """A topic's committed records, partition by partition in offset order, from `offset` on."""
-    state = load_state(store)
+    state = load_state(store, keyring)
     chosen = sorted(p for (t, p) in state.partitions if t == topic and (partition is None or p == partition))
     if not chosen:
         raise TopicvaultError(f"{topic}{'' if partition is None else f'[{partition}]'} is not in the backup at {store.uri}")

@@ -5,14 +5,14 @@ by the same writer a backup uses (sink.objects) and committed the way a backup c
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-import pytest
 from clitools import assert_one_line_error, run_cli
-from topicvault.core.commits import COMMITS_PREFIX, BackupState, PartitionRange, next_commit
-from topicvault.core.checkpoints import commit_with_checkpoint
-from topicvault.core.crypto import Keyring, keyring_of, write_key_file
+from topicvault.core.checkpoints import CHECKPOINTS_PREFIX, checkpoint_json, commit_next, load_state
+from topicvault.core.commits import COMMITS_PREFIX, BackupState, PartitionRange, fold_commits, next_commit
+from topicvault.core.crypto import keyring_of, write_key_file
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
@@ -26,8 +26,9 @@ def key_spec(tmp_path: Path, name: str = "key") -> str:
     return f"file://{tmp_path / name}"
 
 
-def backed_up(tmp_path: Path, spec: str | None, topics: dict[str, list[bytes]]) -> Path:
-    """A location holding one commit of `topics` (partition 0 each: key i, the given values)."""
+def backed_up(tmp_path: Path, spec: str | None, topics: dict[str, list[bytes]], commit_keyed: bool = True) -> Path:
+    """A location holding one commit of `topics` (partition 0 each: key i, the given values),
+    committed as a backup commits (with its key, unless not `commit_keyed`: as before #39)."""
     location = tmp_path / "archive"
     store = LocalStore(str(location))
     keyring = keyring_of((spec,)) if spec else None
@@ -37,8 +38,8 @@ def backed_up(tmp_path: Path, spec: str | None, topics: dict[str, list[bytes]]) 
         entries += write_objects([records_to_batch(records)], store, default_codec(), resolve_format("parquet"),
                                  Rotation(), run_id="r000000000001", keyring=keyring)
         ranges.append(PartitionRange(topic, 0, 0, len(values)))
-    state = BackupState()
-    commit_with_checkpoint(store, state, next_commit(state, ranges, entries, topics={}))
+    commit_next(store, BackupState(), lambda state: next_commit(state, ranges, entries, topics={}),
+                keyring if commit_keyed else None)
     return location
 
 
@@ -78,10 +79,90 @@ def test_an_unencrypted_archive_finds_records_of_another_topic(tmp_path):
     assert "alice" not in out
 
 
-def test_a_plaintext_object_is_refused_when_keys_are_given(tmp_path):
+def test_a_plaintext_object_is_refused_when_keys_are_given(tmp_path, monkeypatch):
     spec = key_spec(tmp_path)
     location = backed_up(tmp_path, None, {"public": [b"forged"]})  # written by someone without the key
     out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec, expect_exit=1)
+    assert_one_line_error(out, "is not authenticated")  # its commit, first
+    monkeypatch.setenv("TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE", "1")  # as for an archive from before #39
+    out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec, expect_exit=1)
     assert_one_line_error(out, "is not encrypted", "--encryption-key")
+    monkeypatch.delenv("TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE")
     assert "forged" not in out
     assert "forged" in run_cli("inspect", str(location), "--topic", "public")  # without keys: as before
+
+
+def edit_commit(location: Path, change) -> None:
+    path = commit_path(location)
+    body = json.loads(path.read_bytes())
+    change(body)
+    path.write_text(json.dumps(body, sort_keys=True, indent=1))
+
+
+def test_a_commit_record_edited_without_the_key_is_refused(tmp_path):
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS)
+    assert "authentication" in json.loads(commit_path(location).read_bytes())
+    # A config a restore would apply to the topic it creates.
+    edit_commit(location, lambda body: body["topics"].update({"public": {"configs": {"cleanup.policy": "compact"}}}))
+    for command in (["inspect", str(location), "--topic", "salaries"], ["verify", str(location)]):
+        out = run_cli(*command, "--encryption-key", spec, expect_exit=1)
+        assert_one_line_error(out, "commit record _topicvault/commits/0000000000000000001.json fails authentication")
+    assert "public" in run_cli("ls", str(location))  # without keys nothing is checked (docs say so)
+
+
+def test_a_commit_record_added_without_the_key_is_refused(tmp_path):
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS)
+    body = json.loads(commit_path(location).read_bytes())
+    del body["authentication"]
+    body.update(sequence=2, ranges=[{"topic": "public", "partition": 0, "start": 2, "end": 3}], objects=[])
+    commit_path(location, 2).write_text(json.dumps(body, sort_keys=True, indent=1))
+    out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec, expect_exit=1)
+    assert_one_line_error(out, "commit record _topicvault/commits/0000000000000000002.json is not authenticated",
+                          "TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE=1")
+
+
+def test_commits_written_before_authentication_read_when_told(tmp_path, monkeypatch):
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS, commit_keyed=False)  # an encrypted archive from before #39
+    out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec, expect_exit=1)
+    assert_one_line_error(out, "is not authenticated")
+    monkeypatch.setenv("TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE", "1")
+    assert "hello" in run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec)
+
+
+def test_a_checkpoint_written_without_the_key_is_not_read_with_it(tmp_path):
+    spec = key_spec(tmp_path)
+    keyring = keyring_of((spec,))
+    location = backed_up(tmp_path, spec, TOPICS)
+    store = LocalStore(str(location))
+    truth = fold_commits(store, keyring)
+    forged = fold_commits(store)
+    forged.partitions[("public", 0)].objects.clear()  # public's records gone
+    commit_sha = hashlib.sha256(commit_path(location).read_bytes()).hexdigest()
+    store.put(f"{CHECKPOINTS_PREFIX}{1:019d}.json", checkpoint_json(forged, commit_sha))
+    assert load_state(store) == forged  # a reader without keys cannot tell
+    assert load_state(store, keyring) == truth
+    assert "hello" in run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec)
+
+
+def test_expire_of_an_encrypted_location_needs_the_key(tmp_path):
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS)
+    out = run_cli("expire", str(location), "--before", "2030-01-01T00:00:00Z", expect_exit=1)
+    assert_one_line_error(out, "is encrypted: pass its --encryption-key")
+    run_cli("expire", str(location), "--before", "2030-01-01T00:00:00Z", "--encryption-key", spec)
+    assert len(fold_commits(LocalStore(str(location)), keyring_of((spec,))).partitions[("public", 0)].objects) == 0
+
+
+def test_a_commit_with_group_offsets_keyed_by_partition_authenticates(tmp_path):
+    # Integer dict keys sort differently once JSON made them strings: the MAC must not care.
+    from topicvault.core.commits import CommitRecord, write_commit
+
+    keyring = keyring_of((key_spec(tmp_path),))
+    store = LocalStore(str(tmp_path / "archive"))
+    groups = {"g": {"read_ms": 1, "offsets": {"t": {2: 5, 10: 7}}}}
+    write_commit(store, CommitRecord(1, 0, (PartitionRange("t", 2, 0, 0), PartitionRange("t", 10, 0, 0)), (), {},
+                                     groups=groups), keyring)
+    assert load_state(store, keyring).groups["g"]["offsets"]["t"] == {"2": 5, "10": 7}

@@ -102,7 +102,9 @@ def test_without_or_with_a_wrong_key_nothing_is_produced(bootstrap, spark, topic
         out = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
                       "--state", str(tmp_path / "state"), *extra, expect_exit=1)
         lines = out.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error:") and first_object in lines[0], out
+        # Without a key its first object is named; with a wrong one, the commit record it authenticates first.
+        named = first_object if not extra else "commit record _topicvault/commits/0000000000000000001.json"
+        assert len(lines) == 1 and lines[0].startswith("error:") and named in lines[0], out
         assert "Traceback" not in out and not topic_exists(bootstrap, target)
         assert Path(wrong[len("file://"):]).read_text().strip() not in out
     out = run_cli("inspect", location, "--topic", topic, expect_exit=1)
@@ -118,15 +120,17 @@ def test_key_rotation_two_keys_in_one_location(bootstrap, spark, topic_factory, 
     produce_records(bootstrap, topic, marked(topic, 2, 20, seed=5))
     run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", old)
     produce_records(bootstrap, topic, marked(topic, 2, 20, seed=6))
-    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", new)
+    # The new key seals; the old one vouches for the commits it authenticated (issue #39).
+    out = run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", new, expect_exit=1)
+    assert "commit record _topicvault/commits/0000000000000000001.json is authenticated with key " + _key_id(old) in out
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", new, "--encryption-key", old)
     entries = committed_objects(location)
     assert {e["key_id"] for e in entries} == {_key_id(old), _key_id(new)}
     assert_no_plaintext(location)
-    old_object = next(e["key"] for e in entries if e["key_id"] == _key_id(old))
     target = f"{topic}-r"
     out = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
                   "--state", str(tmp_path / "state"), "--encryption-key", new, expect_exit=1)
-    assert old_object in out and _key_id(old) in out and not topic_exists(bootstrap, target)
+    assert _key_id(old) in out and not topic_exists(bootstrap, target)
     assert "ok:" in run_cli("verify", location, "--encryption-key", new, "--encryption-key", old)
     listed = run_cli("ls", location)
     assert f"with key {_key_id(old)}" in listed and f"with key {_key_id(new)}" in listed
@@ -168,7 +172,7 @@ def test_kms_key_through_moto(bootstrap, spark, topic_factory, s3_uri, tmp_path)
     target = f"{topic}-r"
     out = run_cli("restore", "--from", s3_uri, "-b", bootstrap, "--rename", f"{topic}={target}",
                   "--state", str(tmp_path / "state"), "--encryption-key", f"kms://{other}", expect_exit=1)
-    assert "is encrypted with key kms:arn:" in out and not topic_exists(bootstrap, target)
+    assert "with key kms:arn:" in out and not topic_exists(bootstrap, target)  # its commit's, first
     assert "ok:" in run_cli("verify", s3_uri, "--encryption-key", f"kms://{alias}")
     run_cli("restore", "--from", s3_uri, "-b", bootstrap, "--rename", f"{topic}={target}",
             "--state", str(tmp_path / "state"), "--encryption-key", f"kms://{alias}")
