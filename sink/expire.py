@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from ..core.checkpoints import commit_next, load_state
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject, maintenance_commit
+from ..core.crypto import Keyring
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.crypto import Keyring
 from ..core.store import ObjectStore
 from .retire import Collected, collect_garbage, collection_time, deleted_retirees
 
