@@ -44,6 +44,7 @@ from .commits import (
     CommitConflict,
     CommitRecord,
     commit_key,
+    fold_records,
     write_commit_bytes,
 )
 from .crypto import AUTHENTICATION_FIELD, Keyring, Unauthenticated, authentication, check_authentication
@@ -194,8 +195,9 @@ def parse_checkpoint(data: bytes, key: str, keyring: Keyring | None = None) -> C
         body = json.loads(data)
         auth = body.pop(AUTHENTICATION_FIELD, None)
         if keyring is not None:
-            # A checkpoint is derived data: one nothing vouches for is never read with keys
-            # (no env override), the commits are folded instead.
+            # A checkpoint is derived data: one nothing vouches for (written by a run without
+            # the key, or before checkpoints were authenticated) is never read with keys; the
+            # commits are folded instead.
             if auth is None:
                 raise ValueError("not authenticated")
             check_authentication(_checkpoint_canonical(body), auth, keyring, f"checkpoint {key}")
@@ -218,11 +220,15 @@ def parse_checkpoint(data: bytes, key: str, keyring: Keyring | None = None) -> C
 def commit_with_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecord,
                            keyring: Keyring | None = None) -> str:
     """Write commit `record` (see write_commit; authenticated with a keyring) on top of `state`,
-    the fold of every commit before it; every CHECKPOINT_INTERVAL commits also write a checkpoint
-    (best effort)."""
+    the fold of every commit before it; every CHECKPOINT_INTERVAL commits (and the first
+    authenticated one after unauthenticated ones) also write a checkpoint (best effort)."""
     data = record.to_json(keyring)
     key = write_commit_bytes(store, record, data)
-    if record.sequence % CHECKPOINT_INTERVAL == 0:
+    # The first commit with a key onto a location written before commits were authenticated
+    # checkpoints at once: readers then start from it instead of reading (unauthenticated, with a
+    # warning and a small read of an object each) every commit before it.
+    first_authenticated = keyring is not None and not state.authenticated_from and record.sequence > 1
+    if record.sequence % CHECKPOINT_INTERVAL == 0 or first_authenticated:
         write_checkpoint(store, state, record, keyring, data)
     return key
 
@@ -303,7 +309,8 @@ def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecor
 def load_state(store: ObjectStore, keyring: Keyring | None = None) -> BackupState:
     """The location's state: the newest usable checkpoint plus the commits after it, or the
     fold of every commit record where no checkpoint is usable. With a keyring, every commit
-    read must be authenticated by one of its keys, and only authenticated checkpoints are used."""
+    read is checked (commits.read_commit: authenticated by one of its keys, or written before
+    the location's first authenticated commit), and only authenticated checkpoints are used."""
     for checkpoint in _newest_checkpoints(store, keyring):
         try:
             return _read_forward(store, checkpoint.state, checkpoint.commit_sha256, keyring=keyring)
@@ -337,18 +344,7 @@ def _read_forward(store: ObjectStore, state: BackupState, commit_sha256: str | N
         if held != commit_sha256:
             raise TopicvaultError(f"checkpoint {checkpoint_key(known)} does not match commit {commit_key(known)}")
     start_after = commit_key(known) if known else None
-    infos = [i for i in store.list(COMMITS_PREFIX, start_after=start_after) if i.key.endswith(".json")]
-    expected = known + 1
-    for info in infos:
-        record = CommitRecord.from_json(store.get(info.key), info.key, keyring)
-        if record.sequence != expected:
-            raise TopicvaultError(f"commit record {info.key} has sequence {record.sequence}, expected {expected}")
-        state.apply(record, info.key)
-        if on_commit is not None:
-            on_commit(record)
-        expected += 1
-    if infos:
-        _sort_objects(state)
+    fold_records(store, state, list(store.list(COMMITS_PREFIX, start_after=start_after)), keyring, on_commit)
     return state
 
 

@@ -255,6 +255,12 @@ def is_sealed(data: bytes) -> bool:
     return data[:len(MAGIC_PREFIX)] == MAGIC_PREFIX
 
 
+def container_version(head: bytes) -> int | None:
+    """The container version of an object whose first bytes are `head` (at least len(MAGIC));
+    None: not an encrypted object."""
+    return head[len(MAGIC_PREFIX)] if is_sealed(head) and len(head) > len(MAGIC_PREFIX) else None
+
+
 def _aad(prefix: bytes, object_key: str, binding: ObjectBinding | None) -> bytes:
     aad = prefix + b"\x00" + object_key.encode()
     if prefix[len(MAGIC_PREFIX)] == CONTAINER_V1:
@@ -363,9 +369,6 @@ def require_keys(entries, keyring: Keyring | None, allow_plaintext: bool = False
 
 AUTHENTICATION_FIELD = "authentication"
 _MAC_INFO = b"topicvault state mac v1"
-# Set to 1 to read, with keys, commit records written before they were authenticated (or by a
-# run without the key): nothing then vouches for them (docs/threat-model-encryption.md).
-ACCEPT_UNAUTHENTICATED_ENV = "TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE"
 
 
 class Unauthenticated(TopicvaultError):
@@ -395,13 +398,8 @@ def check_authentication(body: bytes, auth: object, keyring: Keyring, what: str)
     """Raise Unauthenticated (one line naming `what`) unless `auth` is a valid authentication of
     `body` under a key of `keyring` (KeyUnavailable when its key was not given)."""
     if auth is None:
-        if os.environ.get(ACCEPT_UNAUTHENTICATED_ENV) == "1":
-            return
-        raise Unauthenticated(
-            f"{what} is not authenticated, but --encryption-key was given: it was written without the key (by "
-            "someone who can write the bucket, a run without --encryption-key, or topicvault before it "
-            f"authenticated state); nothing was produced; if the location was written before, set "
-            f"{ACCEPT_UNAUTHENTICATED_ENV}=1 to read it as it is")
+        raise Unauthenticated(f"{what} is not authenticated, but --encryption-key was given: it was written "
+                              "without the key; nothing was produced")
     key_id = str(auth.get("key_id")) if isinstance(auth, dict) else "?"
     if key_id not in keyring.key_ids:
         raise KeyUnavailable(f"{what} is authenticated with key {key_id}, but the keys given are "

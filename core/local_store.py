@@ -192,6 +192,13 @@ class LocalStore(ObjectStore):
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFound(f"object {key} not found in {self.uri}") from None
 
+    def get_head(self, key: str, size: int) -> bytes:
+        try:
+            with open(self._path(key), "rb") as file:
+                return file.read(size)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise ObjectNotFound(f"object {key} not found in {self.uri}") from None
+
     def get_into(self, key: str, buffer: ReadBuffer) -> memoryview:
         try:
             with open(self._path(key), "rb", buffering=0) as file:

@@ -348,7 +348,8 @@ def archive_with_newer_commits(job: RestoreJob, archive: BackupState) -> BackupS
     """
     newer = BackupState(archive.last_sequence, {
         where: PartitionState(ps.topic, ps.partition, ps.start, ps.end, list(ps.objects), list(ps.lost))
-        for where, ps in archive.partitions.items()}, retired=dict(archive.retired))
+        for where, ps in archive.partitions.items()}, retired=dict(archive.retired),
+        authenticated_from=archive.authenticated_from)
     return read_forward(job.open_store(), newer, keyring=job.keyring())
 
 

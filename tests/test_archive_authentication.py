@@ -10,8 +10,16 @@ import json
 from pathlib import Path
 
 from clitools import assert_one_line_error, run_cli
+from legacy_archive import as_written_before_authentication, strip_authentication
 from topicvault.core.checkpoints import CHECKPOINTS_PREFIX, checkpoint_json, commit_next, load_state
-from topicvault.core.commits import COMMITS_PREFIX, BackupState, PartitionRange, fold_commits, next_commit
+from topicvault.core.commits import (
+    COMMITS_PREFIX,
+    BackupState,
+    PartitionRange,
+    fold_commits,
+    next_commit,
+    warn_unauthenticated,
+)
 from topicvault.core.crypto import keyring_of, write_key_file
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.local_store import LocalStore
@@ -79,15 +87,13 @@ def test_an_unencrypted_archive_finds_records_of_another_topic(tmp_path):
     assert "alice" not in out
 
 
-def test_a_plaintext_object_is_refused_when_keys_are_given(tmp_path, monkeypatch):
+def test_a_plaintext_object_is_refused_when_keys_are_given(tmp_path):
     spec = key_spec(tmp_path)
-    location = backed_up(tmp_path, None, {"public": [b"forged"]})  # written by someone without the key
+    # Written by someone without the key: an unauthenticated commit naming a plaintext object
+    # (read as a commit from before #39, there being no authenticated one)...
+    location = backed_up(tmp_path, None, {"public": [b"forged"]})
     out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec, expect_exit=1)
-    assert_one_line_error(out, "is not authenticated")  # its commit, first
-    monkeypatch.setenv("TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE", "1")  # as for an archive from before #39
-    out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec, expect_exit=1)
-    assert_one_line_error(out, "is not encrypted", "--encryption-key")
-    monkeypatch.delenv("TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE")
+    assert_one_line_error(out, "is not encrypted", "--encryption-key")  # ...whose object is refused
     assert "forged" not in out
     assert "forged" in run_cli("inspect", str(location), "--topic", "public")  # without keys: as before
 
@@ -120,16 +126,105 @@ def test_a_commit_record_added_without_the_key_is_refused(tmp_path):
     commit_path(location, 2).write_text(json.dumps(body, sort_keys=True, indent=1))
     out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec, expect_exit=1)
     assert_one_line_error(out, "commit record _topicvault/commits/0000000000000000002.json is not authenticated",
-                          "TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE=1")
+                          "commit 1 and later are")
 
 
-def test_commits_written_before_authentication_read_when_told(tmp_path, monkeypatch):
+def unauthenticated_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "not authenticated" in r.getMessage()]
+
+
+def test_an_encrypted_archive_from_before_authentication_reads_with_one_warning(tmp_path, caplog):
     spec = key_spec(tmp_path)
-    location = backed_up(tmp_path, spec, TOPICS, commit_keyed=False)  # an encrypted archive from before #39
+    location = backed_up(tmp_path, spec, TOPICS)
+    append(location, spec, {"public": [b"again"]})
+    as_written_before_authentication(location, spec)  # two commit records as topicvault wrote them before #39
+    with caplog.at_level("WARNING"):
+        out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec)
+    assert "hello" in out and "again" in out
+    [warning] = unauthenticated_warnings(caplog)
+    assert "2 commit records" in warning and "object lists cannot be checked" in warning
+    caplog.clear()
+    warn_unauthenticated.cache_clear()  # once per process: each CLI command is one
+    with caplog.at_level("WARNING"):
+        assert "ok:" in run_cli("verify", str(location), "--encryption-key", spec)
+    assert len(unauthenticated_warnings(caplog)) == 1
+
+
+def append(location: Path, spec: str | None, topics: dict[str, list[bytes]]) -> None:
+    """Commit one more object per topic (partition 0, after what is there) as a backup with
+    `spec` (None: without a key) commits."""
+    store = LocalStore(str(location))
+    keyring = keyring_of((spec,)) if spec else None
+    state = load_state(store, keyring)
+    entries, ranges = [], []
+    for topic, values in topics.items():
+        start = state.end_offset(topic, 0)
+        records = [Record(topic, 0, start + i, b"k%d" % i, value, 1_700_000_100_000 + i)
+                   for i, value in enumerate(values)]
+        entries += write_objects([records_to_batch(records)], store, default_codec(), resolve_format("parquet"),
+                                 Rotation(), run_id=f"r{state.last_sequence + 1:012d}", keyring=keyring)
+        ranges.append(PartitionRange(topic, 0, start, start + len(values)))
+    commit_next(store, state, lambda state: next_commit(state, ranges, entries, topics={}), keyring)
+
+
+def test_a_keyed_commit_onto_an_archive_from_before_is_authenticated(tmp_path, caplog):
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS)
+    as_written_before_authentication(location, spec)
+    append(location, spec, {"public": [b"after"]})  # as a backup with the key does
+    assert "authentication" not in json.loads(commit_path(location, 1).read_bytes())
+    assert json.loads(commit_path(location, 2).read_bytes())["authenticated_from"] == 2
+    warn_unauthenticated.cache_clear()
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # read from the checkpoint that commit wrote: commit 1 is not read
+        assert "after" in run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec)
+    assert not unauthenticated_warnings(caplog)
+    assert "ok:" in run_cli("verify", str(location), "--encryption-key", spec)
+
+
+def test_an_unauthenticated_commit_after_an_authenticated_one_is_refused(tmp_path):
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS)
+    as_written_before_authentication(location, spec)
+    append(location, spec, {"public": [b"after"]})
+    added = json.loads(commit_path(location, 2).read_bytes())
+    del added["authentication"], added["authenticated_from"]
+    added.update(sequence=3, ranges=[{"topic": "public", "partition": 0, "start": 3, "end": 3}], objects=[],
+                 topics={"public": {"configs": {"cleanup.policy": "compact"}}})
+    commit_path(location, 3).write_text(json.dumps(added, sort_keys=True, indent=1))
+    for command in (["inspect", str(location), "--topic", "public"], ["verify", str(location)]):
+        out = run_cli(*command, "--encryption-key", spec, expect_exit=1)
+        assert_one_line_error(out, "commit record _topicvault/commits/0000000000000000003.json is not authenticated",
+                              "commit 2 and later are")
+
+
+def test_authentication_stripped_from_a_commit_before_an_authenticated_one_is_refused(tmp_path):
+    spec = key_spec(tmp_path)
+    keyring = keyring_of((spec,))
+    location = backed_up(tmp_path, spec, TOPICS)
+    as_written_before_authentication(location, spec)
+    store = LocalStore(str(location))
+    for _ in range(2):  # two authenticated commits that name no object
+        state = load_state(store, keyring)
+        commit_next(store, state, lambda state: next_commit(state, [PartitionRange("public", 0, 2, 2)], [],
+                                                            topics={}), keyring)
+    strip_authentication(commit_path(location, 2))  # and edited at will: commit 3 says 2 was authenticated
     out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec, expect_exit=1)
-    assert_one_line_error(out, "is not authenticated")
-    monkeypatch.setenv("TOPICVAULT_ACCEPT_UNAUTHENTICATED_STATE", "1")
-    assert "hello" in run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec)
+    assert_one_line_error(out, "commit record _topicvault/commits/0000000000000000003.json",
+                          "commit 2 is not authenticated")
+
+
+def test_authentication_stripped_from_every_commit_of_a_new_archive_is_refused(tmp_path):
+    # Looks like an archive from before #39, but its objects are sealed as only a topicvault
+    # that authenticates every commit it writes seals them (container version 2).
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS)
+    append(location, spec, {"public": [b"again"]})
+    for sequence in (1, 2):
+        strip_authentication(commit_path(location, sequence))
+    out = run_cli("inspect", str(location), "--topic", "salaries", "--encryption-key", spec, expect_exit=1)
+    assert_one_line_error(out, "commit record _topicvault/commits/0000000000000000001.json is not authenticated",
+                          "container version 2")
 
 
 def test_a_checkpoint_written_without_the_key_is_not_read_with_it(tmp_path):

@@ -10,6 +10,7 @@ import stat
 from dataclasses import replace
 
 import pytest
+from legacy_archive import seal_v1
 from topicvault.core.commits import CommitRecord, ObjectEntry
 from topicvault.core.crypto import (
     FileKey,
@@ -196,20 +197,6 @@ def test_mixed_locations_read_and_a_plaintext_substitute_is_refused(tmp_path):
     forged = replace(sealed[0], sha256=plain[0].sha256, key=plain[0].key, first_offset=100, last_offset=119)
     with pytest.raises(CorruptObject, match="committed encrypted"):
         list(read_partition(store, [forged], keyring=Keyring((key,))))
-
-
-def seal_v1(data: bytes, object_key: str, key: FileKey) -> bytes:
-    """A container as topicvault wrote it before version 2: bound to the object key only."""
-    import struct
-
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    data_key, wrapped = key.new_data_key()
-    nonce = os.urandom(12)
-    header = json.dumps({"alg": "AES-256-GCM", "key_id": key.key_id, "wrapped_key": base64.b64encode(wrapped).decode(),
-                         "nonce": base64.b64encode(nonce).decode()}, sort_keys=True).encode()
-    prefix = b"TVENC\x00\x00\x01" + struct.pack(">I", len(header)) + header
-    return prefix + AESGCM(data_key).encrypt(nonce, data, prefix + b"\x00" + object_key.encode())
 
 
 def test_new_objects_are_bound_to_their_commit_entry_and_old_ones_still_open(tmp_path):

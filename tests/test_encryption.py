@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from clitools import run_cli
 from kafkatools import consume_all, produce_records, topic_exists
+from legacy_archive import as_written_before_authentication
 from nasty import nasty_records
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
@@ -137,6 +138,32 @@ def test_key_rotation_two_keys_in_one_location(bootstrap, spark, topic_factory, 
     run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
             "--state", str(tmp_path / "state"), "--encryption-key", new, "--encryption-key", old)
     assert without_offsets(consume_all(bootstrap, target)) == without_offsets(consume_all(bootstrap, topic))
+
+
+def commit_bodies(location: str) -> list[dict]:
+    return [json.loads(p.read_bytes()) for p in sorted((Path(location) / "_topicvault" / "commits").glob("*.json"))]
+
+
+def test_an_encrypted_archive_from_before_authentication_restores_and_is_appended_to(bootstrap, spark, topic_factory,
+                                                                                      tmp_path):
+    # Commit records without authentication and objects bound to their name only, as
+    # topicvault wrote them before issue #39: they keep restoring, and backups keep appending.
+    topic = topic_factory(2, prefix="enc-old")
+    location, key = str(tmp_path / "b"), key_file(tmp_path, "key")
+    produce_records(bootstrap, topic, marked(topic, 2, 20, seed=11))
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", key)
+    as_written_before_authentication(Path(location), key)
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r1", "--encryption-key", key,
+            "--state", str(tmp_path / "state"))
+    assert without_offsets(consume_all(bootstrap, f"{topic}-r1")) == without_offsets(consume_all(bootstrap, topic))
+    produce_records(bootstrap, topic, marked(topic, 2, 20, seed=12))
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", key)
+    bodies = commit_bodies(location)
+    assert len(bodies) == 2 and "authentication" not in bodies[0] and bodies[1]["authenticated_from"] == 2
+    assert "ok:" in run_cli("verify", location, "--encryption-key", key, "-b", bootstrap)
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r2", "--encryption-key", key,
+            "--state", str(tmp_path / "state"))
+    assert without_offsets(consume_all(bootstrap, f"{topic}-r2")) == without_offsets(consume_all(bootstrap, topic))
 
 
 def test_damage_to_an_encrypted_object_is_found_without_the_key(bootstrap, spark, topic_factory, tmp_path):

@@ -53,6 +53,17 @@ def test_put_get_head_delete(store: ObjectStore) -> None:
     store.delete("dir/sub/object.bin")  # absent is fine
 
 
+def test_get_head_reads_the_first_bytes(store: ObjectStore) -> None:
+    store.put("o", b"TVENC\x00\x00\x02rest")
+    assert store.get_head("o", 8) == b"TVENC\x00\x00\x02"
+    store.put("o", b"ab")
+    assert store.get_head("o", 8) == b"ab"
+    store.put("o", b"")
+    assert store.get_head("o", 8) == b""
+    with pytest.raises(ObjectNotFound):
+        store.get_head("absent", 8)
+
+
 def test_missing_object(store: ObjectStore) -> None:
     store.put("present", b"x")
     with pytest.raises(ObjectNotFound, match="absent"):
