@@ -73,7 +73,7 @@ def reports_errors(command: Callable) -> Callable:
         except TopicvaultError as exc:
             if _debug:
                 _print_traceback()
-            typer.echo(f"error: {scrub(str(exc))}", err=True)
+            typer.echo(f"error: {report.show_text(scrub(str(exc)))}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing uncommitted is presented as backed up; run again to continue", err=True)
@@ -81,7 +81,7 @@ def reports_errors(command: Callable) -> Callable:
         except Exception as exc:  # a bug or an unforeseen library error: still one line, still no secret
             if _debug:
                 _print_traceback()
-            message = " ".join(scrub(str(exc)).split())
+            message = report.show_text(" ".join(scrub(str(exc)).split()))
             hint = "" if _debug else "; run with --debug for the traceback"
             typer.echo(f"error: unexpected {type(exc).__name__}: {message}{hint}", err=True)
             raise typer.Exit(1) from None
@@ -98,8 +98,9 @@ STORE_OPTION = typer.Option([], "-S", help="Store option key=value, e.g. endpoin
 MASTER = typer.Option(None, "--master", help="Spark master (default local[*]).")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress output.")
 ENCRYPTION_KEY = typer.Option([], "--encryption-key", help="Client-side encryption key: file:///path (see "
-                              "`topicvault keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable to read objects "
-                              "wrapped by older keys; backup encrypts with the one it is given.")
+                              "`topicvault keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable for objects and "
+                              "commit records of older keys; what is written is encrypted and authenticated with "
+                              "the first.")
 
 
 def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str], bootstrap: Optional[str],
@@ -151,7 +152,7 @@ def _key_template_of(key_template: Optional[str], time_partition: Optional[str])
 def _print(lines: list[report.Line]) -> None:
     """Print a report's lines, each on its stream, in order."""
     for line in lines:
-        typer.echo(line.text, err=line.err)
+        typer.echo(report.terminal_text(line.text), err=line.err)
 
 
 @app.command()
@@ -182,7 +183,9 @@ def backup(
     max_records_per_trigger: Optional[int] = typer.Option(None, "--max-records-per-trigger",
                                                           help="With --follow: records per micro-batch at most."),
     metrics_port: int = typer.Option(0, "--metrics-port", help="With --follow: serve Prometheus metrics on this "
-                                     "port (all interfaces, /metrics); 0: none."),
+                                     "port (at /metrics); 0: none."),
+    metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help="With --metrics-port: the address "
+                                        "to listen on (0.0.0.0: every interface)."),
     config: Optional[str] = CONFIG,
     cluster: Optional[str] = CLUSTER,
     store: Optional[str] = STORE,
@@ -208,7 +211,8 @@ def backup(
     if metrics_port and not follow:
         raise TopicvaultError("--metrics-port works with --follow: add --follow (a one-shot backup serves no metrics)")
     if follow:
-        _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master, metrics_port)
+        _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master, metrics_port,
+                metrics_address)
         return
     backup_plan = plan_run(job, topic, topics_regex, records_per_task, full)
     _print(report.backup_plan_warnings(backup_plan, as_json))
@@ -230,7 +234,8 @@ def backup(
 
 
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
-            max_records_per_trigger: Optional[int], master: Optional[str], metrics_port: int) -> None:
+            max_records_per_trigger: Optional[int], master: Optional[str], metrics_port: int,
+            metrics_address: str) -> None:
     if not metrics_port:
         _run_follow(job, topics, topics_regex, flush_interval, max_records_per_trigger, master, None)
         return
@@ -238,8 +243,8 @@ def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval:
 
     metrics = FollowMetrics()
     # Bound before Spark starts or anything is written: a port in use is a one-line error at once.
-    with MetricsServer(metrics, metrics_port):
-        typer.echo(f"serving Prometheus metrics on port {metrics_port} (/metrics)")
+    with MetricsServer(metrics, metrics_port, metrics_address):
+        typer.echo(f"serving Prometheus metrics on port {metrics_port} of {metrics_address} (/metrics)")
         _run_follow(job, topics, topics_regex, flush_interval, max_records_per_trigger, master, metrics)
 
 
@@ -262,7 +267,7 @@ def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_inter
     signal.signal(signal.SIGINT, request_stop)
     _print([report.backup_following(topics, topics_regex, job.store_uri, flush_interval)])
     result = run_follow(spark, job, topics, topics_regex, flush_interval, max_records_per_trigger,
-                        lambda: bool(stop_requested), typer.echo, metrics)
+                        lambda: bool(stop_requested), lambda text: typer.echo(report.terminal_text(text)), metrics)
     _print([report.backup_follow_stopped(result)])
 
 
@@ -575,6 +580,7 @@ def expire_command(
                                "all older than TIME and that were committed before TIME: ISO-8601, epoch ms, or an "
                                "age such as 30d or 12h."),
     grace: str = GRACE,
+    encryption_key: List[str] = ENCRYPTION_KEY,
     store_option: List[str] = STORE_OPTION,
     config: Optional[str] = CONFIG,
     store: Optional[str] = STORE,
@@ -593,9 +599,10 @@ def expire_command(
         raise TopicvaultError(f"bad --before {before!r}: give ISO-8601 (2026-11-01T00:00:00Z), epoch milliseconds "
                               "or an age such as 30d, 12h") from None
     check_before(before_ms, now_ms)  # --before 0s, or a time to come
-    settings = _settings(config, None, store, None, [], uri, store_option)
+    settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     grace_ms = _grace_ms(grace)
-    result = expire(open_store(_uri_of(settings, "URI"), settings.store_options), before_ms, grace_ms, dry_run)
+    result = expire(open_store(_uri_of(settings, "URI"), settings.store_options), before_ms, grace_ms, dry_run,
+                    keyring=_keyring_of(settings))
     _print(report.expire(result, dry_run, as_json))
 
 

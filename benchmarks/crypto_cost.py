@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 
-from topicvault.core.crypto import Keyring, keyring_of, seal, unseal, write_key_file
+from topicvault.core.crypto import Keyring, ObjectBinding, keyring_of, seal, unseal, write_key_file
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.locations import open_store
 from topicvault.core.rotation import Rotation
@@ -37,14 +37,17 @@ def best_of(repeats: int, action) -> float:
     return min(times)
 
 
+BINDING = ObjectBinding("t", 0, 0, 0, 1)  # what a commit entry would say the object holds
+
+
 def container_rates(keyring: Keyring) -> dict:
     rates = {}
     for size_mb in (1, 16, 64):
         data = os.urandom(size_mb * MB)
-        sealed = seal(data, "k", keyring.sealing)
+        sealed = seal(data, "k", keyring.sealing, BINDING)
         rates[f"{size_mb}MB"] = {
             "seal_MBps": round(size_mb / best_of(3, lambda d=data: seal(d, "k", keyring.sealing)), 1),
-            "unseal_MBps": round(size_mb / best_of(3, lambda s=sealed: unseal(s, "k", keyring)), 1),
+            "unseal_MBps": round(size_mb / best_of(3, lambda s=sealed: unseal(s, "k", keyring, BINDING)), 1),
             "overhead_bytes": len(sealed) - len(data),
         }
     return rates

@@ -44,9 +44,11 @@ from .commits import (
     CommitConflict,
     CommitRecord,
     commit_key,
-    write_commit,
+    fold_records,
+    write_commit_bytes,
 )
 from .conditional_writes import commit_turn
+from .crypto import AUTHENTICATION_FIELD, Keyring, Unauthenticated, authentication, check_authentication
 from .errors import ObjectNotFound, TopicvaultError
 from .leases import LEASE_TTL_MS
 from .store import ObjectInfo, ObjectStore
@@ -155,18 +157,27 @@ def state_fingerprint(cls: type = BackupState) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def checkpoint_json(state: BackupState, commit_sha256: str) -> bytes:
-    """The checkpoint of `state`, folded up to its last_sequence, whose record's bytes have `commit_sha256`."""
+def checkpoint_json(state: BackupState, commit_sha256: str, keyring: Keyring | None = None) -> bytes:
+    """The checkpoint of `state`, folded up to its last_sequence, whose record's bytes have
+    `commit_sha256`; with a keyring, authenticated by its sealing key."""
     body = _encode(state, BackupState)
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return json.dumps({
+    checkpoint = {
         "checkpoint_version": CHECKPOINT_VERSION,
         "fingerprint": state_fingerprint(),
         "sequence": state.last_sequence,
         "commit_sha256": commit_sha256,
         "state_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
         "state": body,
-    }, sort_keys=True, separators=(",", ":")).encode()
+    }
+    if keyring is not None:
+        checkpoint[AUTHENTICATION_FIELD] = authentication(_checkpoint_canonical(checkpoint), keyring.sealing)
+    return json.dumps(checkpoint, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _checkpoint_canonical(checkpoint: dict) -> bytes:
+    """What a checkpoint's authentication covers (as parsed back: see commits._canonical)."""
+    return json.dumps(json.loads(json.dumps(checkpoint)), sort_keys=True, separators=(",", ":")).encode()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,10 +189,19 @@ class Checkpoint:
     state: BackupState
 
 
-def parse_checkpoint(data: bytes, key: str) -> Checkpoint:
-    """Parse a checkpoint; raise TopicvaultError if it is damaged or of another state shape."""
+def parse_checkpoint(data: bytes, key: str, keyring: Keyring | None = None) -> Checkpoint:
+    """Parse a checkpoint; raise TopicvaultError if it is damaged, of another state shape or (with
+    a keyring) not authenticated by one of its keys."""
     try:
         body = json.loads(data)
+        auth = body.pop(AUTHENTICATION_FIELD, None)
+        if keyring is not None:
+            # A checkpoint is derived data: one nothing vouches for (written by a run without
+            # the key, or before checkpoints were authenticated) is never read with keys; the
+            # commits are folded instead.
+            if auth is None:
+                raise ValueError("not authenticated")
+            check_authentication(_checkpoint_canonical(body), auth, keyring, f"checkpoint {key}")
         if body.get("fingerprint") != state_fingerprint():
             raise ValueError("written for another shape of the state")
         canonical = json.dumps(body["state"], sort_keys=True, separators=(",", ":"))
@@ -198,12 +218,19 @@ def parse_checkpoint(data: bytes, key: str) -> Checkpoint:
 # --- writing ----------------------------------------------------------------------------
 
 
-def commit_with_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecord) -> str:
-    """Write commit `record` (see write_commit) on top of `state`, the fold of every commit
-    before it; every CHECKPOINT_INTERVAL commits also write a checkpoint (best effort)."""
-    key = write_commit(store, record)
-    if record.sequence % CHECKPOINT_INTERVAL == 0:
-        write_checkpoint(store, state, record)
+def commit_with_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecord,
+                           keyring: Keyring | None = None) -> str:
+    """Write commit `record` (see write_commit; authenticated with a keyring) on top of `state`,
+    the fold of every commit before it; every CHECKPOINT_INTERVAL commits (and the first
+    authenticated one after unauthenticated ones) also write a checkpoint (best effort)."""
+    data = record.to_json(keyring)
+    key = write_commit_bytes(store, record, data)
+    # The first commit with a key onto a location written before commits were authenticated
+    # checkpoints at once: readers then start from it instead of reading (unauthenticated, with a
+    # warning and a small read of an object each) every commit before it.
+    first_authenticated = keyring is not None and not state.authenticated_from and record.sequence > 1
+    if record.sequence % CHECKPOINT_INTERVAL == 0 or first_authenticated:
+        write_checkpoint(store, state, record, keyring, data)
     return key
 
 
@@ -211,8 +238,8 @@ def commit_with_checkpoint(store: ObjectStore, state: BackupState, record: Commi
 COMMIT_ATTEMPTS = 5
 
 
-def commit_next(store: ObjectStore, state: BackupState,
-                build: Callable[[BackupState], CommitRecord]) -> tuple[str, CommitRecord]:
+def commit_next(store: ObjectStore, state: BackupState, build: Callable[[BackupState], CommitRecord],
+                keyring: Keyring | None = None) -> tuple[str, CommitRecord]:
     """Commit the record `build` makes from `state` (the location's state as last read); return
     its key and the record.
 
@@ -225,18 +252,18 @@ def commit_next(store: ObjectStore, state: BackupState,
         if turn is not None:
             # The store ignores conditional writes: only the commits read under the turn are
             # sure to be all there are, and nobody else commits until it is given back.
-            state = read_forward(store, state)
+            state = read_forward(store, state, keyring=keyring)
         for attempt in range(COMMIT_ATTEMPTS):
             record = build(state)
             check_objects_held(store, record)  # every attempt: time passed since the last one
             if turn is not None:
                 turn.check_held()
             try:
-                return commit_with_checkpoint(store, state, record), record
+                return commit_with_checkpoint(store, state, record, keyring), record
             except CommitConflict:
                 if attempt == COMMIT_ATTEMPTS - 1:
                     raise
-                state = read_forward(store, state)
+                state = read_forward(store, state, keyring=keyring)
     raise AssertionError("unreachable")
 
 
@@ -259,16 +286,19 @@ def check_objects_held(store: ObjectStore, record: CommitRecord) -> None:
         )
 
 
-def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecord) -> bool:
-    """Checkpoint the state after `record`; never raises (the commit is the truth). True if written."""
+def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecord,
+                     keyring: Keyring | None = None, data: bytes | None = None) -> bool:
+    """Checkpoint the state after `record` (stored as `data`, if given); never raises (the commit
+    is the truth). True if written."""
     try:
-        data = record.to_json()
+        data = data if data is not None else record.to_json(keyring)
         after = copy.deepcopy(state)
         # Fold the record as a reader parses it, so the checkpoint equals the fold of the commits.
         after.apply(CommitRecord.from_json(data, commit_key(record.sequence)), commit_key(record.sequence))
         _sort_objects(after)
         try:
-            store.put(checkpoint_key(record.sequence), checkpoint_json(after, _sha256(data)), if_none_match=True)
+            store.put(checkpoint_key(record.sequence), checkpoint_json(after, _sha256(data), keyring),
+                      if_none_match=True)
         except TopicvaultError as exc:
             if store.head(checkpoint_key(record.sequence)) is None:
                 raise exc
@@ -284,27 +314,33 @@ def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecor
 # --- reading ----------------------------------------------------------------------------
 
 
-def load_state(store: ObjectStore) -> BackupState:
+def load_state(store: ObjectStore, keyring: Keyring | None = None) -> BackupState:
     """The location's state: the newest usable checkpoint plus the commits after it, or the
-    fold of every commit record where no checkpoint is usable."""
-    for checkpoint in _newest_checkpoints(store):
+    fold of every commit record where no checkpoint is usable. With a keyring, every commit
+    read is checked (commits.read_commit: authenticated by one of its keys, or written before
+    the location's first authenticated commit), and only authenticated checkpoints are used."""
+    for checkpoint in _newest_checkpoints(store, keyring):
         try:
-            return _read_forward(store, checkpoint.state, checkpoint.commit_sha256)
+            return _read_forward(store, checkpoint.state, checkpoint.commit_sha256, keyring=keyring)
+        except Unauthenticated:
+            raise
         except TopicvaultError as exc:
             log.warning("%s; reading every commit record instead", exc)
             break
-    return _read_forward(store, BackupState(), None)
+    return _read_forward(store, BackupState(), None, keyring=keyring)
 
 
 def read_forward(store: ObjectStore, state: BackupState,
-                 on_commit: Callable[[CommitRecord], None] | None = None) -> BackupState:
+                 on_commit: Callable[[CommitRecord], None] | None = None,
+                 keyring: Keyring | None = None) -> BackupState:
     """Fold the commits after `state.last_sequence` into `state` (in place) and return it:
     one listing, plus one GET per new commit. `on_commit` sees each new record once folded."""
-    return _read_forward(store, state, None, on_commit)
+    return _read_forward(store, state, None, on_commit, keyring)
 
 
 def _read_forward(store: ObjectStore, state: BackupState, commit_sha256: str | None,
-                  on_commit: Callable[[CommitRecord], None] | None = None) -> BackupState:
+                  on_commit: Callable[[CommitRecord], None] | None = None,
+                  keyring: Keyring | None = None) -> BackupState:
     """Fold the commits after `state`; with `commit_sha256`, first check that the last commit
     folded into `state` (a checkpoint's) is still the one the location holds."""
     known = state.last_sequence
@@ -316,18 +352,7 @@ def _read_forward(store: ObjectStore, state: BackupState, commit_sha256: str | N
         if held != commit_sha256:
             raise TopicvaultError(f"checkpoint {checkpoint_key(known)} does not match commit {commit_key(known)}")
     start_after = commit_key(known) if known else None
-    infos = [i for i in store.list(COMMITS_PREFIX, start_after=start_after) if i.key.endswith(".json")]
-    expected = known + 1
-    for info in infos:
-        record = CommitRecord.from_json(store.get(info.key), info.key)
-        if record.sequence != expected:
-            raise TopicvaultError(f"commit record {info.key} has sequence {record.sequence}, expected {expected}")
-        state.apply(record, info.key)
-        if on_commit is not None:
-            on_commit(record)
-        expected += 1
-    if infos:
-        _sort_objects(state)
+    fold_records(store, state, list(store.list(COMMITS_PREFIX, start_after=start_after)), keyring, on_commit)
     return state
 
 
@@ -340,7 +365,7 @@ def _sort_objects(state: BackupState) -> None:
         partition.objects.sort(key=lambda o: o.first_offset)
 
 
-def _newest_checkpoints(store: ObjectStore) -> list[Checkpoint]:
+def _newest_checkpoints(store: ObjectStore, keyring: Keyring | None = None) -> list[Checkpoint]:
     """Up to _CHECKPOINTS_TRIED usable checkpoints, newest first (damaged ones skipped)."""
     pointer = _pointer(store)
     listed: list[ObjectInfo] = list(store.list(
@@ -349,7 +374,7 @@ def _newest_checkpoints(store: ObjectStore) -> list[Checkpoint]:
     usable = []
     for key in reversed(keys):
         try:
-            usable.append(parse_checkpoint(store.get(key), key))
+            usable.append(parse_checkpoint(store.get(key), key, keyring))
             break
         except ObjectNotFound:
             continue
@@ -369,10 +394,10 @@ def _pointer(store: ObjectStore) -> int | None:
         return None
 
 
-def checkpoint_problems(store: ObjectStore, truth: BackupState) -> list[str]:
+def checkpoint_problems(store: ObjectStore, truth: BackupState, keyring: Keyring | None = None) -> list[str]:
     """Where what readers read (newest checkpoint plus later commits) differs from `truth`, the
     fold of every commit record: a wrong checkpoint would mislead every reader after it."""
-    if load_state(store) == truth:
+    if load_state(store, keyring) == truth:
         return []
     return [
         f"the newest checkpoint under {CHECKPOINTS_PREFIX} disagrees with the commit records: delete "

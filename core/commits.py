@@ -12,17 +12,40 @@ the replacing objects (every record twice), so such records carry format_version
 topicvault before them refuses to read ("unsupported format_version 2"); backups still write
 version 1, readable by every version. Removed objects are remembered as `retired` (with the
 time of the commit) until they are deleted after a grace period (see sink.retire).
+
+Authentication (issue #39, docs/threat-model-encryption.md): a record written with a keyring
+carries AUTHENTICATION_FIELD (core.crypto.authentication) over its body, which names the first
+authenticated commit of the location (`authenticated_from`). Read with a keyring (read_commit):
+a record whose authentication does not verify is refused; records without one are read only
+while no authenticated record came before them (written by topicvault before #39: a warning
+says how many), and refused after it, or when they say they were authenticated, or when they
+name an object of container version 2 (sealed only by a topicvault that authenticates every
+commit it writes: its authentication was removed).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
+from .crypto import (
+    AUTHENTICATION_FIELD,
+    CONTAINER_V2,
+    MAGIC,
+    Keyring,
+    Unauthenticated,
+    authentication,
+    check_authentication,
+    container_version,
+)
 from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from .store import ObjectStore
+from .store import ObjectInfo, ObjectStore
+
+log = logging.getLogger(__name__)
 
 STATE_PREFIX = "_topicvault/"
 COMMITS_PREFIX = STATE_PREFIX + "commits/"
@@ -131,14 +154,18 @@ class CommitRecord:
     # backup reads that offset again first and finds the same epoch there, or the log was
     # truncated and rewritten (an unclean leader election) and it stops instead of splicing.
     last_records: dict[str, tuple[int, int]] | None = None
+    # Sequence of the location's first authenticated commit (0: none before this one); written
+    # (and authenticated) only with a keyring, as this record's own sequence if it is the first.
+    authenticated_from: int = 0
 
     @property
     def is_maintenance(self) -> bool:
         """Removes objects or moves a start: unreadable to topicvault before format_version 2."""
         return bool(self.removed or self.starts or self.forgotten) or self.kind != "backup"
 
-    def to_json(self) -> bytes:
-        """Serialise (stable key order, so identical records give identical bytes)."""
+    def to_json(self, keyring: Keyring | None = None) -> bytes:
+        """Serialise (stable key order, so identical records give identical bytes); with a
+        keyring, authenticated by its sealing key (a fresh MAC data key each time)."""
         body = {
             "format_version": MAINTENANCE_FORMAT_VERSION if self.is_maintenance else FORMAT_VERSION,
             "sequence": self.sequence,
@@ -167,13 +194,22 @@ class CommitRecord:
             body["forgotten"] = list(self.forgotten)
         if self.last_records:
             body["last_records"] = {where: list(record) for where, record in self.last_records.items()}
+        if keyring is not None:
+            body["authenticated_from"] = self.authenticated_from or self.sequence
+            body[AUTHENTICATION_FIELD] = authentication(_canonical(body), keyring.sealing)
         return json.dumps(body, sort_keys=True, indent=1).encode()
 
     @classmethod
     def from_json(cls, data: bytes, key: str) -> "CommitRecord":
-        """Parse a commit record; a damaged one is a clear error naming its key."""
+        """Parse a commit record, authenticated or not (read_commit checks that); a damaged one
+        is a clear error naming its key."""
+        body = _body(data, key)
+        body.pop(AUTHENTICATION_FIELD, None)
+        return cls._from_body(body, key)
+
+    @classmethod
+    def _from_body(cls, body: dict, key: str) -> "CommitRecord":
         try:
-            body = json.loads(data)
             if body.get("format_version") not in READABLE_FORMAT_VERSIONS:
                 raise ValueError(f"unsupported format_version {body.get('format_version')} (written by a newer "
                                  "topicvault? upgrade to read it)")
@@ -196,9 +232,86 @@ class CommitRecord:
                 forgotten=tuple(str(k) for k in body.get("forgotten", ())),
                 last_records={str(k): (int(v[0]), int(v[1])) for k, v in body["last_records"].items()}
                 if "last_records" in body else None,
+                authenticated_from=int(body.get("authenticated_from", 0)),
             )
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
+
+
+def _body(data: bytes, key: str) -> dict:
+    try:
+        body = json.loads(data)
+        if not isinstance(body, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, RecursionError) as exc:
+        raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
+    return body
+
+
+def read_commit(store: ObjectStore, state: BackupState, data: bytes, key: str,
+                keyring: Keyring | None) -> CommitRecord:
+    """Parse the commit record `data` that follows `state`; with a keyring, refuse it (one line,
+    Unauthenticated or KeyUnavailable) unless it is authenticated by one of its keys, or was
+    written before the location's first authenticated commit (see the module doc)."""
+    body = _body(data, key)
+    auth = body.pop(AUTHENTICATION_FIELD, None)
+    if keyring is not None and auth is not None:
+        check_authentication(_canonical(body), auth, keyring, f"commit record {key}")
+    record = CommitRecord._from_body(body, key)
+    if keyring is not None:
+        _check_authenticated_order(store, state, record, key, authenticated=auth is not None)
+    return record
+
+
+def _check_authenticated_order(store: ObjectStore, state: BackupState, record: CommitRecord, key: str,
+                               authenticated: bool) -> None:
+    """Records before the first authenticated one may lack authentication; none after it may."""
+    first, said = state.authenticated_from, record.authenticated_from
+    done = "; nothing was produced"
+    if authenticated:
+        if said == (first or record.sequence):
+            return
+        if not first and 0 < said < record.sequence:
+            raise Unauthenticated(f"commit record {key} says the commits from {said} on are authenticated, but "
+                                  f"commit {said} is not authenticated: someone without the key removed its "
+                                  f"authentication (and may have changed it){done}")
+        raise Unauthenticated(f"commit record {key} says the commits from {said} on are authenticated, but the "
+                              f"first authenticated commit is {first or record.sequence}: the commit records were "
+                              f"changed{done}")
+    stripped = ("someone without the key removed its authentication (and may have changed it), or wrote it "
+                f"without the key{done}")
+    if first:
+        raise Unauthenticated(f"commit record {key} is not authenticated, but commit {first} and later are "
+                              f"(only commits written before topicvault authenticated them may lack it): {stripped}")
+    if said:
+        raise Unauthenticated(f"commit record {key} is not authenticated, but says the commits from {said} on "
+                              f"are: {stripped}")
+    sealed = _sealed_since_authentication(store, record)
+    if sealed is not None:
+        raise Unauthenticated(f"commit record {key} is not authenticated, but names object {sealed} of container "
+                              "version 2, sealed only by a topicvault that authenticates every commit it writes: "
+                              f"{stripped}")
+
+
+def _sealed_since_authentication(store: ObjectStore, record: CommitRecord) -> str | None:
+    """The key of the record's first encrypted object, if it is sealed in container version 2 or
+    later. One object per record: its first bytes only (one small read); a record written from
+    #39 on names only such objects, unless whoever removed its authentication also changed them."""
+    entry = next((o for o in record.objects if o.key_id), None)
+    if entry is None:
+        return None
+    try:
+        version = container_version(store.get_head(entry.key, len(MAGIC)))
+    except ObjectNotFound:
+        return None  # reading the object fails, naming it
+    return entry.key if version is not None and version >= CONTAINER_V2 else None
+
+
+def _canonical(body: dict) -> bytes:
+    """The bytes a commit's authentication covers: its body without the authentication, as JSON
+    parsed back would serialise (so writer and reader agree: an int dict key becomes a string,
+    and sorts as one, only once parsed)."""
+    return json.dumps(json.loads(json.dumps(body)), sort_keys=True, indent=1).encode()
 
 
 @dataclass
@@ -271,6 +384,9 @@ class BackupState:
     retired: dict[str, int] = field(default_factory=dict)
     # (offset, leader epoch) of the last record backed up of each partition, where known (CommitRecord.last_records).
     last_records: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    # Sequence of the first commit record authenticated with a key (0: none); the records before
+    # it were written by topicvault before it authenticated them (see read_commit).
+    authenticated_from: int = 0
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -318,6 +434,8 @@ class BackupState:
             self._apply_groups(record)
         if record.kind == "backup":  # compact and expire back nothing up: the follower's last batch stays
             self.last_stream = record.stream
+        if record.authenticated_from and not self.authenticated_from:
+            self.authenticated_from = record.authenticated_from
         self.last_sequence = record.sequence
 
     def _remove(self, record: CommitRecord, key: str) -> None:
@@ -429,7 +547,7 @@ def commit_key(sequence: int) -> str:
 
 
 def load_commits(store: ObjectStore) -> list[tuple[str, CommitRecord]]:
-    """Every commit record of the location, in sequence order."""
+    """Every commit record of the location, in sequence order (authentication not checked)."""
     records = []
     for info in store.list(COMMITS_PREFIX):
         if info.key.endswith(".json"):
@@ -441,14 +559,47 @@ def load_commits(store: ObjectStore) -> list[tuple[str, CommitRecord]]:
     return records
 
 
-def fold_commits(store: ObjectStore) -> BackupState:
-    """Fold every commit record of the location into one state (no checkpoint used)."""
+def fold_commits(store: ObjectStore, keyring: Keyring | None = None) -> BackupState:
+    """Fold every commit record of the location into one state (no checkpoint used; with a
+    keyring, each checked by read_commit)."""
     state = BackupState()
-    for key, record in load_commits(store):
-        state.apply(record, key)
-    for partition in state.partitions.values():
-        partition.objects.sort(key=lambda o: o.first_offset)
+    fold_records(store, state, list(store.list(COMMITS_PREFIX)), keyring)
     return state
+
+
+def fold_records(store: ObjectStore, state: BackupState, infos: list[ObjectInfo], keyring: Keyring | None,
+                 on_commit: Callable[[CommitRecord], None] | None = None) -> None:
+    """Fold the commit records listed in `infos` (those after `state`, in order) into `state`,
+    each checked by read_commit with a keyring; `on_commit` sees each once folded. With a
+    keyring, the records read without authentication are named in one warning (once per
+    process and location: see warn_unauthenticated)."""
+    expected, unauthenticated = state.last_sequence + 1, 0
+    infos = [i for i in infos if i.key.endswith(".json")]
+    for info in infos:
+        record = read_commit(store, state, store.get(info.key), info.key, keyring)
+        if record.sequence != expected:
+            raise TopicvaultError(f"commit record {info.key} has sequence {record.sequence}, expected {expected}")
+        state.apply(record, info.key)
+        unauthenticated += not state.authenticated_from
+        if on_commit is not None:
+            on_commit(record)
+        expected += 1
+    if infos:
+        for partition in state.partitions.values():
+            partition.objects.sort(key=lambda o: o.first_offset)
+    if keyring is not None and unauthenticated:
+        warn_unauthenticated(store.uri, unauthenticated)
+
+
+@functools.lru_cache(maxsize=None)
+def warn_unauthenticated(uri: str, count: int) -> None:
+    """Say (once per process, so once per command) that `count` commit records of `uri` were
+    read, with keys, without authentication."""
+    records = "1 commit record is" if count == 1 else f"{count} commit records are"
+    log.warning("warning: %s: %s not authenticated (written by topicvault before it authenticated commits, and "
+                "no authenticated commit comes before them): read as they are, their object lists cannot be "
+                "checked against the key (each object still is: decrypted, bound to its name and, from container "
+                "version 2 on, to its commit entry); see docs/threat-model-encryption.md", uri, records)
 
 
 def next_commit(
@@ -465,7 +616,8 @@ def next_commit(
                 f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
                 "nothing of this run was committed; run the backup again"
             )
-    return CommitRecord(state.last_sequence + 1, int(time.time() * 1000), ranges, tuple(objects), **fields)
+    return CommitRecord(state.last_sequence + 1, int(time.time() * 1000), ranges, tuple(objects),
+                        authenticated_from=state.authenticated_from, **fields)
 
 
 def maintenance_commit(state: BackupState, kind: str, removed: Iterable[RemovedObject], *,
@@ -482,16 +634,22 @@ def maintenance_commit(state: BackupState, kind: str, removed: Iterable[RemovedO
         removed=tuple(removed),
         starts=tuple(starts),
         forgotten=forgotten,
+        authenticated_from=state.authenticated_from,
     )
 
 
-def write_commit(store: ObjectStore, record: CommitRecord) -> str:
-    """Write a commit record only if no record with its sequence exists; return its key.
+def write_commit(store: ObjectStore, record: CommitRecord, keyring: Keyring | None = None) -> str:
+    """Write a commit record (authenticated with a keyring) only if no record with its sequence
+    exists; return its key.
 
     Raises CommitConflict when another run's record holds the sequence, CommitOutcomeUnknown
     when the put failed and whether the record landed cannot be read back."""
+    return write_commit_bytes(store, record, record.to_json(keyring))
+
+
+def write_commit_bytes(store: ObjectStore, record: CommitRecord, data: bytes) -> str:
+    """write_commit of `record` serialised as `data`."""
     key = commit_key(record.sequence)
-    data = record.to_json()
     try:
         store.put(key, data, if_none_match=True)
     except PreconditionFailed:

@@ -5,14 +5,18 @@ and column statistics included) sealed whole with AES-256-GCM under a fresh data
 object. The data key is wrapped by a key-encryption key — a local key file or an AWS KMS key
 — and travels with the object in a small self-describing container:
 
-    MAGIC (8 bytes: b"TVENC\\x00\\x00\\x01", last byte = container version)
+    MAGIC (8 bytes: b"TVENC\\x00\\x00\\x02", last byte = container version)
     header length (4 bytes, big-endian)
     header (JSON: alg, key_id, wrapped data key, nonce; no record data)
     ciphertext + 16-byte GCM tag
 
-The associated data is the magic and header bytes plus the object's key (relative to the
-location, so the location can be copied elsewhere): an object's bytes moved under another
-key, or a header edited, fail authentication.
+The associated data is the magic and header bytes, the object's key (relative to the
+location, so the location can be copied elsewhere) and, from container version 2 on, what
+its commit entry says it holds (topic, partition, first and last offset, record count: an
+ObjectBinding): an object's bytes moved under another key, named by a commit entry of another
+topic, partition or range, or a header edited, fail authentication. Version 1 containers
+(written before) bind the key only; they are still read (and their records' topic and
+partition checked against the entry by source.object_reader).
 
 A key id names the key-encryption key without revealing it: `file:<16 hex of sha256>` for a key
 file, `kms:<key ARN>` for KMS. Commit records note it per object, so a restore can refuse a
@@ -24,6 +28,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import hmac
 import json
 import os
 import struct
@@ -33,7 +38,9 @@ from typing import Protocol, Sequence
 
 from .errors import CorruptObject, TopicvaultError
 
-MAGIC = b"TVENC\x00\x00\x01"
+MAGIC_PREFIX = b"TVENC\x00\x00"
+CONTAINER_V1, CONTAINER_V2 = 1, 2
+MAGIC = MAGIC_PREFIX + bytes([CONTAINER_V2])  # what new objects are sealed with
 ALGORITHM = "AES-256-GCM"
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -224,17 +231,49 @@ def missing_key_message(object_key: str, key_id: str, given: Sequence[str]) -> s
             "--encryption-key (repeatable; DataFrame option encryptionKey); nothing was produced or written")
 
 
+@dataclass(frozen=True)
+class ObjectBinding:
+    """What a commit entry says an object holds; sealed into its associated data (container v2)."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    records: int
+
+    @classmethod
+    def of(cls, entry) -> "ObjectBinding":
+        """The binding of a commit entry (core.commits.ObjectEntry)."""
+        return cls(entry.topic, entry.partition, entry.first_offset, entry.last_offset, entry.records)
+
+    def encode(self) -> bytes:
+        return json.dumps([self.topic, self.partition, self.first_offset, self.last_offset, self.records]).encode()
+
+
 def is_sealed(data: bytes) -> bool:
-    """Whether `data` is an encrypted object container."""
-    return data[:len(MAGIC)] == MAGIC
+    """Whether `data` is an encrypted object container (any version)."""
+    return data[:len(MAGIC_PREFIX)] == MAGIC_PREFIX
 
 
-def _aad(prefix: bytes, object_key: str) -> bytes:
-    return prefix + b"\x00" + object_key.encode()
+def container_version(head: bytes) -> int | None:
+    """The container version of an object whose first bytes are `head` (at least len(MAGIC));
+    None: not an encrypted object."""
+    return head[len(MAGIC_PREFIX)] if is_sealed(head) and len(head) > len(MAGIC_PREFIX) else None
 
 
-def seal(data: bytes, object_key: str, provider: KeyProvider) -> bytes:
-    """`data` encrypted under a fresh data key wrapped by `provider`, bound to `object_key`."""
+def _aad(prefix: bytes, object_key: str, binding: ObjectBinding | None) -> bytes:
+    aad = prefix + b"\x00" + object_key.encode()
+    if prefix[len(MAGIC_PREFIX)] == CONTAINER_V1:
+        return aad
+    if binding is None:
+        raise CorruptObject(f"object {object_key} is bound to the commit entry that names it, and none was given: "
+                            "read it through the commit records (inspect --topic, restore)")
+    return aad + b"\x00" + binding.encode()
+
+
+def seal(data: bytes, object_key: str, provider: KeyProvider, binding: ObjectBinding) -> bytes:
+    """`data` encrypted under a fresh data key wrapped by `provider`, bound to `object_key` and
+    to what its commit entry will say it holds (`binding`)."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     data_key, wrapped = provider.new_data_key()
@@ -243,23 +282,26 @@ def seal(data: bytes, object_key: str, provider: KeyProvider) -> bytes:
                          "wrapped_key": base64.b64encode(wrapped).decode(),
                          "nonce": base64.b64encode(nonce).decode()}, sort_keys=True).encode()
     prefix = MAGIC + _HEADER_LENGTH.pack(len(header)) + header
-    return prefix + AESGCM(data_key).encrypt(nonce, data, _aad(prefix, object_key))
+    return prefix + AESGCM(data_key).encrypt(nonce, data, _aad(prefix, object_key, binding))
 
 
 def _header(data: bytes, object_key: str) -> tuple[dict, bytes, bytes]:
     try:
+        if data[len(MAGIC_PREFIX)] not in (CONTAINER_V1, CONTAINER_V2):
+            raise ValueError(f"container version {data[len(MAGIC_PREFIX)]}, written by a newer topicvault?")
         (length,) = _HEADER_LENGTH.unpack_from(data, len(MAGIC))
         end = len(MAGIC) + _HEADER_LENGTH.size + length
         header = json.loads(data[len(MAGIC) + _HEADER_LENGTH.size:end])
         if header.get("alg") != ALGORITHM or not isinstance(header.get("key_id"), str):
             raise ValueError(f"algorithm {header.get('alg')!r}")
         return header, data[:end], data[end:]
-    except (struct.error, ValueError, AttributeError) as exc:
+    except (struct.error, ValueError, AttributeError, IndexError) as exc:
         raise CorruptObject(f"object {object_key} has a damaged encryption header ({exc})") from None
 
 
-def unseal(data: bytes, object_key: str, keyring: Keyring | None) -> bytes:
-    """The format bytes of a sealed object; one-line errors name the object (missing key, damage)."""
+def unseal(data: bytes, object_key: str, keyring: Keyring | None, binding: ObjectBinding | None) -> bytes:
+    """The format bytes of a sealed object that its commit entry says holds `binding` (checked
+    from container v2 on); one-line errors name the object (missing key, damage, another entry's)."""
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -269,12 +311,15 @@ def unseal(data: bytes, object_key: str, keyring: Keyring | None) -> bytes:
     provider = keyring.provider(header["key_id"], object_key)
     try:
         data_key = provider.unwrap(base64.b64decode(header["wrapped_key"]))
-        return AESGCM(data_key).decrypt(base64.b64decode(header["nonce"]), ciphertext, _aad(prefix, object_key))
     except CorruptObject as exc:
         raise CorruptObject(f"object {object_key}: {exc}") from None
+    aad = _aad(prefix, object_key, binding)
+    try:
+        return AESGCM(data_key).decrypt(base64.b64decode(header["nonce"]), ciphertext, aad)
     except (InvalidTag, ValueError):
         raise CorruptObject(f"object {object_key} fails decryption with key {header['key_id']}: it was changed, "
-                            "damaged or moved from another key") from None
+                            "damaged, moved from another key or named by a commit entry of other records "
+                            "(another topic, partition or offsets)") from None
 
 
 def open_data_key(data: bytes, object_key: str, keyring: Keyring | None) -> None:
@@ -291,9 +336,80 @@ def open_data_key(data: bytes, object_key: str, keyring: Keyring | None) -> None
         raise KeyUnavailable(f"object {object_key}: {exc}") from None
 
 
-def require_keys(entries, keyring: Keyring | None) -> None:
-    """Refuse, before anything is produced, objects whose commit names a key that was not given."""
+class PlaintextRefused(TopicvaultError):
+    """An unencrypted object where keys were given: anyone who can write the bucket can make one."""
+
+
+def refuse_plaintext(object_key: str) -> None:
+    """Raise PlaintextRefused for `object_key`, with what to do."""
+    raise PlaintextRefused(
+        f"object {object_key} is not encrypted, but --encryption-key was given: with keys only encrypted "
+        "objects are read, as anyone who can write the bucket can put an unencrypted one in; if the location "
+        "was backed up without a key before, encrypt those objects with `topicvault compact --encryption-key "
+        "...`, or read it without --encryption-key")
+
+
+def require_keys(entries, keyring: Keyring | None, allow_plaintext: bool = False) -> None:
+    """Refuse, before anything is produced, objects whose commit names a key that was not given,
+    and (with keys, unless `allow_plaintext`) objects committed unencrypted."""
     given = keyring.key_ids if keyring else ()
     for entry in entries:
         if entry.key_id and entry.key_id not in given:
             raise KeyUnavailable(missing_key_message(entry.key, entry.key_id, given))
+        if keyring is not None and not entry.key_id and not allow_plaintext:
+            refuse_plaintext(entry.key)
+
+
+# --- authenticated state (commit records, checkpoints) -------------------------------------
+#
+# restic's model: whoever holds the key can write state, nobody else. Each record carries a
+# fresh data key wrapped by the sealing key (as an object does: a key file and KMS alike) and an
+# HMAC-SHA256 of its canonical bytes under a key derived from that data key with HKDF; checking
+# it unwraps the data key (a key file: local AES; KMS: one Decrypt, cached per process).
+
+AUTHENTICATION_FIELD = "authentication"
+_MAC_INFO = b"topicvault state mac v1"
+
+
+class Unauthenticated(TopicvaultError):
+    """State (a commit record, a checkpoint) read with keys that no key given vouches for."""
+
+
+def _mac(data_key: bytes, body: bytes) -> str:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    mac_key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_MAC_INFO).derive(data_key)
+    return hmac.new(mac_key, body, hashlib.sha256).hexdigest()
+
+
+def authentication(body: bytes, provider: KeyProvider) -> dict:
+    """What vouches for `body` (canonical bytes of a record): key id, wrapped MAC data key, MAC."""
+    data_key, wrapped = provider.new_data_key()
+    return {"key_id": provider.key_id, "wrapped_key": base64.b64encode(wrapped).decode(), "mac": _mac(data_key, body)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _unwrapped(provider: KeyProvider, wrapped: bytes) -> bytes:
+    return provider.unwrap(wrapped)
+
+
+def check_authentication(body: bytes, auth: object, keyring: Keyring, what: str) -> None:
+    """Raise Unauthenticated (one line naming `what`) unless `auth` is a valid authentication of
+    `body` under a key of `keyring` (KeyUnavailable when its key was not given)."""
+    if auth is None:
+        raise Unauthenticated(f"{what} is not authenticated, but --encryption-key was given: it was written "
+                              "without the key; nothing was produced")
+    key_id = str(auth.get("key_id")) if isinstance(auth, dict) else "?"
+    if key_id not in keyring.key_ids:
+        raise KeyUnavailable(f"{what} is authenticated with key {key_id}, but the keys given are "
+                             f"{', '.join(keyring.key_ids)}: pass that key with --encryption-key (repeatable); "
+                             "nothing was produced or written")
+    try:
+        data_key = _unwrapped(keyring.provider(key_id, what), base64.b64decode(auth["wrapped_key"]))
+        good = hmac.compare_digest(_mac(data_key, body), str(auth["mac"]))
+    except (CorruptObject, KeyError, TypeError, ValueError):
+        good = False
+    if not good:
+        raise Unauthenticated(f"{what} fails authentication with key {key_id}: it was changed by someone "
+                              "without the key; nothing was produced")

@@ -1,12 +1,19 @@
-"""A local directory as an object store: atomic writes by rename, conditional ones by link/lock."""
+"""A local directory as an object store: atomic writes by rename, conditional ones by link/lock.
+
+The store stays inside its root: a key whose path leads out of it through a symbolic link
+(planted by whoever can write the directory) is refused on reads and writes, skipped with a
+one-line warning by listings and deletes, so a restore never reads and a garbage collection
+never deletes anything outside. Objects are created with mode 0666 less the umask, as any file.
+"""
 
 from __future__ import annotations
 
 import errno
 import fcntl
 import hashlib
+import logging
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Self
@@ -19,6 +26,12 @@ TEMP_PREFIX = ".tv-tmp-"
 LOCK_NAME = ".tv-lock"
 _CHUNK = 1024 * 1024
 _MKDIR_ATTEMPTS = 5
+
+log = logging.getLogger(__name__)
+
+
+class OutsideRoot(TopicvaultError):
+    """A key's path leads out of the store's root through a symbolic link."""
 
 
 def _is_internal(name: str) -> bool:
@@ -100,7 +113,12 @@ class LocalStore(ObjectStore):
             raise TopicvaultError(
                 f"bad object key {key!r}: names starting {TEMP_PREFIX!r} are reserved"
             )
-        return self.root.joinpath(*key.split("/"))
+        path = self.root.joinpath(*key.split("/"))
+        real, root = os.path.realpath(path), os.path.realpath(self.root)
+        if not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise OutsideRoot(f"object {key} in {self.uri} leads out of the store's root through a symbolic link "
+                              f"(to {real}): refused; remove the link")
+        return path
 
     def put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
@@ -140,7 +158,7 @@ class LocalStore(ObjectStore):
         for attempt in range(_MKDIR_ATTEMPTS):
             try:
                 _make_dirs(path.parent)
-                fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+                fd, temp = _create_temp(path.parent)
                 break
             except FileNotFoundError:
                 # A concurrent delete pruned the (then empty) directory: create it again.
@@ -157,7 +175,6 @@ class LocalStore(ObjectStore):
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
-                os.fchmod(handle.fileno(), 0o644)  # mkstemp makes 0600 files
                 os.fsync(handle.fileno())
                 _drop_cached(handle.fileno(), len(data))
         except BaseException:
@@ -175,6 +192,13 @@ class LocalStore(ObjectStore):
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFound(f"object {key} not found in {self.uri}") from None
 
+    def get_head(self, key: str, size: int) -> bytes:
+        try:
+            with open(self._path(key), "rb") as file:
+                return file.read(size)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise ObjectNotFound(f"object {key} not found in {self.uri}") from None
+
     def get_into(self, key: str, buffer: ReadBuffer) -> memoryview:
         try:
             with open(self._path(key), "rb", buffering=0) as file:
@@ -187,7 +211,10 @@ class LocalStore(ObjectStore):
         return view[:read].toreadonly()  # a shorter read (a file cut meanwhile) fails the checksum
 
     def head(self, key: str) -> ObjectInfo | None:
-        path = self._path(key)
+        try:
+            path = self._path(key)
+        except OutsideRoot:
+            return None
         try:
             size = path.stat().st_size
             etag = _file_etag(path)
@@ -204,7 +231,13 @@ class LocalStore(ObjectStore):
     def missing(self, keys: Iterable[str]) -> list[str]:
         """The `keys` not held, sorted: a stat each (listing their folders, as S3 needs, cost a
         commit of 256 partitions' objects 80 ms here)."""
-        return sorted(key for key in set(keys) if not self._path(key).is_file())
+        return sorted(key for key in set(keys) if not self._holds(key))
+
+    def _holds(self, key: str) -> bool:
+        try:
+            return self._path(key).is_file()
+        except OutsideRoot:
+            return False
 
     def list(self, prefix: str = "", start_after: str | None = None) -> Iterator[ObjectInfo]:
         return self._walk(self.root, "", prefix, start_after)
@@ -223,6 +256,12 @@ class LocalStore(ObjectStore):
                 entries = []
                 for entry in scan:
                     if _is_internal(entry.name):
+                        continue
+                    if entry.is_symlink() and (entry.is_dir() or not self._leads_inside(entry.path)):
+                        # topicvault makes no links: one out of the root, or to a directory (which
+                        # may loop), was put there by someone else.
+                        log.warning("%s: skipped %s, a symbolic link %s", self.uri, base + entry.name,
+                                    "to a directory" if entry.is_dir() else "leading out of the store's root")
                         continue
                     try:
                         is_dir = entry.is_dir()
@@ -250,8 +289,16 @@ class LocalStore(ObjectStore):
                     continue  # deleted or replaced while listing
                 yield info
 
+    def _leads_inside(self, path: str) -> bool:
+        root = os.path.realpath(self.root)
+        return os.path.realpath(path).startswith(root.rstrip(os.sep) + os.sep)
+
     def delete(self, key: str) -> None:
-        path = self._path(key)
+        try:
+            path = self._path(key)
+        except OutsideRoot as exc:
+            log.warning("%s; not deleted", exc)
+            return
         with self._lock():
             try:
                 path.unlink()
@@ -271,6 +318,16 @@ class LocalStore(ObjectStore):
                     return
                 raise
             directory = directory.parent
+
+
+def _create_temp(directory: Path) -> tuple[int, str]:
+    """A new temp file in `directory`, created 0666 less the umask (mkstemp's files are 0600)."""
+    while True:
+        temp = str(directory / f"{TEMP_PREFIX}{secrets.token_hex(8)}")
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), temp
+        except FileExistsError:
+            continue
 
 
 class _FileLock:

@@ -33,6 +33,20 @@ def _err(text: str) -> Line:
     return Line(text, err=True)
 
 
+def show_text(text: str) -> str:
+    """`text` with control and other non-printable characters escaped, so a terminal shows it as is."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def terminal_text(text: str) -> str:
+    """A report's text as printed: names in it come from the archive (topics, object keys), which
+    whoever writes the bucket chooses, so control characters (escape sequences) are escaped; the
+    line breaks of a multi-line report (a table) are kept."""
+    return "\n".join(show_text(line) for line in text.split("\n"))
+
+
 def iso(millis: int | None) -> str | None:
     """Kafka milliseconds as ISO-8601 UTC."""
     if millis is None:

@@ -210,6 +210,17 @@ class S3Store(ObjectStore):
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, key) from None
 
+    def get_head(self, key: str, size: int) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._full(key),
+                                          Range=f"bytes=0-{size - 1}")["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidRange":  # an empty object
+                return b""
+            raise self._error(exc, key) from None
+        except BotoCoreError as exc:
+            raise self._error(exc, key) from None
+
     def head(self, key: str) -> ObjectInfo | None:
         try:
             response = self.client.head_object(Bucket=self.bucket, Key=self._full(key))

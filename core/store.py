@@ -95,6 +95,10 @@ class ObjectStore(ABC):
         the next read into it), else as `get` returns them. Raises ObjectNotFound."""
         return self.get(key)
 
+    def get_head(self, key: str, size: int) -> bytes:
+        """The object's first `size` bytes (all of it, if shorter). Raises ObjectNotFound."""
+        return self.get(key)[:size]
+
     @abstractmethod
     def head(self, key: str) -> ObjectInfo | None:
         """The object's size and ETag, or None if absent."""

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import io
+import zlib
 
+import cramjam
 import fastavro
 import pyarrow as pa
 
-from .base import ObjectFormat, from_rows, to_rows
+from .base import (
+    MAX_BLOCK_BYTES,
+    InflatesTooMuch,
+    ObjectFormat,
+    check_inflated_size,
+    from_rows,
+    inflate_bounded,
+    inflate_limit_error,
+    snappy_stated_size,
+    to_rows,
+)
 
 CODECS = ("null", "deflate", "snappy", "zstandard")
 # A fixed sync marker keeps output deterministic: a retried task rewrites identical bytes.
@@ -67,6 +79,57 @@ class AvroFormat(ObjectFormat):
     def read(self, data: bytes, object_key: str) -> pa.Table:
         try:
             rows = list(fastavro.reader(io.BytesIO(data)))
+        except InflatesTooMuch:
+            raise inflate_limit_error(object_key, MAX_BLOCK_BYTES) from None  # named by the block: say the object
         except Exception as exc:  # fastavro raises many types on damaged input
             raise self.corrupt(object_key, f"{type(exc).__name__}: {exc}") from None
         return from_rows(rows)
+
+
+_BLOCK = "(an Avro block)"  # named by the reader, which knows the object (AvroFormat.read)
+
+
+def _read_long(fo) -> int:
+    """An Avro long (zigzag varint) from `fo`."""
+    value = shift = 0
+    while True:
+        byte = fo.read(1)
+        if not byte:
+            raise EOFError("a block length is cut short")
+        value |= (byte[0] & 0x7F) << shift
+        if not byte[0] & 0x80:
+            return (value >> 1) ^ -(value & 1)
+        shift += 7
+
+
+def _inflate_deflate(data: bytes) -> bytes:
+    # Raw deflate, as Avro's deflate codec writes it.
+    return bytes(inflate_bounded(zlib.decompressobj(-15), data, _BLOCK, MAX_BLOCK_BYTES))
+
+
+def _inflate_snappy(data: bytes) -> bytes:
+    check_inflated_size(snappy_stated_size(data[:-4]), _BLOCK, MAX_BLOCK_BYTES)  # the last 4 bytes: its CRC
+    out = bytes(cramjam.snappy.decompress_raw(data[:-4]))
+    if zlib.crc32(out).to_bytes(4, "big") != data[-4:]:
+        raise ValueError("a snappy block fails its CRC")
+    return out
+
+
+def _inflate_zstd(data: bytes) -> bytes:
+    from .peers.base import unzstd_bounded
+
+    return unzstd_bounded(data, _BLOCK, MAX_BLOCK_BYTES)
+
+
+def _bounded_block_reader(inflate):
+    """A fastavro block reader (fastavro.read.BLOCK_READERS, its documented hook for codecs)
+    that inflates each block at most to MAX_BLOCK_BYTES: fastavro's own inflate a block whole."""
+
+    def read_block(fo) -> io.BytesIO:
+        return io.BytesIO(inflate(fo.read(_read_long(fo))))
+
+    return read_block
+
+
+for _codec, _inflate in (("deflate", _inflate_deflate), ("snappy", _inflate_snappy), ("zstandard", _inflate_zstd)):
+    fastavro.read.BLOCK_READERS[_codec] = _bounded_block_reader(_inflate)

@@ -8,13 +8,14 @@ milliseconds), timestampType}.
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from abc import ABC, abstractmethod
 from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from ..core.errors import CorruptObject, TopicvaultError
+from ..core.errors import CorruptObject
 
 METADATA_TYPE = pa.struct(
     [
@@ -112,10 +113,75 @@ def corrupt_object(object_key: str, kind: str, reason: object) -> CorruptObject:
     )
 
 
-# The most a .gz object may inflate to: far above what topicvault writes (objects rotate at
-# --max-bytes, 64 MiB of payload by default), low enough that a gzip bomb (1000:1 and more)
-# cannot exhaust a worker's memory.
+# The most any one decompression may inflate to (a .gz/.zst/.snappy object, an Avro block, a
+# Parquet row group): far above what topicvault writes (objects rotate at --max-bytes, 64 MiB
+# of payload by default; Parquet row groups at 8 MiB, Avro blocks at 16 KB, plus one record),
+# low enough that a decompression bomb (1000:1 and more) cannot exhaust a worker's memory.
+# Where the compressed data states its inflated size (Parquet metadata, a zstd frame header, a
+# raw snappy block's preamble) it is checked before anything is inflated; elsewhere the
+# inflating stops one byte past the cap.
 MAX_INFLATED_BYTES = 1 << 30
+# The largest record (key, value and headers) a decoded block may hold: Kafka brokers refuse
+# records above message.max.bytes (1 MiB by default; topicvault's restore producer takes 16 MiB
+# unless -X message.max.bytes says more), so a block inflating past this and its neighbours'
+# few KB is no record Kafka held. Avro blocks (a sync interval of records, 16-64 KB, plus one)
+# are bounded by it, so a bomb in one is refused after at most this much was inflated.
+MAX_RECORD_BYTES = 128 * 1024 * 1024
+MAX_BLOCK_BYTES = MAX_RECORD_BYTES + 16 * 1024 * 1024
+# Inflating goes in steps of this much, each counted: never a whole bomb in one call.
+INFLATE_STEP_BYTES = 16 * 1024 * 1024
+
+
+class InflatesTooMuch(CorruptObject):
+    """Compressed data that inflates (or says it does) beyond MAX_INFLATED_BYTES."""
+
+
+def inflate_limit_error(object_key: str, limit: int = MAX_INFLATED_BYTES) -> InflatesTooMuch:
+    """The one-line error for an object (or part of one) that inflates beyond `limit`."""
+    return InflatesTooMuch(
+        f"object {object_key} inflates to more than {limit:,} bytes (a decompression bomb, or far larger than "
+        "topicvault writes): it is not read; check where it came from, or exclude it"
+    )
+
+
+def check_inflated_size(size: int, object_key: str, limit: int = MAX_INFLATED_BYTES) -> None:
+    """Refuse data that inflates (or states it inflates) to more than `limit` bytes."""
+    if size > limit:
+        raise inflate_limit_error(object_key, limit)
+
+
+def snappy_stated_size(block: bytes | memoryview) -> int:
+    """The inflated size a raw snappy block states in its preamble (a little-endian varint)."""
+    size = shift = 0
+    for at in range(min(len(block), 5)):
+        size |= (block[at] & 0x7F) << shift
+        if not block[at] & 0x80:
+            return size
+        shift += 7
+    raise ValueError("a snappy block's length preamble is damaged")
+
+
+def inflate_bounded(inflater, data: bytes, object_key: str, limit: int) -> bytearray:
+    """What a zlib-style `inflater` (decompress(data, max_length), unconsumed_tail) makes of `data`,
+    in steps of INFLATE_STEP_BYTES, refused (InflatesTooMuch) once it passes `limit`."""
+    out = bytearray()
+    while True:
+        chunk = inflater.decompress(data, INFLATE_STEP_BYTES)
+        out += chunk
+        check_inflated_size(len(out), object_key, limit)
+        data = inflater.unconsumed_tail
+        if not data and len(chunk) < INFLATE_STEP_BYTES:
+            return out
+
+
+def parse_json(text: str | bytes, object_key: str):
+    """json.loads, with JSON nested too deeply for the parser a one-line CorruptObject (not a
+    RecursionError); other errors (ValueError) are the caller's, as json.loads raises them."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise CorruptObject(f"object {object_key} holds JSON nested too deeply to parse: it is not read; "
+                            "check where it came from, or exclude it") from None
 
 
 def gzip_bytes(data: bytes) -> bytes:
@@ -125,19 +191,16 @@ def gzip_bytes(data: bytes) -> bytes:
 
 def gunzip_bytes(data: bytes, object_key: str, kind: str, limit: int = MAX_INFLATED_BYTES) -> bytes:
     """Decompress every gzip member of `data`, at most `limit` bytes in all; CorruptObject on
-    truncation or CRC errors, TopicvaultError for an object that would inflate beyond `limit`."""
+    truncation or CRC errors, InflatesTooMuch for an object that would inflate beyond `limit`."""
     out = bytearray()
     while data:
         inflater = zlib.decompressobj(wbits=31)  # gzip framing; checks each member's CRC and length
         try:
-            out += inflater.decompress(data, limit - len(out) + 1)
+            out += inflate_bounded(inflater, data, object_key, limit - len(out))
         except zlib.error as exc:
             raise corrupt_object(object_key, kind, exc) from None
-        if len(out) > limit:
-            raise TopicvaultError(
-                f"object {object_key} inflates to more than {limit:,} bytes (a gzip bomb, or far larger than "
-                "topicvault writes): it is not read; check where it came from, or exclude it"
-            )
+        except InflatesTooMuch:
+            raise inflate_limit_error(object_key, limit) from None
         if not inflater.eof:
             raise corrupt_object(object_key, kind, "the gzip stream is cut off")
         data = inflater.unused_data

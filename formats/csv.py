@@ -14,7 +14,7 @@ import json
 
 import pyarrow as pa
 
-from .base import ObjectFormat, from_rows, gunzip_bytes, gzip_bytes, to_rows
+from .base import ObjectFormat, from_rows, gunzip_bytes, gzip_bytes, parse_json, to_rows
 
 # Kafka values can be many MiB; the csv module's default cell limit is 128 KiB.
 csv.field_size_limit(2**31 - 1)
@@ -72,7 +72,7 @@ class CsvFormat(ObjectFormat):
                     "key": _bytes(key),
                     "value": _bytes(value),
                     "headers": [{"key": k, "value": None if v is None else base64.b64decode(v, validate=True)}
-                                for k, v in json.loads(headers)],
+                                for k, v in parse_json(headers, object_key)],
                     "metadata": {"topic": topic, "partition": int(partition), "offset": int(offset),
                                  "timestamp": int(timestamp), "timestampType": int(timestamp_type)},
                 })

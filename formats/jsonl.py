@@ -7,7 +7,7 @@ import json
 
 import pyarrow as pa
 
-from .base import ObjectFormat, from_rows, gunzip_bytes, gzip_bytes, to_rows
+from .base import ObjectFormat, from_rows, gunzip_bytes, gzip_bytes, parse_json, to_rows
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -46,7 +46,7 @@ class JsonlFormat(ObjectFormat):
             # Lines end at "\n" only: JSON escapes it inside strings, but not U+2028, U+0085 or
             # the other breaks str.splitlines() knows, which header names may hold.
             for line in data.decode().split("\n")[:-1]:
-                row = json.loads(line)
+                row = parse_json(line, object_key)
                 row["key"], row["value"] = _unb64(row["key"]), _unb64(row["value"])
                 row["headers"] = [{"key": h["key"], "value": _unb64(h["value"])} for h in row["headers"]]
                 rows.append(row)

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, record_sizes, timestamp_column, timestamps_ms
 from ..core.rotation import Rotation, cut_points
-from .base import METADATA_TYPE, ObjectFormat, ObjectWriter, records_per_batch
+from .base import METADATA_TYPE, ObjectFormat, ObjectWriter, check_inflated_size, records_per_batch
 
 CODECS = ("zstd", "snappy", "gzip", "none")
 FILE_SCHEMA = pa.schema(
@@ -111,7 +111,7 @@ class ParquetFormat(ObjectFormat):
 
     def read(self, data: bytes, object_key: str) -> pa.Table:
         try:
-            physical = pq.read_table(io.BytesIO(data))
+            physical = read_bounded(data, object_key)
             physical = physical.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
         except (pa.ArrowException, KeyError, OSError) as exc:
             raise self.corrupt(object_key, exc) from None
@@ -122,6 +122,7 @@ class ParquetFormat(ObjectFormat):
         # Only the offset column is decoded up front; records are decoded a batch at a time.
         try:
             parquet = pq.ParquetFile(pa.BufferReader(data))  # no copy, of bytes or of a view
+            check_row_groups(parquet.metadata, object_key)
             offsets = parquet.read(columns=["metadata.offset"]).column("metadata").combine_chunks().field("offset")
         except (pa.ArrowException, KeyError, OSError) as exc:
             raise self.corrupt(object_key, exc) from None
@@ -151,6 +152,24 @@ class ParquetFormat(ObjectFormat):
                     yield from _envelope(physical).to_batches()
         except (pa.ArrowException, KeyError, OSError) as exc:
             raise self.corrupt(object_key, exc) from None
+
+
+def check_row_groups(metadata: pq.FileMetaData, object_key: str) -> None:
+    """Refuse a file with a row group whose columns inflate (as its metadata says) beyond
+    MAX_INFLATED_BYTES, before any page is decompressed. The sizes are the file's word: a file
+    crafted to state less than its pages inflate to is not caught here (see
+    docs/threat-model-encryption.md: an encrypted archive's objects cannot be crafted)."""
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        inflated = sum(row_group.column(c).total_uncompressed_size for c in range(row_group.num_columns))
+        check_inflated_size(inflated, object_key)
+
+
+def read_bounded(data: bytes, object_key: str) -> pa.Table:
+    """A whole Parquet file (any schema) as a table, its row groups checked first (check_row_groups)."""
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    check_row_groups(parquet.metadata, object_key)
+    return parquet.read()
 
 
 def _envelope(physical: pa.Table) -> pa.Table:

@@ -56,18 +56,17 @@ class BackupJob:
     progress_dir: str | None = None  # see core.progress
     # Names this run's objects, so no other run can overwrite them (see sink.objects).
     run_id: str = field(default_factory=new_run_id)
-    # --encryption-key spec (file:///path or kms://KEY); each worker loads it (core.crypto.keyring_of).
+    # --encryption-key specs (file:///path or kms://KEY); each worker loads them (core.crypto.keyring_of).
+    # The first encrypts new objects and authenticates the commit; the others vouch for older
+    # commit records they authenticated (after a key rotation).
     encryption_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_backup_properties(self.kafka)  # before a Spark session starts or anything is written
-        if len(self.encryption_keys) > 1:
-            raise TopicvaultError("backup encrypts with one --encryption-key; several are for restore, verify "
-                                  "and inspect (objects written with older keys)")
         self.keyring()  # an unreadable key file or unknown KMS key fails here, before anything is written
 
     def keyring(self) -> Keyring | None:
-        """The key new objects are encrypted with (None: not encrypted)."""
+        """The keys: the first encrypts new objects (None: not encrypted)."""
         return keyring_of(self.encryption_keys)
 
     def codec(self) -> KeyCodec:
@@ -174,7 +173,7 @@ def plan_run(
     (sink.plan.plan_backup, pure)."""
     job.codec()  # a bad template fails before anything is read
     resolve_format(job.format_name, job.compression)
-    state = load_state(job.open_store())
+    state = load_state(job.open_store(), job.keyring())
     if full and state.last_sequence:
         raise TopicvaultError(
             f"{job.store_uri} already holds a backup: --full starts over, so give it a new location"
@@ -229,7 +228,7 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     ran), the offsets lost to retention, topic settings and IDs, and group offsets."""
     extent = extent or read_extent(backup_plan.partitions, [])
     store = job.open_store()
-    state = load_state(store)
+    state = load_state(store, job.keyring())
     # A topic deleted and re-created while this run read it must not be committed as the old one.
     check_topic_ids(backup_plan.topic_ids, topic_ids(job.kafka, backup_plan.topic_ids), job.store_uri)
 
@@ -249,4 +248,4 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     build(state)  # fails before the crash point below when the ranges no longer continue
     if crash_after("backup.commit") is not None:
         crash_now()
-    return commit_next(store, state, build)[0]
+    return commit_next(store, state, build, job.keyring())[0]

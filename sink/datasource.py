@@ -16,6 +16,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, Inpu
 
 from ..core.checkpoints import commit_next, load_state
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, next_commit
+from ..core.crypto import Keyring
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings, all_partitions, list_topic_partitions, partition_watermarks, select_topics
@@ -128,7 +129,8 @@ class ObjectBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[ObjectsWritten]) -> None:
         entries = [e for m in messages if m is not None for e in m.entries]
-        commit_written(self._store(), entries, allow_offset_gaps=self.allow_offset_gaps, kafka=self.kafka())
+        commit_written(self._store(), entries, allow_offset_gaps=self.allow_offset_gaps, kafka=self.kafka(),
+                       keyring=keyring_from_options(self.options))
 
     def kafka(self) -> KafkaSettings | None:
         """The cluster the rows came from, when the options name it (kafka.bootstrap.servers)."""
@@ -196,6 +198,7 @@ def commit_written(
     groups: dict[str, dict] | None = None,
     group_topics: tuple[str, ...] | None = None,
     kafka: KafkaSettings | None = None,
+    keyring: Keyring | None = None,
 ) -> str | None:
     """Commit objects the DataFrame writers stored: each partition's range runs from the committed
     end (or its first written offset, if never committed) to its last written offset.
@@ -212,7 +215,7 @@ def commit_written(
     entries = sorted(entries, key=lambda e: (e.topic, e.partition, e.first_offset))
     if not entries:
         return None
-    state = state if state is not None else load_state(store)
+    state = state if state is not None else load_state(store, keyring)
     check_topic_ids(state.topic_ids, topic_ids or {}, store.uri)
     checked_gaps: set[tuple[str, int, int, int]] = set()  # each read once, however often `build` runs
 
@@ -243,4 +246,4 @@ def commit_written(
         return next_commit(state, ranges, entries, stream=stream, topic_ids=topic_ids, groups=groups,
                            group_topics=group_topics)
 
-    return commit_next(store, state, build)[0]
+    return commit_next(store, state, build, keyring)[0]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..core.checkpoints import commit_next, load_state
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject, maintenance_commit
+from ..core.crypto import Keyring
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore
@@ -108,13 +109,13 @@ def check_before(before_ms: int, now_ms: int) -> None:
 
 
 def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = False,
-           now_ms: int | None = None) -> ExpireResult:
-    """Drop what plan_expire finds in one commit, then delete retired objects and orphans older
-    than the grace period. With `dry_run`, only plan and count."""
+           now_ms: int | None = None, keyring: Keyring | None = None) -> ExpireResult:
+    """Drop what plan_expire finds in one commit (authenticated with `keyring`), then delete
+    retired objects and orphans older than the grace period. With `dry_run`, only plan and count."""
     if grace_ms < 0:
         raise TopicvaultError("--grace must not be negative")
     check_before(before_ms, collection_time(now_ms))
-    state = load_state(store)
+    state = load_state(store, keyring)
     if not state.partitions:
         raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
     expiries, held = plan_expire(state, before_ms), tuple(held_back(state, before_ms))
@@ -126,8 +127,12 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
     if expiries:
         if crash_after("expire.commit") is not None:
             crash_now()
+        if keyring is None and any(o.key_id for ps in state.partitions.values() for o in ps.objects):
+            # Readers given the key refuse commit records no key vouches for.
+            raise TopicvaultError(f"the backup at {store.uri} is encrypted: pass its --encryption-key, so that "
+                                  "the expire commit is authenticated like the others; nothing was changed")
         forgotten = deleted_retirees(store, state)
-        commit_key, record = commit_next(store, state, lambda current: _record(current, expiries, forgotten))
+        commit_key, record = commit_next(store, state, lambda current: _record(current, expiries, forgotten), keyring)
         committed_ms = record.created_ms
     # The clock is read after the commit (read before, what this run retired waited for the
     # next run with no grace whenever the commit was stamped a millisecond later).

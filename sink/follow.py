@@ -100,7 +100,7 @@ def run_follow(
         writer_options["keyTemplate"] = job.key_template
     checkpoint = tempfile.mkdtemp(prefix="topicvault-follow-")
     store = job.open_store()
-    state = load_state(store)  # kept in memory and read forward: never reloaded on a timer
+    state = load_state(store, job.keyring())  # kept in memory and read forward: never reloaded on a timer
     first_sequence, first_records = state.last_sequence, _records(state)
     if metrics is not None:
         metrics.observe_state(state)
@@ -112,7 +112,7 @@ def run_follow(
         .trigger(processingTime=f"{flush_interval_s} seconds")
         .start(job.store_uri)
     )
-    watch = _BatchWatch(spark, query, stream_id, metrics)
+    watch = _BatchWatch(spark, query, stream_id, metrics, job.keyring())
     try:
         while query.isActive and not should_stop():
             _await(query, 1)
@@ -149,7 +149,8 @@ class _BatchWatch:
     whether one read records since the last look, how long each took and which task attempts
     failed; and, with metrics, the commit records a read-forward finds, counted once each."""
 
-    def __init__(self, spark, query, stream_id: str, metrics: FollowMetrics | None) -> None:
+    def __init__(self, spark, query, stream_id: str, metrics: FollowMetrics | None, keyring=None) -> None:
+        self.keyring = keyring  # commits read forward are authenticated with it
         self.spark = spark
         self.query = query
         self.stream_id = stream_id
@@ -177,9 +178,9 @@ class _BatchWatch:
     def read_forward(self, store, state):
         """read_forward, feeding the metrics with this stream's new commit records."""
         if self.metrics is None:
-            return read_forward(store, state)
+            return read_forward(store, state, keyring=self.keyring)
         records: list[CommitRecord] = []
-        state = read_forward(store, state, on_commit=records.append)
+        state = read_forward(store, state, on_commit=records.append, keyring=self.keyring)
         for record in own_commits(records, self.stream_id):
             batch = int(record.stream["batch"])
             self.metrics.observe_commit(record, self.durations.get(batch))

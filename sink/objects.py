@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
-from ..core.crypto import Keyring, is_sealed, seal, unseal
+from ..core.crypto import Keyring, ObjectBinding, is_sealed, seal, unseal
 from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.faults import crash_after, crash_now
@@ -174,10 +174,12 @@ class _OpenObject:
         data = self.writer.finish()
         key = codec.render(self.topic, self.partition, self.first_offset, self.object_format.extension,
                            timestamp_ms=self.first_timestamp_ms, run=run_id)
+        binding = ObjectBinding(self.topic, self.partition, self.first_offset, self.last_offset, self.records)
         if keyring is None:
             put_once(store, key, data)
         else:
-            data = put_once(store, key, seal(data, key, keyring.sealing), _same_records(data, key, keyring))
+            data = put_once(store, key, seal(data, key, keyring.sealing, binding),
+                            _same_records(data, key, keyring, binding))
         return ObjectEntry(
             key=key,
             topic=self.topic,
@@ -193,13 +195,13 @@ class _OpenObject:
         )
 
 
-def _same_records(plain: bytes, key: str, keyring: Keyring) -> Callable[[bytes], bool]:
+def _same_records(plain: bytes, key: str, keyring: Keyring, binding: ObjectBinding) -> Callable[[bytes], bool]:
     """Whether stored bytes are an encrypted object holding exactly `plain` (an earlier attempt's:
     each attempt encrypts under a fresh data key, so only the plaintext can be compared)."""
 
     def same(stored: bytes) -> bool:
         try:
-            return is_sealed(stored) and unseal(stored, key, keyring) == plain
+            return is_sealed(stored) and unseal(stored, key, keyring, binding) == plain
         except TopicvaultError:
             return False
 

@@ -30,7 +30,13 @@ from ..core.kafka import (
     topic_ids,
 )
 from ..core.locations import open_store
-from ..core.options import kafka_settings_from_options, lowercase_keys, positive_option, store_options_from
+from ..core.options import (
+    kafka_settings_from_options,
+    keyring_from_options,
+    lowercase_keys,
+    positive_option,
+    store_options_from,
+)
 from .datasource import ObjectBatchWriter, ObjectsWritten, commit_written
 from .kafka_reader import OffsetRange, read_whole_ranges
 from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges, split_range
@@ -98,7 +104,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         ids = topic_ids(self.kafka, selected)
         location = self.options.get("startfromlocation")
         if location:
-            state = load_state(open_store(location, store_options_from(self.options)))
+            state = load_state(open_store(location, store_options_from(self.options)),
+                               keyring_from_options(self.options))
             check_topic_ids(state.topic_ids, ids, location)
             committed = {_key(t, p): ps.end for (t, p), ps in state.partitions.items()}
         return {"offsets": stream_start_offsets(committed, self._watermarks(selected)), "ids": ids}
@@ -179,7 +186,7 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[ObjectsWritten], batchId: int) -> None:
         store = open_store(self.options["path"], store_options_from(self.options))
-        state = load_state(store)
+        state = load_state(store, keyring_from_options(self.options))
         last = state.last_stream
         if last and last.get("id") == self.stream_id and last.get("batch") == batchId:
             return  # a replayed batch: committed already
@@ -188,7 +195,8 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
                   "lag": self._lag(entries)}
         groups, group_topics = self._groups(state, entries)
         commit_written(store, entries, stream, self._topic_ids(entries), allow_offset_gaps=self.objects.allow_offset_gaps,
-                       groups=groups, group_topics=group_topics, state=state, kafka=self.objects.kafka())
+                       groups=groups, group_topics=group_topics, state=state, kafka=self.objects.kafka(),
+                       keyring=keyring_from_options(self.options))
 
     def _groups(self, state: BackupState, entries) -> tuple[dict | None, tuple[str, ...] | None]:
         """With option saveGroups (backup --follow sets it): the consumer-group offsets on the

@@ -146,14 +146,15 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
     """Merge the location's small objects (see the module doc); then delete retired objects and
     orphans older than the grace period. With `dry_run`, only plan and count."""
     store, codec, keyring = job.open_store(), job.codec(), job.keyring()
-    state = load_state(store)
+    state = load_state(store, keyring)
     if not state.partitions:
         raise TopicvaultError(f"no backup at {job.store_uri}: no commit records under _topicvault/commits/")
     merges = plan_compact(state, job.rotation, keyring.sealing.key_id if keyring else None)
     for merge in merges:
         _format_of(merge, job.compression)  # a codec the format lacks fails before anything is written
     check_names(merges, codec)
-    check_keys_open(store, (o for m in merges for o in m.objects), keyring)  # every key needed, before writing
+    # Every key needed, before writing; unencrypted objects are what a compact with a key encrypts.
+    check_keys_open(store, (o for m in merges for o in m.objects), keyring, allow_plaintext=True)
     if dry_run:
         replaced = (o.key for m in merges for o in m.objects)
         collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms), dry_run=True,
@@ -170,7 +171,7 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
             if crash_after("compact.commit") is not None:
                 crash_now()
             forgotten = deleted_retirees(store, state)
-            commit_key, _ = commit_next(store, state, lambda current: _record(current, done, forgotten))
+            commit_key, _ = commit_next(store, state, lambda current: _record(current, done, forgotten), keyring)
     collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms))
     return CompactResult(tuple(merges), tuple(o for m, _ in done for o in m.objects),
                          tuple(o for _, w in done for o in w), commit_key, collected)
@@ -182,7 +183,8 @@ def _rewrite(store: ObjectStore, codec: KeyCodec, keyring: Keyring | None, job: 
     fewer objects and re-encrypting is not asked for."""
     writer = PartitionObjects(store, codec, _format_of(merge, job.compression), job.rotation, run_id=run_id, keyring=keyring)
     for entry in merge.objects:  # checked against its commit entry (checksum, count, offsets) first
-        for batch in read_object_batches(store, entry, keyring):
+        # Unencrypted objects are read with a key too: this is how a location backed up without one gets encrypted.
+        for batch in read_object_batches(store, entry, keyring, allow_plaintext=True):
             writer.add(batch)
     written = writer.finish()
     if len(written) < len(merge.objects) or merge.reencrypt:

@@ -71,7 +71,7 @@ class ObjectReader(DataSourceReader):
     def partitions(self) -> list[ObjectsPartition]:
         store = self._store()
         layout = resolve_layout(store, self.layout, self.key_template)
-        state = load_state(store) if layout == "topicvault" else peer_state(store, layout, self.key_template)[0]
+        state = load_state(store, keyring_from_options(self.options)) if layout == "topicvault" else peer_state(store, layout, self.key_template)[0]
         if layout == "topicvault":  # a missing or unusable key fails here, on the driver, before any task runs
             check_keys_open(store, (o for (topic, _), ps in state.partitions.items()
                                     if not self.topics or topic in self.topics for o in ps.objects),

@@ -361,8 +361,9 @@ def archive_with_newer_commits(job: RestoreJob, archive: BackupState) -> BackupS
     """
     newer = BackupState(archive.last_sequence, {
         where: replace(ps, objects=list(ps.objects), lost=list(ps.lost), commit_times=list(ps.commit_times))
-        for where, ps in archive.partitions.items()}, retired=dict(archive.retired))
-    return read_forward(job.open_store(), newer)
+        for where, ps in archive.partitions.items()}, retired=dict(archive.retired),
+        authenticated_from=archive.authenticated_from)
+    return read_forward(job.open_store(), newer, keyring=job.keyring())
 
 
 def standby_lag(archive: BackupState, topic_map: Mapping[str, str], maps: list[OffsetMap]) -> list[PartitionLag]:

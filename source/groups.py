@@ -41,7 +41,7 @@ def translate_groups(job: RestoreJob, restore_id: str, only: list[str] | None = 
         raise TopicvaultError(f"no restore {restore_id!r} of {job.store_uri} in {records.state.uri}: run the restore "
                               "first (or pass the --state it used)")
     maps = load_offset_maps(records, restore_id)
-    state = load_state(records.archive)
+    state = load_state(records.archive, job.keyring())
     # One point in time for data and groups: a restore --until TIME gets each group's position at TIME.
     until_ms = restore_state.selection.get("until_ms")
     saved = state.groups_at(until_ms)

@@ -7,10 +7,11 @@ import json
 from typing import Iterator
 
 from ..core.checkpoints import load_state
-from ..core.crypto import Keyring
+from ..core.commits import ObjectEntry
+from ..core.crypto import Keyring, ObjectBinding, is_sealed
 from ..core.envelope import Record, batch_to_records
 from ..core.errors import TopicvaultError
-from ..core.report import iso
+from ..core.report import iso, show_text
 from ..core.store import ObjectStore
 from ..formats import extension_of, format_for_extension
 from .object_reader import object_bytes, read_partition
@@ -18,16 +19,28 @@ from .object_reader import object_bytes, read_partition
 
 def records_of_object(store: ObjectStore, key: str, offset: int = 0, keyring: Keyring | None = None) -> Iterator[Record]:
     """The records of one object (any object topicvault can read, decrypted with `keyring`), from `offset` on."""
-    table = format_for_extension(extension_of(key)).read(object_bytes(store.get(key), key, keyring), key)
+    data = store.get(key)
+    # An encrypted object is bound to its commit entry (topic, partition, offsets): look it up.
+    entry = _committed_entry(store, key, keyring) if is_sealed(data) else None
+    table = format_for_extension(extension_of(key)).read(
+        object_bytes(data, key, keyring, ObjectBinding.of(entry) if entry else None), key)
     for record in batch_to_records(table):
         if record.offset >= offset:
             yield record
 
 
+def _committed_entry(store: ObjectStore, key: str, keyring: Keyring | None) -> ObjectEntry | None:
+    for partition in load_state(store, keyring).partitions.values():
+        for entry in partition.objects:
+            if entry.key == key:
+                return entry
+    return None
+
+
 def records_of_topic(store: ObjectStore, topic: str, partition: int | None, offset: int = 0,
                      keyring: Keyring | None = None) -> Iterator[Record]:
     """A topic's committed records, partition by partition in offset order, from `offset` on."""
-    state = load_state(store)
+    state = load_state(store, keyring)
     chosen = sorted(p for (t, p) in state.partitions if t == topic and (partition is None or p == partition))
     if not chosen:
         raise TopicvaultError(f"{topic}{'' if partition is None else f'[{partition}]'} is not in the backup at {store.uri}")
@@ -52,15 +65,10 @@ def show_bytes(data: bytes | None, limit: int = 200) -> str:
     return shown + (f"…(+{len(data) - limit} bytes)" if len(data) > limit else "")
 
 
-def show_text(text: str) -> str:
-    """`text` with control and other non-printable characters escaped, so a terminal shows it as is."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def text_line(record: Record) -> str:
     """One line per record, like a console consumer."""
     headers = ",".join(f"{show_text(name)}={show_bytes(value)}" for name, value in record.headers)
-    return (f"{record.topic}[{record.partition}]@{record.offset} {iso(record.timestamp_ms)} "
+    return (f"{show_text(record.topic)}[{record.partition}]@{record.offset} {iso(record.timestamp_ms)} "
             f"key={show_bytes(record.key)} headers=[{headers}] value={show_bytes(record.value)}")
 
 

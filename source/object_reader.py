@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.commits import ObjectEntry
-from ..core.crypto import Keyring, is_sealed, open_data_key, require_keys, unseal
+from ..core.crypto import Keyring, ObjectBinding, is_sealed, open_data_key, refuse_plaintext, require_keys, unseal
 from ..core.envelope import ARROW_SCHEMA
 from ..core.errors import CorruptObject, ObjectNotFound, TopicvaultError
 from ..core.store import ObjectStore, ReadBuffer
@@ -55,22 +55,30 @@ def read_object(store: ObjectStore, entry: ObjectEntry, keyring: Keyring | None 
 
 
 def read_object_batches(store: ObjectStore, entry: ObjectEntry, keyring: Keyring | None = None,
-                        buffer: ReadBuffer | None = None) -> Iterator[pa.RecordBatch]:
+                        buffer: ReadBuffer | None = None, allow_plaintext: bool = False) -> Iterator[pa.RecordBatch]:
     """One committed object's records as batches, checked against its commit entry first.
 
     The checksum, the record count and the offsets (first, last, ascending) are all checked
     before the first record is yielded, so a damaged object stops a restore before any of
-    its records is produced; the records themselves are decoded a batch at a time. With
-    `buffer`, an unencrypted object of a format that copies what it decodes is read into it (see
-    ReadBuffer): the next object read into the same buffer must wait until these batches are taken.
+    its records is produced; the records themselves are decoded a batch at a time, each
+    checked to be of the entry's topic and partition before it is yielded (an object named by
+    another topic's entry holds none of that topic's records). With `buffer`, an unencrypted
+    object of a format that copies what it decodes is read into it (see ReadBuffer): the next
+    object read into the same buffer must wait until these batches are taken.
+
+    With a keyring an unencrypted object is refused (anyone can write one) unless
+    `allow_plaintext` (compact, which encrypts such objects of a location backed up without a
+    key before).
     """
+    if keyring is not None and not entry.key_id and not allow_plaintext:
+        refuse_plaintext(entry.key)
     object_format = format_for_extension(extension_of(entry.key))
     data = stored_bytes(store, entry, buffer if object_format.reads_views and not entry.key_id else None)
     if entry.key_id and not is_sealed(data):
         # Its commit says it was encrypted: plaintext in its place is a substitution, not a backup.
         raise CorruptObject(f"object {entry.key} was committed encrypted (key {entry.key_id}) but is not: "
                             "it was replaced; restore stops before producing anything of it")
-    data = object_bytes(data, entry.key, keyring)
+    data = object_bytes(data, entry.key, keyring, ObjectBinding.of(entry))
     offsets, batches = object_format.read_stream(data, entry.key, READ_BATCH_RECORDS, READ_BATCH_BYTES)
     del data  # the reader keeps what it still needs
     count = len(offsets)
@@ -83,7 +91,21 @@ def read_object_batches(store: ObjectStore, entry: ObjectEntry, keyring: Keyring
     if count > 1 and not pc.all(pc.greater(offsets.slice(1), offsets.slice(0, count - 1))).as_py():
         raise CorruptObject(f"object {entry.key} holds records out of offset order")
     del offsets
-    yield from batches
+    for batch in batches:
+        _check_partition(batch, entry)
+        yield batch
+
+
+def _check_partition(batch: pa.RecordBatch, entry: ObjectEntry) -> None:
+    """Every record of `batch` is of the entry's topic and partition."""
+    same = pc.and_(pc.equal(batch.column("topic"), entry.topic), pc.equal(batch.column("partition"), entry.partition))
+    if batch.num_rows and not pc.all(same).as_py():
+        row = pc.index(same, False).as_py()
+        raise CorruptObject(
+            f"object {entry.key} holds records of {batch.column('topic')[row].as_py()}"
+            f"[{batch.column('partition')[row].as_py()}] but its commit names it as {entry.topic}[{entry.partition}]: "
+            "the commit records or the object were changed; nothing of it is produced"
+        )
 
 
 def stored_bytes(store: ObjectStore, entry: ObjectEntry, buffer: ReadBuffer | None = None) -> bytes | memoryview:
@@ -106,18 +128,20 @@ def stored_bytes(store: ObjectStore, entry: ObjectEntry, buffer: ReadBuffer | No
     return data
 
 
-def object_bytes(stored: bytes, key: str, keyring: Keyring | None) -> bytes:
+def object_bytes(stored: bytes, key: str, keyring: Keyring | None, binding: ObjectBinding | None) -> bytes:
     """The format bytes of a stored object: decrypted when it is an encrypted container
-    (authenticated against its key; without the right key a one-line error names the object)."""
-    return unseal(bytes(stored), key, keyring) if is_sealed(stored) else stored
+    (authenticated against its key and what its commit entry says it holds, `binding`; without
+    the right key a one-line error names the object)."""
+    return unseal(bytes(stored), key, keyring, binding) if is_sealed(stored) else stored
 
 
-def check_keys_open(store: ObjectStore, entries: Iterable[ObjectEntry], keyring: Keyring | None) -> None:
+def check_keys_open(store: ObjectStore, entries: Iterable[ObjectEntry], keyring: Keyring | None,
+                    allow_plaintext: bool = False) -> None:
     """Before anything is produced: every encrypted object names a key that was given, and each
     key really opens a data key (the smallest object of each key is tried: a KMS key that can
     be described but not used for Decrypt fails here, not halfway through a restore)."""
     entries = list(entries)
-    require_keys(entries, keyring)
+    require_keys(entries, keyring, allow_plaintext)
     smallest: dict[str, ObjectEntry] = {}
     for entry in entries:
         if entry.key_id and (entry.key_id not in smallest or entry.bytes < smallest[entry.key_id].bytes):

@@ -405,7 +405,7 @@ def plan_restore(
         raise TopicvaultError(f"--on-error skip works with topicvault archives only; {store.uri} is a {layout} archive: "
                               "use --on-error stop (the default)")
     if layout == "topicvault":
-        state, layout_found = load_state(store), []
+        state, layout_found = load_state(store, job.keyring()), []
     else:
         state, ignored = peer_state(store, layout, job.key_template)
         layout_found = layout_notes(layout, job.peer_options, detected=job.layout == "auto")

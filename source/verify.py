@@ -56,13 +56,13 @@ def verify_backup(
 
     Encrypted objects are decrypted and checked record by record with `keyring`; without it
     only their checksums are checked (which still finds any damage) and a note says so."""
-    state = fold_commits(store)  # verify checks the truth itself, not the checkpoints derived from it
+    state = fold_commits(store, keyring)  # verify checks the truth itself, not the checkpoints derived from it
     if not state.partitions:
         raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
     unknown = sorted(set(topics or []) - {t for t, _ in state.partitions})
     if unknown:
         raise TopicvaultError(f"topic(s) {', '.join(unknown)} are not in the backup at {store.uri}")
-    report = VerifyReport(problems=checkpoint_problems(store, state))
+    report = VerifyReport(problems=checkpoint_problems(store, state, keyring))
     for (topic, partition), partition_state in sorted(state.partitions.items()):
         if topics and topic not in topics:
             continue

@@ -10,11 +10,14 @@ import stat
 from dataclasses import replace
 
 import pytest
+from legacy_archive import seal_v1
 from topicvault.core.commits import CommitRecord, ObjectEntry
 from topicvault.core.crypto import (
     FileKey,
     Keyring,
     KeyUnavailable,
+    ObjectBinding,
+    PlaintextRefused,
     file_key_id,
     is_sealed,
     keyring_of,
@@ -34,6 +37,7 @@ from topicvault.sink.objects import write_objects
 from topicvault.source.object_reader import read_partition
 
 MARKER = b"PLAINTEXT-MARKER"
+BINDING = ObjectBinding("t", 0, 1, 1, 1)
 
 
 def file_key(tmp_path, name: str = "k") -> FileKey:
@@ -50,23 +54,23 @@ def marked_records(topic: str = "secret-topic", count: int = 40) -> list[Record]
 
 def test_seal_round_trip_hides_the_plaintext_and_binds_the_object_key(tmp_path):
     key = file_key(tmp_path)
-    sealed = seal(MARKER * 10, "t/p=0/1.parquet", key)
+    sealed = seal(MARKER * 10, "t/p=0/1.parquet", key, BINDING)
     assert is_sealed(sealed) and MARKER not in sealed
-    assert unseal(sealed, "t/p=0/1.parquet", Keyring((key,))) == MARKER * 10
+    assert unseal(sealed, "t/p=0/1.parquet", Keyring((key,)), BINDING) == MARKER * 10
     with pytest.raises(CorruptObject, match="t/p=0/2.parquet"):  # the same bytes under another key
-        unseal(sealed, "t/p=0/2.parquet", Keyring((key,)))
+        unseal(sealed, "t/p=0/2.parquet", Keyring((key,)), BINDING)
     flipped = bytearray(sealed)
     flipped[-5] ^= 1
     with pytest.raises(CorruptObject, match="changed, damaged"):
-        unseal(bytes(flipped), "t/p=0/1.parquet", Keyring((key,)))
+        unseal(bytes(flipped), "t/p=0/1.parquet", Keyring((key,)), BINDING)
 
 
 def test_a_missing_or_wrong_key_names_the_object_and_never_the_key(tmp_path):
     right, wrong = file_key(tmp_path, "right"), file_key(tmp_path, "wrong")
-    sealed = seal(b"records", "obj.avro", right)
+    sealed = seal(b"records", "obj.avro", right, BINDING)
     for keyring in (None, Keyring((wrong,))):
         with pytest.raises(KeyUnavailable) as caught:
-            unseal(sealed, "obj.avro", keyring)
+            unseal(sealed, "obj.avro", keyring, BINDING)
         message = str(caught.value)
         assert "obj.avro" in message and right.key_id in message and "\n" not in message
         for secret in (right.key, wrong.key):
@@ -188,8 +192,28 @@ def test_mixed_locations_read_and_a_plaintext_substitute_is_refused(tmp_path):
     sealed = write_objects([records_to_batch(records[20:])], store, default_codec(), resolve_format("parquet"),
                            Rotation(), run_id="r000000000005", keyring=Keyring((key,)))
     both = plain + sealed  # a location backed up without a key first, then with one
-    assert [r for b in read_partition(store, both, keyring=Keyring((key,))) for r in batch_to_records(b)] == records
+    # With keys, its unencrypted objects are refused (anyone can write one); compact encrypts them.
+    with pytest.raises(PlaintextRefused, match=f"object {plain[0].key} is not encrypted, but --encryption-key"):
+        list(read_partition(store, both, keyring=Keyring((key,))))
+    assert [r for b in read_partition(store, sealed, keyring=Keyring((key,))) for r in batch_to_records(b)] == records[20:]
     # A plaintext object put in place of an encrypted one (commit checksum edited to match) is refused.
     forged = replace(sealed[0], sha256=plain[0].sha256, key=plain[0].key, first_offset=100, last_offset=119)
     with pytest.raises(CorruptObject, match="committed encrypted"):
         list(read_partition(store, [forged], keyring=Keyring((key,))))
+
+
+def test_new_objects_are_bound_to_their_commit_entry_and_old_ones_still_open(tmp_path):
+    key = file_key(tmp_path)
+    sealed = seal(b"records", "k.parquet", key, BINDING)
+    assert sealed.startswith(b"TVENC\x00\x00\x02")
+    for other in (replace(BINDING, topic="salaries"), replace(BINDING, partition=1), replace(BINDING, first_offset=0),
+                  replace(BINDING, last_offset=2), replace(BINDING, records=2)):
+        with pytest.raises(CorruptObject, match="named by a commit entry of other records"):
+            unseal(sealed, "k.parquet", Keyring((key,)), other)
+    with pytest.raises(CorruptObject, match="bound to the commit entry that names it"):
+        unseal(sealed, "k.parquet", Keyring((key,)), None)
+    old = seal_v1(b"old records", "k.parquet", key)
+    assert unseal(old, "k.parquet", Keyring((key,)), BINDING) == b"old records"
+    assert unseal(old, "k.parquet", Keyring((key,)), None) == b"old records"
+    with pytest.raises(CorruptObject, match="container version 3"):
+        unseal(b"TVENC\x00\x00\x03" + old[8:], "k.parquet", Keyring((key,)), BINDING)

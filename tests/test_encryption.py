@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from clitools import run_cli
 from kafkatools import consume_all, produce_records, topic_exists
+from legacy_archive import as_written_before_authentication
 from nasty import nasty_records
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
@@ -102,7 +103,9 @@ def test_without_or_with_a_wrong_key_nothing_is_produced(bootstrap, spark, topic
         out = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
                       "--state", str(tmp_path / "state"), *extra, expect_exit=1)
         lines = out.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error:") and first_object in lines[0], out
+        # Without a key its first object is named; with a wrong one, the commit record it authenticates first.
+        named = first_object if not extra else "commit record _topicvault/commits/0000000000000000001.json"
+        assert len(lines) == 1 and lines[0].startswith("error:") and named in lines[0], out
         assert "Traceback" not in out and not topic_exists(bootstrap, target)
         assert Path(wrong[len("file://"):]).read_text().strip() not in out
     out = run_cli("inspect", location, "--topic", topic, expect_exit=1)
@@ -118,21 +121,49 @@ def test_key_rotation_two_keys_in_one_location(bootstrap, spark, topic_factory, 
     produce_records(bootstrap, topic, marked(topic, 2, 20, seed=5))
     run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", old)
     produce_records(bootstrap, topic, marked(topic, 2, 20, seed=6))
-    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", new)
+    # The new key seals; the old one vouches for the commits it authenticated (issue #39).
+    out = run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", new, expect_exit=1)
+    assert "commit record _topicvault/commits/0000000000000000001.json is authenticated with key " + _key_id(old) in out
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", new, "--encryption-key", old)
     entries = committed_objects(location)
     assert {e["key_id"] for e in entries} == {_key_id(old), _key_id(new)}
     assert_no_plaintext(location)
-    old_object = next(e["key"] for e in entries if e["key_id"] == _key_id(old))
     target = f"{topic}-r"
     out = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
                   "--state", str(tmp_path / "state"), "--encryption-key", new, expect_exit=1)
-    assert old_object in out and _key_id(old) in out and not topic_exists(bootstrap, target)
+    assert _key_id(old) in out and not topic_exists(bootstrap, target)
     assert "ok:" in run_cli("verify", location, "--encryption-key", new, "--encryption-key", old)
     listed = run_cli("ls", location)
     assert f"with key {_key_id(old)}" in listed and f"with key {_key_id(new)}" in listed
     run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={target}",
             "--state", str(tmp_path / "state"), "--encryption-key", new, "--encryption-key", old)
     assert without_offsets(consume_all(bootstrap, target)) == without_offsets(consume_all(bootstrap, topic))
+
+
+def commit_bodies(location: str) -> list[dict]:
+    return [json.loads(p.read_bytes()) for p in sorted((Path(location) / "_topicvault" / "commits").glob("*.json"))]
+
+
+def test_an_encrypted_archive_from_before_authentication_restores_and_is_appended_to(bootstrap, spark, topic_factory,
+                                                                                      tmp_path):
+    # Commit records without authentication and objects bound to their name only, as
+    # topicvault wrote them before issue #39: they keep restoring, and backups keep appending.
+    topic = topic_factory(2, prefix="enc-old")
+    location, key = str(tmp_path / "b"), key_file(tmp_path, "key")
+    produce_records(bootstrap, topic, marked(topic, 2, 20, seed=11))
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", key)
+    as_written_before_authentication(Path(location), key)
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r1", "--encryption-key", key,
+            "--state", str(tmp_path / "state"))
+    assert without_offsets(consume_all(bootstrap, f"{topic}-r1")) == without_offsets(consume_all(bootstrap, topic))
+    produce_records(bootstrap, topic, marked(topic, 2, 20, seed=12))
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", key)
+    bodies = commit_bodies(location)
+    assert len(bodies) == 2 and "authentication" not in bodies[0] and bodies[1]["authenticated_from"] == 2
+    assert "ok:" in run_cli("verify", location, "--encryption-key", key, "-b", bootstrap)
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r2", "--encryption-key", key,
+            "--state", str(tmp_path / "state"))
+    assert without_offsets(consume_all(bootstrap, f"{topic}-r2")) == without_offsets(consume_all(bootstrap, topic))
 
 
 def test_damage_to_an_encrypted_object_is_found_without_the_key(bootstrap, spark, topic_factory, tmp_path):
@@ -168,7 +199,7 @@ def test_kms_key_through_moto(bootstrap, spark, topic_factory, s3_uri, tmp_path)
     target = f"{topic}-r"
     out = run_cli("restore", "--from", s3_uri, "-b", bootstrap, "--rename", f"{topic}={target}",
                   "--state", str(tmp_path / "state"), "--encryption-key", f"kms://{other}", expect_exit=1)
-    assert "is encrypted with key kms:arn:" in out and not topic_exists(bootstrap, target)
+    assert "with key kms:arn:" in out and not topic_exists(bootstrap, target)  # its commit's, first
     assert "ok:" in run_cli("verify", s3_uri, "--encryption-key", f"kms://{alias}")
     run_cli("restore", "--from", s3_uri, "-b", bootstrap, "--rename", f"{topic}={target}",
             "--state", str(tmp_path / "state"), "--encryption-key", f"kms://{alias}")

@@ -4,6 +4,7 @@ Spark progress reports, and serving them. Pure logic and a loopback socket: no b
 from __future__ import annotations
 
 import socket
+import urllib.error
 import urllib.request
 
 import pytest
@@ -144,3 +145,54 @@ def test_a_port_in_use_is_a_one_line_error(address):
 def test_a_port_out_of_range_is_a_one_line_error(port):
     with pytest.raises(TopicvaultError, match=rf"^bad --metrics-port {port}: give a TCP port 1-65535"):
         MetricsServer(FollowMetrics(), port)
+
+
+def test_the_server_listens_on_loopback_unless_told_otherwise():
+    port = free_port()
+    with MetricsServer(FollowMetrics(), port) as server:
+        assert server.address == "127.0.0.1"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+            assert response.status == 200
+
+
+def get_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_only_the_metrics_path_is_served():
+    port = free_port()
+    with MetricsServer(FollowMetrics(), port, "127.0.0.1"):
+        base = f"http://127.0.0.1:{port}"
+        assert get_status(base + "/metrics") == 200
+        assert get_status(base + "/metrics?name[]=topicvault_commits_total") == 200
+        for path in ("/", "/favicon.ico", "/metrics/../etc", "/debug"):
+            assert get_status(base + path) == 404, path
+
+
+def test_a_bad_metrics_address_is_a_one_line_error():
+    with pytest.raises(TopicvaultError, match=r"^cannot serve metrics on 'no such host!'"):
+        MetricsServer(FollowMetrics(), free_port(), "no such host!")
+
+
+def test_topic_labels_are_bounded():
+    metrics = FollowMetrics(max_topics=3)
+    objects = [entry(f"t{i}", 0, 0, 0, 10) for i in range(6)]
+    commit = record(1, "s", objects, {f"t{i}:0": i for i in range(6)}, created_ms=0)
+    state = BackupState()
+    state.apply(commit, "k")
+    metrics.observe_commit(commit, None)
+    metrics.observe_state(state)
+    got = samples(metrics.exposition())
+    topics = {dict(labels).get("topic") for (name, labels) in got if name == "topicvault_backup_records_total"}
+    assert topics == {"t0", "t1", "t2", "_other"}
+    assert got[("topicvault_backup_records_total", (("topic", "_other"),))] == 3  # t3, t4, t5 together
+    assert got[("topicvault_backup_object_bytes_total", (("topic", "_other"),))] == 30
+    lag_topics = {dict(labels)["topic"] for (name, labels) in got if name == "topicvault_lag_records"}
+    assert lag_topics == {"t0", "t1", "t2"}  # a per-partition gauge of "other" topics would mean nothing
+    end_topics = {dict(labels)["topic"] for (name, labels) in got if name == "topicvault_committed_end_offset"}
+    assert end_topics == {"t0", "t1", "t2"}
+    assert got[("topicvault_topics_unlabelled", ())] == 3

@@ -18,7 +18,7 @@ from topicvault.core.errors import ObjectNotFound, PreconditionFailed, Topicvaul
 from topicvault.core.local_store import TEMP_PREFIX, LocalStore
 from topicvault.core.locations import open_store
 from topicvault.core.s3_store import S3Store
-from topicvault.core.store import ObjectInfo, ObjectStore
+from topicvault.core.store import ObjectInfo, ObjectStore, ReadBuffer
 
 MiB = 1024 * 1024
 
@@ -51,6 +51,17 @@ def test_put_get_head_delete(store: ObjectStore) -> None:
     assert store.head("dir/sub/object.bin") is None
     assert list(store.list()) == []
     store.delete("dir/sub/object.bin")  # absent is fine
+
+
+def test_get_head_reads_the_first_bytes(store: ObjectStore) -> None:
+    store.put("o", b"TVENC\x00\x00\x02rest")
+    assert store.get_head("o", 8) == b"TVENC\x00\x00\x02"
+    store.put("o", b"ab")
+    assert store.get_head("o", 8) == b"ab"
+    store.put("o", b"")
+    assert store.get_head("o", 8) == b""
+    with pytest.raises(ObjectNotFound):
+        store.get_head("absent", 8)
 
 
 def test_missing_object(store: ObjectStore) -> None:
@@ -353,3 +364,66 @@ def test_local_put_fsyncs_every_directory_it_creates(tmp_path: Path, monkeypatch
     synced.clear()
     store.put("a/b/c/other", b"data")  # nothing new to create: only the object's own directory
     assert {p for p in synced if p.is_dir()} == {root / "a" / "b" / "c"}
+
+
+@pytest.fixture
+def store_with_links(tmp_path: Path) -> tuple[LocalStore, Path]:
+    """A local store whose root holds links that lead out of it (planted by whoever can write
+    the directory), and a directory outside it holding a file."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"not the store's")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "topic=t").symlink_to(outside, target_is_directory=True)
+    (root / "object").symlink_to(outside / "secret")
+    store = LocalStore(str(root))
+    store.put("real/object", b"inside")
+    return store, outside
+
+
+def test_local_reads_stay_inside_the_root(store_with_links) -> None:
+    store, _ = store_with_links
+    for key in ("topic=t/secret", "object"):
+        with pytest.raises(TopicvaultError, match=rf"^object {key} in .* leads out of the store's root"):
+            store.get(key)
+        with pytest.raises(TopicvaultError, match="leads out of the store's root"):
+            store.get_into(key, ReadBuffer())
+        assert store.head(key) is None
+    assert store.missing(["topic=t/secret", "object", "real/object"]) == ["object", "topic=t/secret"]
+    assert store.get("real/object") == b"inside"
+
+
+def test_local_listing_skips_links_out_of_the_root(store_with_links, caplog) -> None:
+    store, _ = store_with_links
+    assert [info.key for info in store.list()] == ["real/object"]
+    assert "symbolic link" in caplog.text
+
+
+def test_local_deletes_never_reach_out_of_the_root(store_with_links) -> None:
+    store, outside = store_with_links
+    store.delete("topic=t/secret")
+    store.delete("object")
+    assert (outside / "secret").read_bytes() == b"not the store's"
+    with pytest.raises(TopicvaultError, match="leads out of the store's root"):
+        store.put("topic=t/new", b"x")
+    assert not (outside / "new").exists()
+
+
+def test_local_objects_honour_the_umask(tmp_path: Path) -> None:
+    previous = os.umask(0o077)
+    try:
+        store = LocalStore(str(tmp_path))
+        store.put("a/b", b"1")
+        store.put("a/c", b"1", if_none_match=True)
+    finally:
+        os.umask(previous)
+    assert oct((tmp_path / "a" / "b").stat().st_mode & 0o777) == oct(0o600)
+    assert oct((tmp_path / "a" / "c").stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_local_listing_survives_a_link_loop(tmp_path: Path) -> None:
+    store = LocalStore(str(tmp_path))
+    store.put("a/b", b"1")
+    (tmp_path / "a" / "loop").symlink_to(tmp_path / "a", target_is_directory=True)
+    assert [info.key for info in store.list()] == ["a/b"]

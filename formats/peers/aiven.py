@@ -31,17 +31,16 @@ Contents (commons/src/main/java/io/aiven/kafka/connect/common/output/):
 from __future__ import annotations
 
 import csv
-import io
-import json
 from typing import Any, Callable
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject
 from ...core.instants import iso_to_epoch_ms
 from ...keys.codec import AIVEN_DEFAULT_TEMPLATE, TemplateCodec
+from ..base import parse_json
+from ..parquet import read_bounded
 from .base import (
     AIVEN_FIELDS,
     Decoded,
@@ -100,9 +99,9 @@ class AivenLayout(PeerLayout):
         data = decompress(data, obj.key)
         try:
             if data[:4] == b"PAR1":
-                rows = _parquet(data)
+                rows = _parquet(data, obj.key)
             else:
-                nodes = _aiven_json_rows(data)
+                nodes = _aiven_json_rows(data, obj.key)
                 rows = (_csv(data, obj.key, options) if nodes is None
                         else [_json(node, obj.key, options) for node in nodes])
         except (ValueError, KeyError, csv.Error, pa.ArrowInvalid) as exc:
@@ -115,14 +114,14 @@ class AivenLayout(PeerLayout):
         ]), record_offsets)
 
 
-def _aiven_json_rows(data: bytes) -> list[dict] | None:
+def _aiven_json_rows(data: bytes, key: str) -> list[dict] | None:
     """The rows of a json (one array) or jsonl object; None when it is not one: csv, whose raw
     values (value.encoding=none) may be JSON too, but are not objects made of Aiven's fields only."""
     text = data.lstrip()
     if text[:1] not in (b"[", b"{"):
         return None
     try:
-        nodes = json.loads(data) if text[:1] == b"[" else [json.loads(line) for line in data.splitlines()
+        nodes = parse_json(data, key) if text[:1] == b"[" else [parse_json(line, key) for line in data.splitlines()
                                                            if line.strip()]
     except ValueError:
         return None
@@ -193,9 +192,9 @@ def _json(node: dict, key: str, options: PeerOptions) -> dict:
     return row
 
 
-def _parquet(data: bytes) -> list[dict]:
+def _parquet(data: bytes, key: str) -> list[dict]:
     rows = []
-    for item in pq.read_table(io.BytesIO(data)).to_pylist():
+    for item in read_bounded(data, key).to_pylist():
         row: dict[str, Any] = {}
         for name in ("key", "value"):
             if name in item:

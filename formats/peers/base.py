@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from ...core.envelope import Record, records_to_batch
 from ...core.errors import CorruptObject, TopicvaultError
-from ..base import gunzip_bytes
+from ..base import INFLATE_STEP_BYTES, MAX_INFLATED_BYTES, check_inflated_size, gunzip_bytes, snappy_stated_size
 
 AIVEN_FIELDS = ("key", "value", "offset", "timestamp", "headers")
 VALUE_ENCODINGS = ("base64", "none")
@@ -135,33 +135,61 @@ def decompress(data: bytes, key: str) -> bytes:
     if key.endswith(".gz") or data[:2] == b"\x1f\x8b":
         return gunzip_bytes(data, key, "gzip")  # bounded: a gzip bomb is refused, not inflated
     if key.endswith(".zst"):
-        try:
-            from compression import zstd  # noqa: PLC0415 - Python 3.14+
-        except ImportError:
-            from backports import zstd  # noqa: PLC0415 - optional codec, loaded only for zstd objects
-        codec = zstd.decompress
+        codec = unzstd_bounded
     elif key.endswith(".snappy"):
         codec = _snappy
     else:
         return data
     try:
-        return codec(data)
+        return codec(data, key)
+    except CorruptObject:
+        raise
     except Exception as exc:  # noqa: BLE001 - each codec has its own errors; all mean a damaged object
         raise CorruptObject(f"{key} cannot be decompressed ({type(exc).__name__}: {exc})") from None
+
+
+def unzstd_bounded(data: bytes, key: str, limit: int = MAX_INFLATED_BYTES) -> bytes:
+    """Every zstd frame of `data`, at most `limit` bytes in all: a frame whose header states a larger
+    size is refused before it is inflated, one that states none is inflated at most one byte past it."""
+    try:
+        from compression import zstd  # noqa: PLC0415 - Python 3.14+
+    except ImportError:
+        from backports import zstd  # noqa: PLC0415 - optional codec, loaded only for zstd objects
+    out = bytearray()
+    while data:
+        stated = zstd.get_frame_info(data).decompressed_size
+        if stated is not None:
+            check_inflated_size(len(out) + stated, key, limit)
+        inflater = zstd.ZstdDecompressor()
+        chunk = inflater.decompress(data, INFLATE_STEP_BYTES)
+        while True:  # in steps: a frame that states no size is never inflated whole at once
+            out += chunk
+            check_inflated_size(len(out), key, limit)
+            if inflater.eof or inflater.needs_input:
+                break
+            chunk = inflater.decompress(b"", INFLATE_STEP_BYTES)
+        if not inflater.eof:
+            raise ValueError("the zstd stream is cut off")
+        data = inflater.unused_data
+    return bytes(out)
 
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
-def _snappy(data: bytes) -> bytes:
+def _snappy(data: bytes, key: str) -> bytes:
     """Snappy as Java sinks write it: org.xerial.snappy.SnappyOutputStream (Aiven: a magic header,
     two version ints, then blocks of a 4-byte big-endian length and raw snappy), else the framing
     format."""
     import cramjam  # noqa: PLC0415
 
     if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress(data))
-    blocks, at = [], len(_XERIAL_MAGIC) + 8
+        # The framing format states no total; its chunks inflate at most about 21:1 (64 KiB
+        # each), so this holds at most ~21 times the object's own size before the check.
+        out = bytes(cramjam.snappy.decompress(data))
+        check_inflated_size(len(out), key)
+        return out
+    blocks, at, inflated = [], len(_XERIAL_MAGIC) + 8, 0
     while at < len(data):
         if at + 4 > len(data):
             raise ValueError("a block length is cut short")
@@ -169,6 +197,8 @@ def _snappy(data: bytes) -> bytes:
         block = data[at + 4:at + 4 + length]
         if len(block) != length:
             raise ValueError(f"a block of {length} bytes holds {len(block)}")
+        inflated += snappy_stated_size(block)  # checked before the block is inflated
+        check_inflated_size(inflated, key)
         blocks.append(bytes(cramjam.snappy.decompress_raw(block)))
         at += 4 + length
     return b"".join(blocks)

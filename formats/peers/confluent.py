@@ -21,16 +21,16 @@ record i of a file has offset start + i, and timestamps are lost.
 from __future__ import annotations
 
 import io
-import json
 import re
 from typing import Any, Callable
 
 import fastavro
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject, TopicvaultError
+from ..base import parse_json
+from ..parquet import read_bounded
 from .base import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, decompress, header_value, json_bytes, table_of
 
 _NAME = re.compile(
@@ -148,13 +148,13 @@ def _rows(data: bytes, key: str) -> list[Any]:
     if data[:4] == b"Obj\x01":
         return list(fastavro.reader(io.BytesIO(data)))
     if data[:4] == b"PAR1":
-        table = pq.read_table(io.BytesIO(data))
+        table = read_bounded(data, key)
         if table.num_columns == 1 and _NAME.fullmatch(key)["role"]:
             # The keys and headers views are wrapped in a one-field struct ({key}, {headers}); a
             # value is its own struct, kept whole even with one field.
             return table.column(0).to_pylist()
         return table.to_pylist()
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
+    return [parse_json(line, key) for line in data.splitlines() if line.strip()]
 
 
 LAYOUT = ConfluentLayout()

@@ -18,16 +18,16 @@ value was stored; the JSON form marks byte keys and values with `keyIsArray` / `
 from __future__ import annotations
 
 import io
-import json
 import re
 from typing import Any, Callable
 
 import fastavro
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject
+from ..base import parse_json
+from ..parquet import read_bounded
 from .base import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, b64, header_value, table_of
 from .quix import NAME as QUIX_NAME
 
@@ -69,9 +69,9 @@ class LensesLayout(PeerLayout):
             if data[:4] == b"Obj\x01":
                 rows, as_json = list(fastavro.reader(io.BytesIO(data))), False
             elif data[:4] == b"PAR1":
-                rows, as_json = pq.read_table(io.BytesIO(data)).to_pylist(), False
+                rows, as_json = read_bounded(data, key).to_pylist(), False
             else:
-                rows, as_json = [json.loads(line) for line in data.splitlines() if line.strip()], True
+                rows, as_json = [parse_json(line, key) for line in data.splitlines() if line.strip()], True
             records = []
             for row in rows:
                 metadata = row.get("metadata") or {}

@@ -12,16 +12,15 @@ offset + i) and no headers. A key that is not bytes, a null key included, is wri
 
 from __future__ import annotations
 
-import io
-import json
 import re
 from typing import Any, Callable
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject
+from ..base import parse_json
+from ..parquet import read_bounded
 from .base import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, decompress, table_of
 
 NAME = re.compile(r"(?:.*/)?(?P<topic>[a-zA-Z0-9._-]+)/(?P<partition>\d+)/(?P<offset>\d{19})"
@@ -55,10 +54,10 @@ class QuixLayout(PeerLayout):
         data = decompress(data, obj.key)
         try:
             if data[:4] == b"PAR1":
-                rows = pq.read_table(io.BytesIO(data)).to_pylist()
+                rows = read_bounded(data, obj.key).to_pylist()
                 values = [{k: v for k, v in sorted(row.items()) if k not in ("_timestamp", "_key")} for row in rows]
             else:
-                rows = [json.loads(line) for line in data.splitlines() if line.strip()]
+                rows = [parse_json(line, obj.key) for line in data.splitlines() if line.strip()]
                 values = [row.get("_value") for row in rows]
         except (ValueError, pa.ArrowInvalid) as exc:
             raise CorruptObject(f"Quix object {obj.key} cannot be read ({exc})") from None
