@@ -70,7 +70,12 @@ def kafka_jars() -> Path:
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    """A random cluster id as Kafka writes them: one starting with '-' is taken for an option by
+    the storage tool (`format -t -x...` failed one start in 64), so Kafka's own never do."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 @dataclass
@@ -96,9 +101,12 @@ class KafkaNode:
 class LocalKafka:
     """`with LocalKafka(nodes=3) as kafka: kafka.bootstrap` — formatted and started on enter,
     stopped (and its folder removed) on exit. `config` adds to or overrides every node's
-    server.properties; `heap` is each JVM's -Xmx."""
+    server.properties; `heap` is each JVM's -Xmx. `controllers` (0: every node) makes only the
+    first nodes controllers, the rest brokers only: with every node a controller, two of three
+    stopped leave no quorum, and a test that stops two replicas of a partition needs one."""
 
     nodes: int = 1
+    controllers: int = 0
     config: dict[str, str] = field(default_factory=dict)
     heap: str = "512m"
     folder: Path | None = None
@@ -157,15 +165,22 @@ class LocalKafka:
                                       f"within {timeout_s:.0f} s; see {self.folder}/node-*/server.log")
             time.sleep(0.2)
 
+    def _is_controller(self, node: KafkaNode) -> bool:
+        return self.controllers <= 0 or node.node_id <= self.controllers
+
     def _write_config(self, node: KafkaNode) -> None:
         node.folder.mkdir(parents=True, exist_ok=True)
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.members)
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.members if self._is_controller(n))
         replicas = str(min(self.nodes, 3))
+        listeners = f"PLAINTEXT://127.0.0.1:{node.port}"
+        if self._is_controller(node):
+            listeners += f",CONTROLLER://127.0.0.1:{node.controller_port}"
         properties = {
             **BASE_CONFIG,
+            "process.roles": "broker,controller" if self._is_controller(node) else "broker",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "listeners": listeners,
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
             "log.dirs": str(node.folder / "data"),
             "offsets.topic.replication.factor": replicas,

@@ -160,10 +160,10 @@ def read_ranges(
     consumer = new_client(Consumer, settings, config)
     try:
         if not one_at_a_time():
-            yield from _consume(consumer, reads, [i for i, read in enumerate(reads) if not read.done],
+            yield from _consume(settings, consumer, reads, [i for i, read in enumerate(reads) if not read.done],
                                 idle_timeout_s, batch_records, one_at_a_time)
         for index in [i for i, read in enumerate(reads) if not read.done]:
-            yield from _consume(consumer, reads, [index], idle_timeout_s, batch_records, lambda: False)
+            yield from _consume(settings, consumer, reads, [index], idle_timeout_s, batch_records, lambda: False)
     finally:
         consumer.close()
 
@@ -185,6 +185,7 @@ class _RangeRead:
 
 
 def _consume(
+    settings: KafkaSettings,
     consumer: Consumer,
     reads: list[_RangeRead],
     active: list[int],
@@ -267,7 +268,7 @@ def _consume(
             offset = message.offset()
             if read.checking:
                 read.checking = False
-                _check_history(read, message, offset)
+                _check_history(settings, read, message, offset)
                 if offset == read.task.check[0]:
                     continue  # the archive's record, met again: not read twice
             if offset < read.next_offset:
@@ -320,7 +321,7 @@ def _position(read: _RangeRead) -> TopicPartition:
     return TopicPartition(task.topic, task.partition, offset)
 
 
-def _check_history(read: _RangeRead, message, offset: int) -> None:
+def _check_history(settings: KafkaSettings, read: _RangeRead, message, offset: int) -> None:
     """The first record fetched for a checked range: the archive's last record must be there with
     the leader epoch it was backed up with. A leader epoch is a leader's term: a record at the same
     offset with another epoch was written by another leader after the log was truncated below it
@@ -330,12 +331,54 @@ def _check_history(read: _RangeRead, message, offset: int) -> None:
     epoch = message.leader_epoch()
     if offset == check_offset and epoch is not None and epoch != check_epoch:
         task = read.task
+        first = _rewritten_from(settings, task, epoch) if epoch > check_epoch else check_offset
         raise TopicvaultError(
-            f"{task.topic}[{task.partition}]: offset {check_offset}, the last record this location backed up, was "
-            f"written in leader epoch {check_epoch} but the broker now holds a record of epoch {epoch} there: the "
-            "log was truncated and rewritten (an unclean leader election), so what follows is not the archive's "
-            "continuation; back up to a new location (this one keeps what was backed up)"
+            f"{task.topic}[{task.partition}]: offsets {first}..{check_offset} this location backed up were rewritten: "
+            f"offset {check_offset}, the last record this location backed up, was written in leader epoch "
+            f"{check_epoch} but the broker now holds a record of epoch {epoch} there: the log was truncated and "
+            "rewritten (an unclean leader election), so what follows is not the archive's continuation; back up "
+            "to a new location (this one keeps what was backed up)"
         )
+
+
+def _rewritten_from(settings: KafkaSettings, task: OffsetRange, found_epoch: int) -> int:
+    """The first offset the log rewrote below the archive's last record (task.check, now held by
+    a record of `found_epoch`, a later leader's): the first whose record is of a later epoch than
+    the archive's. A log's epochs only grow with its offsets, so a binary search finds it, each
+    step one fetch. The archive's last offset when a fetch tells nothing (then only it is sure)."""
+    check_offset, check_epoch = task.check
+    consumer = new_client(Consumer, settings, range_consumer_config(settings))
+    try:
+        part = TopicPartition(task.topic, task.partition)
+        low = max(0, consumer.get_watermark_offsets(part, timeout=10, cached=False)[0])
+        while low < check_offset:
+            middle = (low + check_offset) // 2
+            epoch = _epoch_from(consumer, task, middle)
+            if epoch is None:
+                return task.check[0]
+            if epoch > check_epoch:
+                check_offset = middle
+            else:
+                low = middle + 1
+        return check_offset
+    except Exception:  # noqa: BLE001 - the refusal stands without the range
+        return task.check[0]
+    finally:
+        consumer.close()
+
+
+def _epoch_from(consumer: Consumer, task: OffsetRange, offset: int, wait_s: float = 10.0) -> int | None:
+    """The leader epoch of the first record at or after `offset` (None: none came within `wait_s`)."""
+    consumer.assign([TopicPartition(task.topic, task.partition, offset)])
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None and message.offset() >= offset:
+            epoch = message.leader_epoch()
+            return epoch if epoch is not None and epoch >= 0 else None
+        if message is not None and message.error() is not None and message.error().code() != KafkaError._PARTITION_EOF:
+            return None
+    return None
 
 
 def _log_start(consumer: Consumer, read: _RangeRead) -> int:

@@ -91,9 +91,12 @@ def plan_backup(
     for (topic, partition), (low, high) in sorted(offsets.items()):
         committed = state.end_offset(topic, partition)
         if committed is not None and committed > high:
+            # Topic ids matched above (where recorded): the same topic's log now ends below the archive.
             raise TopicvaultError(
-                f"{topic}[{partition}] ends at offset {high} but this location already holds it up to "
-                f"{committed}: the topic was deleted or recreated; back up to a new location"
+                f"{topic}[{partition}] ends at offset {high} but this location backed it up to offset {committed}: "
+                f"offsets {high}..{committed - 1} are gone from the log and some below them may have been rewritten: "
+                "the log was truncated (an unclean leader election) or the topic deleted and re-created; back up "
+                "to a new location (this one keeps what was backed up)"
             )
         start = low if committed is None else committed
         if committed is not None and committed < low:

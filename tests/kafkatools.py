@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Callable, Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from topicvault.core.envelope import Record
 
@@ -199,10 +199,17 @@ class LiveTraffic:
                             break
                         except BufferError:
                             producer.poll(0.1)
+                        except KafkaException as exc:  # fatal (e.g. an unclean election lost its sequence)
+                            self.failed.append(str(exc))
+                            self._sort_acked()
+                            return
                 i += 1
             producer.poll(0)
             time.sleep(self.pause_s)
         producer.flush(150)
+        self._sort_acked()
+
+    def _sort_acked(self) -> None:
         for values in self.acked.values():
             values.sort()
 
