@@ -254,6 +254,13 @@ def commit_next(store: ObjectStore, state: BackupState, build: Callable[[BackupS
             # sure to be all there are, and nobody else commits until it is given back.
             state = read_forward(store, state, keyring=keyring)
         for attempt in range(COMMIT_ATTEMPTS):
+            if keyring is None and state.authenticated_from:
+                # A commit no key vouches for after authenticated ones makes every reader given the
+                # key refuse the whole location.
+                raise TopicvaultError(
+                    f"the backup at {store.uri} is encrypted and its commit records authenticated: pass its "
+                    "--encryption-key (a commit written without it would lock out every reader given the key); "
+                    "nothing was committed")
             record = build(state)
             check_objects_held(store, record)  # every attempt: time passed since the last one
             if turn is not None:

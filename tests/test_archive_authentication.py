@@ -263,3 +263,20 @@ def test_a_commit_with_group_offsets_keyed_by_partition_authenticates(tmp_path):
     write_commit(store, CommitRecord(1, 0, (PartitionRange("t", 2, 0, 0), PartitionRange("t", 10, 0, 0)), (), {},
                                      groups=groups), keyring)
     assert load_state(store, keyring).groups["g"]["offsets"]["t"] == {"2": 5, "10": 7}
+
+
+def test_a_commit_without_the_key_onto_an_authenticated_location_is_refused(tmp_path):
+    # A backup or compact run without --encryption-key would append a commit no key vouches for,
+    # after which every reader given the key refuses the whole location: refused before writing.
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS)
+    store = LocalStore(str(location))
+    state = load_state(store)  # read without the key, as an unkeyed run reads it
+    import pytest
+    from topicvault.core.errors import TopicvaultError
+
+    with pytest.raises(TopicvaultError, match="pass its --encryption-key"):
+        commit_next(store, state, lambda current: next_commit(current, [PartitionRange("public", 0, 2, 2)], [],
+                                                              topics={}))
+    assert sorted(p.name for p in (location / COMMITS_PREFIX).iterdir()) == [commit_path(location).name]
+    assert len(fold_commits(store, keyring_of((spec,))).partitions[("public", 0)].objects) == 1
