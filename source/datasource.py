@@ -17,7 +17,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, Inpu
 from ..core.checkpoints import load_state
 from ..core.commits import ObjectEntry
 from ..core.envelope import runs_by_partition
-from ..core.errors import TopicvaultError
+from ..core.errors import DATAFRAME_WORDING, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.kafka import KafkaSettings, list_topic_partitions
 from ..core.locations import open_store
@@ -71,12 +71,12 @@ class ObjectReader(DataSourceReader):
 
     def partitions(self) -> list[ObjectsPartition]:
         store = self._store()
-        layout = resolve_layout(store, self.layout, self.key_template)
+        layout = resolve_layout(store, self.layout, self.key_template, DATAFRAME_WORDING)
         state = load_state(store) if layout == "topicvault" else peer_state(store, layout, self.key_template)[0]
         if layout == "topicvault":  # a missing or unusable key fails here, on the driver, before any task runs
             check_keys_open(store, (o for (topic, _), ps in state.partitions.items()
                                     if not self.topics or topic in self.topics for o in ps.objects),
-                            keyring_from_options(self.options))
+                            keyring_from_options(self.options), DATAFRAME_WORDING)
         parts = [
             ObjectsPartition(tuple(ps.objects), layout)
             for (topic, _), ps in sorted(state.partitions.items())
@@ -233,5 +233,5 @@ def refuse_retry() -> None:
         f"task {context.partitionId()} of the topicvault-kafka writer is a retry (attempt {context.attemptNumber()}): "
         "its first attempt may have produced records already, so it "
         "produces nothing (the target partitions hold a prefix of their rows); use `topicvault restore` "
-        "(resumable with --restore-id), or write into a new, empty topic"
+        "(resumable), or write into a new, empty topic"
     )

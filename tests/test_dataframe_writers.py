@@ -170,3 +170,16 @@ def test_kafka_writer_refuses_a_missing_target_before_producing(bootstrap, spark
         assert target not in partitions
     else:
         assert partitions[target] == 1 and consume_all(bootstrap, target)[0] == []
+
+
+def test_reader_messages_name_options_not_cli_flags(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="df.words")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 20, big_values=0))
+    root = str(tmp_path / "b")
+    kafka_rows(spark, bootstrap, topic).write.format("topicvault").mode("append").save(root)
+    for options, expected in (({"layout": "bogus"}, r'bad option\("layout"\) \'bogus\''),
+                              ({"key_template": "{topic}/{partition}"}, r'drop option\("key_template"\)'),
+                              ({"encryptionKey": "bogus"}, r'bad option\("encryptionKey"\) \'bogus\'')):
+        with pytest.raises(Exception, match=expected) as refused:
+            spark.read.format("topicvault").options(**options).load(root).collect()
+        assert not any(flag in str(refused.value) for flag in ("--layout", "--key-template", "--encryption-key"))
