@@ -64,6 +64,7 @@ class ObjectReader(DataSourceReader):
             self.options.get("peer_value_encoding", "base64"),
             self.options.get("peer_header_encoding") or None,
             self.options.get("peer_key_encoding") or None,
+            wording=DATAFRAME_WORDING,
         )
 
     def _store(self):

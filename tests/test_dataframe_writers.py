@@ -179,7 +179,9 @@ def test_reader_messages_name_options_not_cli_flags(bootstrap, spark, topic_fact
     kafka_rows(spark, bootstrap, topic).write.format("topicvault").mode("append").save(root)
     for options, expected in (({"layout": "bogus"}, r'bad option\("layout"\) \'bogus\''),
                               ({"key_template": "{topic}/{partition}"}, r'drop option\("key_template"\)'),
-                              ({"encryptionKey": "bogus"}, r'bad option\("encryptionKey"\) \'bogus\'')):
+                              ({"encryptionKey": "bogus"}, r'bad option\("encryptionKey"\) \'bogus\''),
+                              ({"peer_value_encoding": "bogus"}, r'bad option\("peer_value_encoding"\) \'bogus\'')):
         with pytest.raises(Exception, match=expected) as refused:
             spark.read.format("topicvault").options(**options).load(root).collect()
-        assert not any(flag in str(refused.value) for flag in ("--layout", "--key-template", "--encryption-key"))
+        assert not any(flag in str(refused.value) for flag in ("--layout", "--key-template", "--encryption-key",
+                                                                   "--peer-"))
