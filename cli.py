@@ -481,17 +481,24 @@ def verify(
     cluster: Optional[str] = CLUSTER,
     store: Optional[str] = STORE,
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    strict: bool = typer.Option(False, "--strict", help="Also fail on a damaged file under _topicvault/ that "
+                                "readers work around (checkpoint, pointer, lease, saved restore state)."),
+    state: Optional[str] = typer.Option(None, "--state", help="Where restore records are kept (as restore "
+                                        "--state); their saved states of this archive are read too."),
 ) -> None:
-    """Check every committed object (checksum, count, offsets); optionally compare with the live topics."""
+    """Check every committed object (checksum, count, offsets) and every file under _topicvault/;
+    optionally compare with the live topics."""
     from .core.locations import open_store
+    from .source.restore_state import default_state_uri
     from .source.verify import verify_backup
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option, encryption_key)
     kafka = _kafka_of(settings) if settings.bootstrap_servers else None
     verified = verify_backup(open_store(_uri_of(settings, "URI"), settings.store_options), topic, kafka,
-                             keyring=_keyring_of(settings))
-    _print(report.verify(verified, kafka is not None, as_json))
-    if not verified.ok:
+                             keyring=_keyring_of(settings),
+                             state_store=open_store(state or default_state_uri()))
+    _print(report.verify(verified, kafka is not None, as_json, strict))
+    if not (verified.ok_strict if strict else verified.ok):
         raise typer.Exit(1)
 
 

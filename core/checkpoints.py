@@ -411,3 +411,47 @@ def checkpoint_problems(store: ObjectStore, truth: BackupState, keyring: Keyring
         f"{CHECKPOINTS_PREFIX} and {LAST_CHECKPOINT_KEY} (derived data; the commits are the truth and "
         "the next backups write new checkpoints)"
     ]
+
+
+def damaged_checkpoint_files(store: ObjectStore) -> list[str]:
+    """Each checkpoint, and the pointer LAST_CHECKPOINT_KEY, that readers cannot use: what is
+    wrong and what readers do instead (the data is whole: they fold the commit records)."""
+    keys = [i.key for i in store.list(CHECKPOINTS_PREFIX) if i.key.endswith(".json")]
+    damaged = []
+    for key in keys:
+        try:
+            checkpoint = parse_checkpoint(store.get(key), key)
+        except ObjectNotFound:
+            continue  # deleted since listed: derived data, nothing lost
+        except TopicvaultError as exc:
+            damaged.append(f"{exc}: readers skip it and use an older checkpoint or fold every commit record; "
+                           "delete it (derived data)")
+            continue
+        try:
+            held = _sha256(store.get(commit_key(checkpoint.sequence)))
+        except ObjectNotFound:
+            held = None
+        if held != checkpoint.commit_sha256:
+            damaged.append(f"checkpoint {key} does not match commit {commit_key(checkpoint.sequence)}: readers skip "
+                           "it and fold every commit record; delete it (derived data)")
+    damaged.extend(_pointer_damage(store, keys))
+    return damaged
+
+
+def _pointer_damage(store: ObjectStore, checkpoint_keys: list[str]) -> list[str]:
+    """What is wrong with LAST_CHECKPOINT_KEY, if anything (absent or lagging is not damage)."""
+    try:
+        data = store.get(LAST_CHECKPOINT_KEY)
+    except ObjectNotFound:
+        return []
+    try:
+        sequence = int(json.loads(data)["sequence"])
+        if sequence <= 0:
+            raise ValueError(f"sequence {sequence} is not positive")
+    except (ValueError, KeyError, TypeError) as exc:
+        return [f"{LAST_CHECKPOINT_KEY} is unreadable ({type(exc).__name__}: {exc}): readers list every "
+                "checkpoint instead; the next checkpoint rewrites it"]
+    if not any(key >= checkpoint_key(sequence) for key in checkpoint_keys):
+        return [f"{LAST_CHECKPOINT_KEY} names checkpoint {checkpoint_key(sequence)}, which does not exist: readers "
+                "find no checkpoint from there and fold every commit record; delete the pointer (derived data)"]
+    return []

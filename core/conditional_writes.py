@@ -91,6 +91,18 @@ class ConditionalWrites:
         return found
 
 
+def conditional_writes_damage(store: ObjectStore) -> list[str]:
+    """CONDITIONAL_WRITES_KEY when it is there but unreadable, with what committers do instead."""
+    try:
+        ConditionalWrites.from_json(store.get(CONDITIONAL_WRITES_KEY))
+    except ObjectNotFound:
+        return []
+    except ValueError as exc:
+        return [f"{CONDITIONAL_WRITES_KEY} is unreadable ({exc}): the next backup, compact or expire probes the "
+                "store again and rewrites it"]
+    return []
+
+
 def conditional_writes(store: ObjectStore) -> ConditionalWrites:
     """Whether `store` honours conditional writes: remembered in the location, else probed now
     (and remembered)."""

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
-from .errors import CorruptObject, TopicvaultError
+from .errors import CLI_WORDING, CorruptObject, TopicvaultError, Wording
 
 MAGIC_PREFIX = b"TVENC\x00\x00"
 CONTAINER_V1, CONTAINER_V2 = 1, 2
@@ -178,8 +178,9 @@ def write_key_file(path: str) -> str:
     return file_key_id(key)
 
 
-def key_provider(spec: str) -> KeyProvider:
+def key_provider(spec: str, wording: Wording = CLI_WORDING) -> KeyProvider:
     """The key named by `spec`: file:///path or kms://KEY_ID_OR_ALIAS (checked: readable / known to KMS)."""
+    setting = wording.setting("--encryption-key", "encryptionKey")
     if spec.startswith("file://"):
         path = spec[len("file://"):]
         key = read_key_file(path)
@@ -187,10 +188,10 @@ def key_provider(spec: str) -> KeyProvider:
     if spec.startswith("kms://"):
         name = spec[len("kms://"):]
         if not name:
-            raise TopicvaultError(f"bad --encryption-key {spec!r}: {KEY_SPEC_HELP}")
+            raise TopicvaultError(f"bad {setting} {spec!r}: {KEY_SPEC_HELP}")
         arn = _kms_call(name, "DescribeKey", KeyId=name)["KeyMetadata"]["Arn"]
         return KmsKey(name, "kms:" + arn)
-    raise TopicvaultError(f"bad --encryption-key {spec!r}: {KEY_SPEC_HELP}")
+    raise TopicvaultError(f"bad {setting} {spec!r}: {KEY_SPEC_HELP}")
 
 
 @dataclass(frozen=True)
@@ -216,19 +217,21 @@ class Keyring:
 
 
 @functools.lru_cache(maxsize=32)
-def keyring_of(specs: tuple[str, ...]) -> Keyring | None:
+def keyring_of(specs: tuple[str, ...], wording: Wording = CLI_WORDING) -> Keyring | None:
     """The keyring for these key specs (None without any); cached per process (Spark workers)."""
     if not specs:
         return None
-    providers = tuple(key_provider(spec) for spec in specs)
+    providers = tuple(key_provider(spec, wording) for spec in specs)
     return Keyring(providers)
 
 
-def missing_key_message(object_key: str, key_id: str, given: Sequence[str]) -> str:
+def missing_key_message(object_key: str, key_id: str, given: Sequence[str], wording: Wording = CLI_WORDING) -> str:
     """One line: which object needs which key, and what was given instead."""
-    offered = f"the keys given are {', '.join(given)}" if given else "no --encryption-key was given"
+    setting = wording.setting("--encryption-key", "encryptionKey")
+    offered = f"the keys given are {', '.join(given)}" if given else f"no {setting} was given"
+    how = f"{setting} (comma-separated keys)" if wording.dataframe else f"{setting} (repeatable)"
     return (f"object {object_key} is encrypted with key {key_id}, but {offered}: pass that key with "
-            "--encryption-key (repeatable; DataFrame option encryptionKey); nothing was produced or written")
+            f"{how}; nothing was produced or written")
 
 
 @dataclass(frozen=True)
@@ -349,13 +352,14 @@ def refuse_plaintext(object_key: str) -> None:
         "...`, or read it without --encryption-key")
 
 
-def require_keys(entries, keyring: Keyring | None, allow_plaintext: bool = False) -> None:
+def require_keys(entries, keyring: Keyring | None, allow_plaintext: bool = False,
+                 wording: Wording = CLI_WORDING) -> None:
     """Refuse, before anything is produced, objects whose commit names a key that was not given,
     and (with keys, unless `allow_plaintext`) objects committed unencrypted."""
     given = keyring.key_ids if keyring else ()
     for entry in entries:
         if entry.key_id and entry.key_id not in given:
-            raise KeyUnavailable(missing_key_message(entry.key, entry.key_id, given))
+            raise KeyUnavailable(missing_key_message(entry.key, entry.key_id, given, wording))
         if keyring is not None and not entry.key_id and not allow_plaintext:
             refuse_plaintext(entry.key)
 

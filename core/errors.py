@@ -2,6 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How a message names a setting: as the CLI's flag, or as the DataFrame API's option
+    (a DataFrame user has no flags)."""
+
+    dataframe: bool = False
+
+    def setting(self, flag: str, option: str) -> str:
+        """`flag` for the CLI, `option("<option>")` for the DataFrame API."""
+        return f'option("{option}")' if self.dataframe else flag
+
+
+CLI_WORDING = Wording()
+DATAFRAME_WORDING = Wording(dataframe=True)
+
 
 class TopicvaultError(Exception):
     """An error the CLI reports as one line, without a traceback (unless --debug)."""

@@ -184,15 +184,19 @@ def metadata_consumer(settings: KafkaSettings, **overrides: object) -> ReadingCo
                       READ_TO_EOF_IDLE_FLOOR_S)
 
 
-def list_topic_partitions(settings: KafkaSettings) -> dict[str, int]:
-    """Every topic of the cluster with its partition count; unreachable cluster is a clear error."""
+CLI_CONNECTION_SETTINGS = "--bootstrap-servers and the network/security settings (-X)"
+
+
+def list_topic_partitions(settings: KafkaSettings, connection_settings: str = CLI_CONNECTION_SETTINGS) -> dict[str, int]:
+    """Every topic of the cluster with its partition count; unreachable cluster is a clear error
+    (naming `connection_settings` as the user gives them)."""
     admin = admin_client(settings)
     try:
         metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
     except KafkaException as exc:
         raise TopicvaultError(
             f"cannot reach Kafka at {settings.bootstrap_servers} ({exc.args[0].str() if exc.args else exc}): "
-            "check --bootstrap-servers and the network/security settings (-X)"
+            f"check {connection_settings}"
         ) from None
     return {
         name: len(topic.partitions)

@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterable
 
 from .commits import STATE_PREFIX
+from .errors import ObjectNotFound
 from .store import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -106,3 +107,19 @@ def expired_leases(listing: Iterable[ObjectInfo], now_ms: int, grace_ms: int) ->
 def _age_ms(info: ObjectInfo, now_ms: int) -> int:
     # A listing without modification times (none of ours) cannot show a lease as live.
     return now_ms - info.modified_ms if info.modified_ms is not None else LEASE_TTL_MS
+
+
+def damaged_leases(store: ObjectStore) -> list[str]:
+    """Each lease whose body is not one a run writes: collections go by its modification time
+    only, so it still guards its run's objects until it expires."""
+    damaged = []
+    for info in store.list(LEASES_PREFIX):
+        try:
+            body = json.loads(store.get(info.key))
+            int(body["renewed_ms"])
+        except ObjectNotFound:
+            continue  # its run ended meanwhile
+        except (ValueError, KeyError, TypeError) as exc:
+            damaged.append(f"lease {info.key} is unreadable ({type(exc).__name__}: {exc}): compact and expire go by "
+                           "its modification time only, so it still guards its run until it expires")
+    return damaged

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .crypto import Keyring, keyring_of
-from .errors import TopicvaultError
+from .errors import DATAFRAME_WORDING, TopicvaultError
 from .kafka import KafkaSettings
 
 
@@ -48,4 +48,5 @@ def store_options_from(options: Mapping[str, str]) -> dict[str, str]:
 def keyring_from_options(options: Mapping[str, str]) -> Keyring | None:
     """The keys of option `encryptionKey` (lowercased keys): file:///path or kms://KEY, several
     separated by commas (a reader takes several; a writer encrypts with the first)."""
-    return keyring_of(tuple(spec.strip() for spec in options.get("encryptionkey", "").split(",") if spec.strip()))
+    return keyring_of(tuple(spec.strip() for spec in options.get("encryptionkey", "").split(",") if spec.strip()),
+                      DATAFRAME_WORDING)

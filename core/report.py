@@ -385,17 +385,23 @@ def ls(state: BackupState, as_json: bool) -> list[Line]:
     return lines
 
 
-def verify(verified: Any, compared_live: bool, as_json: bool) -> list[Line]:
-    """`verify` (a source.verify.VerifyReport); `compared_live`: the live topics were compared too."""
+def verify(verified: Any, compared_live: bool, as_json: bool, strict: bool = False) -> list[Line]:
+    """`verify` (a source.verify.VerifyReport); `compared_live`: the live topics were compared too;
+    `strict`: a damaged file fails it."""
     if as_json:
         return [_out(to_json({
             "ok": verified.ok, "objects": verified.objects, "records": verified.records,
             "partitions": verified.partitions, "partitions_compared": verified.partitions_compared,
-            "problems": verified.problems, "notes": verified.notes, "lost": verified.lost}))]
+            "problems": verified.problems, "notes": verified.notes, "lost": verified.lost,
+            "damaged": verified.damaged, "ok_strict": verified.ok_strict}))]
     lines = ([_out(f"note: {note}") for note in verified.notes] + [_out(f"lost: {note}") for note in verified.lost]
+             + [_out(f"warning: damaged: {file}") for file in verified.damaged]
              + [_out(f"DIFFERS: {problem}") for problem in verified.problems])
     if not verified.ok:
         return lines + [_err(f"verify failed: {len(verified.problems)} problems")]
+    if strict and verified.damaged:
+        return lines + [_err(f"verify --strict failed: {len(verified.damaged)} damaged files under _topicvault/ "
+                             "(the data is whole)")]
     compared = f"; {verified.partitions_compared} partitions match the live topics" if compared_live else ""
     return lines + [_out(f"ok: {verified.objects} objects, {verified.records:,} records in {verified.partitions} "
                          f"partitions{compared}")]

@@ -17,8 +17,9 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, Inpu
 from ..core.checkpoints import load_state
 from ..core.commits import ObjectEntry
 from ..core.envelope import runs_by_partition
-from ..core.errors import TopicvaultError
+from ..core.errors import DATAFRAME_WORDING, TopicvaultError
 from ..core.faults import crash_after, crash_now
+from ..core.kafka import KafkaSettings, list_topic_partitions
 from ..core.locations import open_store
 from ..core.options import (
     kafka_settings_from_options,
@@ -29,7 +30,7 @@ from ..core.options import (
 )
 from ..core.spark import refuse_speculation
 from ..formats.peers import PeerOptions, peer_layout
-from .kafka_writer import produce_partition
+from .kafka_writer import ProduceAdvice, produce_partition
 from .object_reader import check_keys_open, read_partition
 from .peer_layout import peer_state, read_peer_partition, resolve_layout
 from .throttle import RateLimit, TokenBucket
@@ -63,6 +64,7 @@ class ObjectReader(DataSourceReader):
             self.options.get("peer_value_encoding", "base64"),
             self.options.get("peer_header_encoding") or None,
             self.options.get("peer_key_encoding") or None,
+            wording=DATAFRAME_WORDING,
         )
 
     def _store(self):
@@ -70,12 +72,13 @@ class ObjectReader(DataSourceReader):
 
     def partitions(self) -> list[ObjectsPartition]:
         store = self._store()
-        layout = resolve_layout(store, self.layout, self.key_template)
-        state = load_state(store, keyring_from_options(self.options)) if layout == "topicvault" else peer_state(store, layout, self.key_template)[0]
+        layout = resolve_layout(store, self.layout, self.key_template, DATAFRAME_WORDING)
+        state = (load_state(store, keyring_from_options(self.options)) if layout == "topicvault"
+                 else peer_state(store, layout, self.key_template)[0])
         if layout == "topicvault":  # a missing or unusable key fails here, on the driver, before any task runs
             check_keys_open(store, (o for (topic, _), ps in state.partitions.items()
                                     if not self.topics or topic in self.topics for o in ps.objects),
-                            keyring_from_options(self.options))
+                            keyring_from_options(self.options), wording=DATAFRAME_WORDING)
         parts = [
             ObjectsPartition(tuple(ps.objects), layout)
             for (topic, _), ps in sorted(state.partitions.items())
@@ -91,6 +94,35 @@ class ObjectReader(DataSourceReader):
             yield from read_peer_partition(self._store(), peer, self.peer_options, list(partition.entries))
 
 
+# How the writer's errors tell the user to go on: options, not the CLI's flags (no restore id here).
+WRITER_ADVICE = ProduceAdvice(
+    "write into a new, empty topic (the target partitions hold a prefix of their rows; `topicvault restore` "
+    "resumes instead)",
+    'option("kafka.message.timeout.ms")',
+)
+WRITER_CONNECTION = 'option("kafka.bootstrap.servers") and the other kafka.* options (security settings)'
+
+
+def missing_target(partitions: Mapping[str, int], topic: str, partition: int | None = None) -> str | None:
+    """The one-line refusal when `topic` (or its `partition`) is not on the cluster whose topics
+    have `partitions` partitions each, else None."""
+    sink = "the topicvault-kafka writer, like Spark's own Kafka sink, does not create topics"
+    if topic not in partitions:
+        return (f"target topic {topic!r} does not exist: {sink}; create it first (as many partitions as the "
+                'rows carry), or name an existing one with option("topic")')
+    if partition is not None and not 0 <= partition < partitions[topic]:
+        return (f"target partition {topic}[{partition}] does not exist ({topic!r} has {partitions[topic]} "
+                f"partitions): {sink}; add partitions to it first, or write to a topic with enough partitions")
+    return None
+
+
+def check_target(settings: KafkaSettings, topic: str, partition: int | None = None) -> None:
+    """Refuse, before anything is produced, a target topic or partition missing on the cluster."""
+    refusal = missing_target(list_topic_partitions(settings, WRITER_CONNECTION), topic, partition)
+    if refusal:
+        raise TopicvaultError(refusal)
+
+
 @dataclass
 class Produced(WriterCommitMessage):
     """How many records one writer task produced."""
@@ -102,7 +134,10 @@ class KafkaPartitionWriter(DataSourceArrowWriter):
     """Produces rows to the partition number they carry, in the order received per partition.
 
     Option `topic` overrides the rows' topic (restore under another name); the topic must
-    exist with the rows' partitions (the producer never has the broker create one). Options
+    exist with the rows' partitions: like Spark's own Kafka sink, this writer creates none. A
+    missing `topic` is refused on the driver, before any task runs; a missing topic or partition
+    of the rows is refused by the task holding them before it produces them (the driver never
+    sees the rows, so tasks holding other partitions may have produced theirs). Options
     `maxRecordsPerSecond` and `maxBytesPerSecond` (payload: key + value + headers) limit the
     whole write, as `restore --max-records-per-second` does: each task takes an equal share of
     the tasks that run at once, which is the cores of a local[N] master, or option
@@ -125,6 +160,8 @@ class KafkaPartitionWriter(DataSourceArrowWriter):
         self.rate = rate_limit_from_options(self.options)
         self.concurrent_tasks = (positive_option(self.options, "concurrentTasks", 1)
                                  if "concurrenttasks" in self.options else None)
+        if self.options.get("topic"):  # the rows' own topics and partitions are known only to the tasks
+            check_target(self.kafka, self.options["topic"])
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Produced:
         context = TaskContext.get()
@@ -138,12 +175,20 @@ class KafkaPartitionWriter(DataSourceArrowWriter):
             # One bucket for the whole task, so its pace carries over from one partition to the next.
             bucket = TokenBucket(self.rate.shared_by(tasks_at_once(master, self.concurrent_tasks)))
         total = 0
+        partitions: dict[str, int] | None = None
         for run in runs_by_partition(iterator):
             batches = list(run)
             first = batches[0]
             topic = self.options.get("topic") or first.column("topic")[0].as_py()
-            total += produce_partition(self.kafka, topic, first.column("partition")[0].as_py(), batches,
-                                       bucket=bucket).records
+            partition = first.column("partition")[0].as_py()
+            # Checked before this partition's first record: a producer would wait for a missing topic
+            # to appear and then fail with a broker error that names neither option nor cause.
+            partitions = partitions or list_topic_partitions(self.kafka, WRITER_CONNECTION)
+            refusal = missing_target(partitions, topic, partition)
+            if refusal:
+                raise TopicvaultError(refusal)
+            total += produce_partition(self.kafka, topic, partition, batches, bucket=bucket,
+                                       advice=WRITER_ADVICE).records
             if crash_after("kafka_writer.partition") == 1:  # test hook: fail after a partition was delivered
                 crash_now()
         return Produced(total)
@@ -190,5 +235,5 @@ def refuse_retry() -> None:
         f"task {context.partitionId()} of the topicvault-kafka writer is a retry (attempt {context.attemptNumber()}): "
         "its first attempt may have produced records already, so it "
         "produces nothing (the target partitions hold a prefix of their rows); use `topicvault restore` "
-        "(resumable with --restore-id), or write into a new, empty topic"
+        "(resumable), or write into a new, empty topic"
     )

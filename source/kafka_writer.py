@@ -105,6 +105,17 @@ def ask_producer_id_now(producer: Producer, topic: str, timeout_s: float = 0.5) 
         pass
 
 
+@dataclass(frozen=True)
+class ProduceAdvice:
+    """How a failed produce's message tells the user to go on: in CLI flags, or DataFrame options."""
+
+    resume: str  # what to do once the cause is fixed, after "then"
+    outage_setting: str  # how the user sets librdkafka's message.timeout.ms
+
+
+CLI_ADVICE = ProduceAdvice("run again with the same --restore-id to continue", "-X message.timeout.ms")
+
+
 # Partitions one producer reads at once (see produce_streams).
 OPEN_STREAMS = 2
 
@@ -117,9 +128,10 @@ def produce_partition(
     flush_timeout_s: float = 300.0,
     rate: RateLimit = RateLimit(),
     bucket: TokenBucket | None = None,
+    advice: ProduceAdvice | None = None,
 ) -> ProduceResult:
     """Produce every record of the batches to `topic`[`partition`] (see produce_streams)."""
-    return produce_streams(settings, [(topic, partition, batches)], flush_timeout_s, rate, bucket)[0]
+    return produce_streams(settings, [(topic, partition, batches)], flush_timeout_s, rate, bucket, advice)[0]
 
 
 def produce_streams(
@@ -128,6 +140,7 @@ def produce_streams(
     flush_timeout_s: float = 300.0,
     rate: RateLimit = RateLimit(),
     bucket: TokenBucket | None = None,
+    advice: ProduceAdvice | None = None,
 ) -> list[ProduceResult]:
     """Produce each stream's records to its (topic, partition) with key, value, headers and
     timestamp, through one producer, taking a batch from each stream being read in turn (two
@@ -137,7 +150,9 @@ def produce_streams(
     would; within each partition the order is the stream's order. `rate` is this producer's
     share of the restore's limit: batches go in pieces, each after the bucket lets it. A `bucket`
     given instead is one that earlier calls of the same task used, so their pace carries over.
+    `advice` words the errors' way on (default: the CLI's).
     """
+    advice = advice or CLI_ADVICE
     failures: list[KafkaError] = []
 
     def on_delivery(error, message) -> None:
@@ -201,17 +216,17 @@ def produce_streams(
         raise TopicvaultError(
             f"producing to {where} failed: {failures[0].str()}: the target refuses record timestamps this far from "
             f"its clock: set {' and '.join(TIMESTAMP_LIMITS[:2])} (before Kafka 3.6: {TIMESTAMP_LIMITS[2]}) to "
-            f"{NO_LIMIT_MS} on the target topic, then run again with the same --restore-id to continue"
+            f"{NO_LIMIT_MS} on the target topic, then {advice.resume}"
         )
     if failures:
         raise TopicvaultError(
-            f"producing to {where} failed: {failures[0].str()}: check the broker, then run again with the "
-            "same --restore-id to continue (-X message.timeout.ms sets how long a broker outage is waited out)"
+            f"producing to {where} failed: {failures[0].str()}: check the broker, then {advice.resume} "
+            f"({advice.outage_setting} sets how long a broker outage is waited out)"
         )
     if remaining:
         raise TopicvaultError(
             f"{remaining} records to {where} were not acknowledged within {flush_timeout_s:.0f} s: "
-            "is the broker up? run the restore again with the same --restore-id to continue"
+            f"is the broker up? then {advice.resume}"
         )
     return results
 

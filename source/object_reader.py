@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from ..core.commits import ObjectEntry
 from ..core.crypto import Keyring, ObjectBinding, is_sealed, open_data_key, refuse_plaintext, require_keys, unseal
 from ..core.envelope import ARROW_SCHEMA
-from ..core.errors import CorruptObject, ObjectNotFound, TopicvaultError
+from ..core.errors import CLI_WORDING, CorruptObject, ObjectNotFound, TopicvaultError, Wording
 from ..core.store import ObjectStore, ReadBuffer
 from ..formats import extension_of, format_for_extension
 
@@ -117,8 +117,8 @@ def stored_bytes(store: ObjectStore, entry: ObjectEntry, buffer: ReadBuffer | No
     except ObjectNotFound:
         raise ObjectNotFound(
             f"object {entry.key} named by the commit records was not found in {store.uri}: if a compact or expire "
-            "replaced it after this was planned and its --grace has passed, run again (a restore with the same "
-            "--restore-id continues from the current state); otherwise the archive was damaged"
+            "replaced it after this was planned and its grace period has passed, run again (a restore under the "
+            "same restore id continues from the current state); otherwise the archive was damaged"
         ) from None
     if hashlib.sha256(data).hexdigest() != entry.sha256:
         raise CorruptObject(
@@ -136,12 +136,12 @@ def object_bytes(stored: bytes, key: str, keyring: Keyring | None, binding: Obje
 
 
 def check_keys_open(store: ObjectStore, entries: Iterable[ObjectEntry], keyring: Keyring | None,
-                    allow_plaintext: bool = False) -> None:
+                    allow_plaintext: bool = False, wording: Wording = CLI_WORDING) -> None:
     """Before anything is produced: every encrypted object names a key that was given, and each
     key really opens a data key (the smallest object of each key is tried: a KMS key that can
     be described but not used for Decrypt fails here, not halfway through a restore)."""
     entries = list(entries)
-    require_keys(entries, keyring, allow_plaintext)
+    require_keys(entries, keyring, allow_plaintext, wording)
     smallest: dict[str, ObjectEntry] = {}
     for entry in entries:
         if entry.key_id and (entry.key_id not in smallest or entry.bytes < smallest[entry.key_id].bytes):

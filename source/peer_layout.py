@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 
 from ..core.commits import COMMITS_PREFIX, BackupState, ObjectEntry, PartitionState
-from ..core.errors import ObjectNotFound, TopicvaultError
+from ..core.errors import CLI_WORDING, ObjectNotFound, TopicvaultError, Wording
 from ..core.store import ObjectStore
 from ..formats.peers import PEERS, Decoded, PeerKey, PeerLayout, PeerOptions, peer_layout
 
@@ -28,7 +28,8 @@ LAYOUTS = ("auto", "topicvault", *sorted(PEERS))
 BATCH_ROWS = 50_000
 
 
-def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None = None) -> str:
+def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None = None,
+                  wording: Wording = CLI_WORDING) -> str:
     """The layout whose naming matches the listed keys; none or more than one is an error."""
     if any(k.startswith("_topicvault/commits/") for k in keys):
         return "topicvault"
@@ -43,28 +44,30 @@ def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None 
     if best == 0:
         raise TopicvaultError(
             f"no backup at {store.uri}: no topicvault commit records and no object named the way the "
-            f"{', '.join(sorted(PEERS))} sinks name them; check the URI, or pass --layout (and --key-template for "
-            "custom names)"
+            f"{', '.join(sorted(PEERS))} sinks name them; check the URI, or pass {wording.setting('--layout', 'layout')} (and "
+            f"{wording.setting('--key-template', 'key_template')} for custom names)"
         )
     winners = sorted(name for name, score in scores.items() if score == best)
     if len(winners) > 1:
-        raise TopicvaultError(f"objects at {store.uri} match more than one layout ({', '.join(winners)}): pass --layout")
+        raise TopicvaultError(f"objects at {store.uri} match more than one layout ({', '.join(winners)}): pass "
+                              f"{wording.setting('--layout', 'layout')}")
     return winners[0]
 
 
-def resolve_layout(store: ObjectStore, layout: str, key_template: str | None) -> str:
-    """`--layout` checked, with auto resolved from a listing."""
+def resolve_layout(store: ObjectStore, layout: str, key_template: str | None, wording: Wording = CLI_WORDING) -> str:
+    """`--layout` checked, with auto resolved from a listing (messages name settings by `wording`)."""
+    name, template = wording.setting("--layout", "layout"), wording.setting("--key-template", "key_template")
     if layout not in LAYOUTS:
-        raise TopicvaultError(f"bad --layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+        raise TopicvaultError(f"bad {name} {layout!r}: use one of {', '.join(LAYOUTS)}")
     if layout == "auto":
         # One commit record is enough to know the layout: never list a large archive for it.
         if next(store.list(COMMITS_PREFIX), None) is not None:
             layout = "topicvault"
         else:
-            layout = detect_layout(store, [info.key for info in store.list("")], key_template)
+            layout = detect_layout(store, [info.key for info in store.list("")], key_template, wording)
     if layout == "topicvault" and key_template:
-        raise TopicvaultError("--key-template is for peer archives; a topicvault backup's commit records name "
-                              "its objects: drop --key-template")
+        raise TopicvaultError(f"{template} is for peer archives; a topicvault backup's commit records name "
+                              f"its objects: drop {template}")
     if layout != "topicvault":
         peer_layout(layout, key_template)  # refuses a template the layout does not take
     return layout

@@ -172,6 +172,30 @@ def load_restore_state(records: RestoreRecords, restore_id: str) -> RestoreState
                               f"({type(exc).__name__}: {exc}): restore with a new --restore-id") from None
 
 
+
+def damaged_restore_states(archive: ObjectStore, state: ObjectStore | None) -> list[str]:
+    """Each saved restore state of this archive that cannot be read: those in the state store
+    (a restore resuming one refuses to continue) and those older versions left in the archive
+    (never read; an import of one is refused)."""
+    damaged = []
+    places = [(archive, LEGACY_PREFIX, "restore never reads it (only --import-state would, and refuses it); delete it")]
+    if state is not None:
+        places.insert(0, (state, RestoreRecords(state, archive).prefix, "restore --restore-id {id} refuses to continue it: restore with a new "
+                                        "--restore-id, then delete it"))
+    for store, prefix, instead in places:
+        for info in store.list(prefix):
+            if not info.key.endswith("/" + STATE_NAME):
+                continue
+            restore_id = info.key[:-len(STATE_NAME) - 1].rsplit("/", 1)[-1]
+            try:
+                _state_of(json.loads(store.get(info.key)))
+            except ObjectNotFound:
+                continue
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                damaged.append(f"the saved state of restore {restore_id!r} ({store.uri} {info.key}) is unreadable "
+                               f"({type(exc).__name__}: {exc}): {instead.format(id=restore_id)}")
+    return damaged
+
 def _state_of(body: dict) -> RestoreState:
     return RestoreState(
         restore_id=str(body["restore_id"]),

@@ -14,15 +14,18 @@ from typing import Callable
 
 import pyarrow.compute as pc
 
-from ..core.checkpoints import checkpoint_problems
+from ..core.checkpoints import checkpoint_problems, damaged_checkpoint_files
 from ..core.commits import ObjectEntry, PartitionState, fold_commits
+from ..core.conditional_writes import conditional_writes_damage
 from ..core.crypto import Keyring
 from ..core.envelope import RecordDigest
 from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings, metadata_consumer, watermarks
+from ..core.leases import damaged_leases
 from ..core.store import ObjectStore
 from ..sink.kafka_reader import OffsetRange, read_range
 from .object_reader import read_object, stored_bytes
+from .restore_state import damaged_restore_states
 
 
 @dataclass
@@ -39,10 +42,19 @@ class VerifyReport:
     # (the commits record the loss), so they do not fail verify: a location that lost offsets
     # once would otherwise fail every verify for ever.
     lost: list[str] = field(default_factory=list)
+    # Files under _topicvault/ other than the objects that readers cannot use (checkpoints, their
+    # pointer, leases, saved restore states...): each names what readers do instead. The data is
+    # whole without them, so they fail verify only with --strict.
+    damaged: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def ok_strict(self) -> bool:
+        """No problem and no damaged file (verify --strict)."""
+        return self.ok and not self.damaged
 
 
 def verify_backup(
@@ -51,18 +63,21 @@ def verify_backup(
     kafka: KafkaSettings | None = None,
     progress: Callable[[str], None] = lambda line: None,
     keyring: Keyring | None = None,
+    state_store: ObjectStore | None = None,
 ) -> VerifyReport:
     """Check a backup location's objects, and with `kafka` compare it with the live topics.
 
     Encrypted objects are decrypted and checked record by record with `keyring`; without it
-    only their checksums are checked (which still finds any damage) and a note says so."""
+    only their checksums are checked (which still finds any damage) and a note says so. Every
+    other file under _topicvault/ a reader could rely on is read too, and the saved restore
+    states of this archive in `state_store` (see VerifyReport.damaged)."""
     state = fold_commits(store, keyring)  # verify checks the truth itself, not the checkpoints derived from it
     if not state.partitions:
         raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
     unknown = sorted(set(topics or []) - {t for t, _ in state.partitions})
     if unknown:
         raise TopicvaultError(f"topic(s) {', '.join(unknown)} are not in the backup at {store.uri}")
-    report = VerifyReport(problems=checkpoint_problems(store, state, keyring))
+    report = VerifyReport(problems=checkpoint_problems(store, state, keyring), damaged=damaged_state_files(store, state_store))
     for (topic, partition), partition_state in sorted(state.partitions.items()):
         if topics and topic not in topics:
             continue
@@ -75,6 +90,13 @@ def verify_backup(
         if compare_from is not None and readable and compare_from < partition_state.end:
             _compare_live(kafka, partition_state, compare_from, digest.result(), report)
     return report
+
+
+def damaged_state_files(store: ObjectStore, state_store: ObjectStore | None) -> list[str]:
+    """Every file under _topicvault/ besides the commits (which fold_commits reads, failing on
+    any it cannot) that readers cannot use, each with what they do instead."""
+    return (damaged_checkpoint_files(store) + damaged_leases(store) + conditional_writes_damage(store)
+            + damaged_restore_states(store, state_store))
 
 
 def _check_objects(

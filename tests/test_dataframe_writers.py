@@ -144,3 +144,44 @@ def test_transaction_markers_need_allow_offset_gaps_and_then_restore_exactly(boo
     run_cli("restore", "--from", str(root), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
     strip = [(r.key, r.value, r.timestamp_ms) for r in consume_all(bootstrap, topic)[0]]
     assert [(r.key, r.value, r.timestamp_ms) for r in consume_all(bootstrap, f"{topic}-r")[0]] == strip
+
+
+@pytest.mark.parametrize("missing", ["topic", "partition"])
+def test_kafka_writer_refuses_a_missing_target_before_producing(bootstrap, spark, topic_factory, missing):
+    from topicvault.core.kafka import KafkaSettings, list_topic_partitions
+
+    topic = topic_factory(2, prefix="df.missing")
+    produce_records(bootstrap, topic, nasty_records(topic, 2, 40, big_values=0))
+    rows = kafka_rows(spark, bootstrap, topic)
+    if missing == "topic":
+        target, expected = f"{topic}-absent", rf"target topic '{topic}-absent' does not exist"
+    else:  # rows of partition 1 into a topic of one partition
+        target, expected = create_topic(bootstrap, f"{topic}-one", 1), rf"target partition {topic}-one\[1\] does not exist"
+        rows = rows.where("partition = 1")
+    writer = (rows.write.format("topicvault-kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("kafka.message.timeout.ms", "10000").option("topic", target).mode("append"))
+    with pytest.raises(Exception, match=expected) as refused:
+        writer.save()
+    message = str(refused.value)
+    assert "like Spark's own Kafka sink, does not create topics" in message
+    assert "--restore-id" not in message and "-X " not in message
+    partitions = list_topic_partitions(KafkaSettings.of(bootstrap))
+    if missing == "topic":
+        assert target not in partitions
+    else:
+        assert partitions[target] == 1 and consume_all(bootstrap, target)[0] == []
+
+
+def test_reader_messages_name_options_not_cli_flags(bootstrap, spark, topic_factory, tmp_path):
+    topic = topic_factory(1, prefix="df.words")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 20, big_values=0))
+    root = str(tmp_path / "b")
+    kafka_rows(spark, bootstrap, topic).write.format("topicvault").mode("append").save(root)
+    for options, expected in (({"layout": "bogus"}, r'bad option\("layout"\) \'bogus\''),
+                              ({"key_template": "{topic}/{partition}"}, r'drop option\("key_template"\)'),
+                              ({"encryptionKey": "bogus"}, r'bad option\("encryptionKey"\) \'bogus\''),
+                              ({"peer_value_encoding": "bogus"}, r'bad option\("peer_value_encoding"\) \'bogus\'')):
+        with pytest.raises(Exception, match=expected) as refused:
+            spark.read.format("topicvault").options(**options).load(root).collect()
+        assert not any(flag in str(refused.value) for flag in ("--layout", "--key-template", "--encryption-key",
+                                                                   "--peer-"))

@@ -70,3 +70,58 @@ def test_verify_finds_a_backup_that_differs_from_the_live_topic(bootstrap, backe
     assert "ok:" in run_cli("verify", str(location))
     out = run_cli("verify", str(location), "-b", bootstrap, expect_exit=1)
     assert f"{topic}[{entry['partition']}]: offsets" in out and "differ from the live topic" in out
+
+
+# --- damaged files under _topicvault/ that readers work around (issue 38) -----------------------
+
+def _plant_checkpoint(location: Path) -> tuple[Path, Path]:
+    """A checkpoint after commit 1 and its pointer, as a committer writes them at commit 50."""
+    from topicvault.core.checkpoints import LAST_CHECKPOINT_KEY, checkpoint_json, checkpoint_key
+    from topicvault.core.commits import fold_commits
+    from topicvault.core.local_store import LocalStore
+
+    store = LocalStore(str(location))
+    sha = hashlib.sha256((location / COMMIT).read_bytes()).hexdigest()
+    store.put(checkpoint_key(1), checkpoint_json(fold_commits(store), sha))
+    store.put(LAST_CHECKPOINT_KEY, json.dumps({"sequence": 1}).encode())
+    return location / checkpoint_key(1), location / LAST_CHECKPOINT_KEY
+
+
+def _flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["checkpoint", "pointer", "restore state", "legacy restore state"])
+def test_verify_names_each_damaged_file_and_strict_fails(bootstrap, backed_up, tmp_path, damage):
+    topic, location, keys = backed_up
+    checkpoint, pointer = _plant_checkpoint(location)
+    state = tmp_path / "restore-state"
+    assert "warning" not in run_cli("verify", str(location), "--state", str(state), "--strict")
+    if damage == "checkpoint":
+        _flip_a_byte(checkpoint)
+        named = str(checkpoint.relative_to(location))
+    elif damage == "pointer":
+        pointer.write_bytes(b'{"sequence": 1')  # cut short, as by an interrupted upload
+        named = str(pointer.relative_to(location))
+    elif damage == "restore state":
+        run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r",
+                "--restore-id", "r1", "--state", str(state))
+        [saved] = [p for p in state.rglob("state.json") if p.parent.name == "r1"]
+        _flip_a_byte(saved)
+        named = "restore 'r1'"
+    else:
+        legacy = location / "_topicvault" / "restores" / "old" / "state.json"
+        legacy.parent.mkdir(parents=True)
+        legacy.write_bytes(b'{"restore_id": "old", "target_bootstrap": ')
+        named = "restore 'old'"
+    out = run_cli("verify", str(location), "--state", str(state))
+    warnings = [line for line in out.splitlines() if line.startswith("warning: damaged:")]
+    assert len(warnings) == 1 and named in warnings[0], out
+    assert f"ok: {len(keys)} objects, 120 records in 2 partitions" in out  # the data is whole: exit 0
+    out = run_cli("verify", str(location), "--state", str(state), "--strict", expect_exit=1)
+    assert named in out and "verify --strict failed: 1 damaged files" in out
+    report = json.loads(run_cli("verify", str(location), "--state", str(state), "--json"))
+    assert report["ok"] and not report["ok_strict"] and len(report["damaged"]) == 1
+    assert named in report["damaged"][0]

@@ -13,13 +13,13 @@ import binascii
 import datetime
 import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pyarrow as pa
 
 from ...core.envelope import Record, records_to_batch
-from ...core.errors import CorruptObject, TopicvaultError
+from ...core.errors import CLI_WORDING, CorruptObject, TopicvaultError, Wording
 from ..base import INFLATE_STEP_BYTES, MAX_INFLATED_BYTES, check_inflated_size, gunzip_bytes, snappy_stated_size
 
 AIVEN_FIELDS = ("key", "value", "offset", "timestamp", "headers")
@@ -42,17 +42,22 @@ class PeerOptions:
     # value_encoding for keys, where the sink's key.converter differs from its value.converter
     # (e.g. StringConverter keys beside ByteArrayConverter values). None: as value_encoding.
     key_encoding: str | None = None
+    # How the refusals below name these settings (CLI flags, or the DataFrame reader's options).
+    wording: Wording = field(default=CLI_WORDING, compare=False)
 
     def __post_init__(self) -> None:
+        def bad(name: str, value: str) -> str:
+            return f"bad {self.wording.setting('--' + name.replace('_', '-'), name)} {value}"
+
         unknown = [f for f in self.fields if f not in AIVEN_FIELDS]
         if unknown or not self.fields:
-            raise TopicvaultError(f"bad --peer-fields {','.join(self.fields)}: use some of {','.join(AIVEN_FIELDS)}")
+            raise TopicvaultError(f"{bad('peer_fields', ','.join(self.fields))}: use some of {','.join(AIVEN_FIELDS)}")
         if self.value_encoding not in VALUE_ENCODINGS:
-            raise TopicvaultError(f"bad --peer-value-encoding {self.value_encoding!r}: use base64 or none")
+            raise TopicvaultError(f"{bad('peer_value_encoding', repr(self.value_encoding))}: use base64 or none")
         if self.key_encoding is not None and self.key_encoding not in VALUE_ENCODINGS:
-            raise TopicvaultError(f"bad --peer-key-encoding {self.key_encoding!r}: use base64 or none")
+            raise TopicvaultError(f"{bad('peer_key_encoding', repr(self.key_encoding))}: use base64 or none")
         if self.header_encoding is not None and self.header_encoding not in HEADER_ENCODINGS:
-            raise TopicvaultError(f"bad --peer-header-encoding {self.header_encoding!r}: use text or base64")
+            raise TopicvaultError(f"{bad('peer_header_encoding', repr(self.header_encoding))}: use text or base64")
 
 
     @property
