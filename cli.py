@@ -639,6 +639,30 @@ def demo(
         raise typer.Exit(1)
 
 
+@app.command()
+@reports_errors
+def sandbox(
+    bucket: str = typer.Option("topicvault", "--bucket", help="Bucket to create on the S3 server."),
+) -> None:
+    """A single-node Apache Kafka and a local S3 server with a bucket, to try topicvault; until Ctrl-C."""
+    from .core.sandbox import sandbox as start_sandbox
+
+    def stop(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C or SIGTERM stops it, also when started where SIGINT is ignored (a background job).
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    typer.echo("starting Apache Kafka (one node) and an S3 server (moto)...", err=True)
+    try:
+        with start_sandbox(bucket) as running:
+            _print(report.sandbox_started(running))
+            while True:
+                signal.pause()
+    except KeyboardInterrupt:
+        typer.echo("sandbox stopped: Kafka and the S3 server are gone, with their data", err=True)
+
+
 def main() -> None:
     """Console-script entry point."""
     # SIGTERM unwinds like Ctrl-C would, so child processes (embedded broker) are stopped.

@@ -422,3 +422,18 @@ def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
         result.collected, dry_run, f"plan: {records:,} records older than {before} would go",
         f"expired {records:,} records older than {before}"
         + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))
+
+
+def sandbox_started(sandbox: Any) -> list[Line]:
+    """What `topicvault sandbox` prints once both servers answer: the lines to paste."""
+    store = f"s3://{sandbox.bucket}/backups"
+    return [
+        _out(f"sandbox running: Apache Kafka at {sandbox.bootstrap}, S3 server at {sandbox.endpoint}, "
+             f"bucket {sandbox.bucket}"),
+        _out("in another shell, paste:"),
+        _out(f"  {sandbox.export_line}"),
+        _out(f"then use  -b {sandbox.bootstrap}  and  --to/--from {store}, e.g.:"),
+        _out(f"  topicvault backup -b {sandbox.bootstrap} --topic orders --to {store}"),
+        _out(f"  topicvault restore --from {store} -b {sandbox.bootstrap} --rename orders=orders.restored"),
+        _out("Ctrl-C here stops both and deletes their data."),
+    ]
