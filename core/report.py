@@ -194,9 +194,9 @@ def backup_follow_stopped(result: Any) -> Line:
 RESTORE_COLUMNS = ["topic", "partitions", "records", "bytes", "elapsed_s"]
 
 
-def restore_plan_notes(plan: Any, as_json: bool) -> list[Line]:
-    """A source.restore.RestorePlan's notes on stderr (with --json they are part of the JSON instead)."""
-    return [] if as_json else [_err(f"note: {note}") for note in plan.notes]
+def restore_plan_notes(plan: Any) -> list[Line]:
+    """A source.restore.RestorePlan's notes on stderr (with --json, in its JSON too)."""
+    return [_err(f"note: {note}") for note in plan.notes]
 
 
 def restore_dry_run(plan: Any, as_json: bool) -> list[Line]:
@@ -215,12 +215,16 @@ def restore_dry_run(plan: Any, as_json: bool) -> list[Line]:
         for task in plan.tasks]
 
 
-def restore_started(plan: Any, as_json: bool) -> list[Line]:
-    """The restore id to resume with, printed before anything is produced."""
-    if as_json:
-        return []
-    return [_out(f"restore id {plan.restore_id}{' (resuming)' if plan.resumed else ''}: "
+def restore_started(plan: Any) -> list[Line]:
+    """The restore id to resume with, printed before anything is produced (on stderr, so that
+    it is there with --json too, whose stdout carries JSON only)."""
+    return [_err(f"restore id {plan.restore_id}{' (resuming)' if plan.resumed else ''}: "
                  "if interrupted, run again with --restore-id to continue")]
+
+
+def restore_interrupted(restore_id: str) -> str:
+    """The one line of a restore stopped by Ctrl-C."""
+    return f"interrupted; resume with --restore-id {restore_id}"
 
 
 def _restore_rows(result: Any) -> list[dict]:
