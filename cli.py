@@ -419,6 +419,10 @@ def restore(
     restore_plan = plan_restore(
         job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics, selection, configs
     )
+    if groups:  # a --group it cannot commit is refused before anything is written
+        from .source.groups import check_groups
+
+        restore_plan.notes.extend(check_groups(restore_plan, group or None))
     _print(report.restore_plan_notes(restore_plan))
     if dry_run:
         _print(report.restore_dry_run(restore_plan, as_json))
