@@ -3,7 +3,7 @@ VENV := .venv
 STAMP := $(VENV)/.topicvault-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test unit setup bench clean
+.PHONY: demo sandbox test unit setup bench clean
 
 setup: $(STAMP)
 
@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml ci/setup.sh ci/kafka-jars.sh ci/maven/kafka.pom.xml ci/
 
 demo: $(STAMP)
 	$(VENV)/bin/topicvault demo
+
+# A local Apache Kafka and S3 server (moto) with a bucket, until Ctrl-C: prints the lines to paste.
+sandbox: $(STAMP)
+	$(VENV)/bin/topicvault sandbox
 
 test: $(STAMP)
 	bash ci/test.sh $(PYTEST_ARGS)

@@ -6,6 +6,8 @@ import functools
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable, List, Optional
 
@@ -58,6 +60,41 @@ def _print_traceback() -> None:
     typer.echo(scrub(traceback.format_exc()).rstrip(), err=True)
 
 
+class Interrupted(Exception):
+    """Ctrl-C ended a command; the message is the one line saying what it leaves behind."""
+
+
+@contextmanager
+def interrupt_says(line: Callable[[], str]) -> Iterator[None]:
+    """Turn Ctrl-C (SIGINT) inside the block into one line, `line()`, and exit status 130."""
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(line()) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def quiet_spark_interrupts() -> None:
+    """Once Spark has started: replace the SIGINT handler pyspark installed with one that only
+    raises KeyboardInterrupt.
+
+    pyspark's handler cancels the running jobs through py4j while the interrupted main thread
+    still holds its connection: that reentrant call printed about 40 lines of tracebacks
+    ("Exception while sending command", "reentrant call"). The jobs end with the driver JVM,
+    which stops when this process exits. py4j logs the interrupted call's traceback (through the
+    root logger), so logging is off from then on: the process is ending, and an error of a call
+    still made is reported as usual, as one line."""
+    import logging
+
+    def interrupt(signum, frame) -> None:
+        logging.disable(logging.CRITICAL)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+
+
 def reports_errors(command: Callable) -> Callable:
     """Turn every error into one line on stderr and exit code 1 (the traceback too with --debug);
     whatever is printed has the secret settings scrubbed."""
@@ -75,6 +112,9 @@ def reports_errors(command: Callable) -> Callable:
                 _print_traceback()
             typer.echo(f"error: {report.show_text(scrub(str(exc)))}", err=True)
             raise typer.Exit(1) from None
+        except Interrupted as interrupted:
+            typer.echo(str(interrupted), err=True)
+            raise typer.Exit(130) from None
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing uncommitted is presented as backed up; run again to continue", err=True)
             raise typer.Exit(130) from None
@@ -223,13 +263,17 @@ def backup(
     from .core.progress import ProgressMonitor
     from .core.spark import get_task_session
 
-    spark_started = time.monotonic()
-    spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
-    spark_s = time.monotonic() - spark_started
-    total = sum(p.records_at_most for p in backup_plan.partitions)
-    spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
-    with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet or as_json) as progress:
-        result = run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan)
+    # The run commits once, at its end: interrupted before, it leaves the location as it was.
+    with interrupt_says(lambda: f"interrupted: this run committed nothing; {job.store_uri} holds what earlier "
+                                "backups committed; run again to back up the rest"):
+        spark_started = time.monotonic()
+        spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
+        quiet_spark_interrupts()
+        spark_s = time.monotonic() - spark_started
+        total = sum(p.records_at_most for p in backup_plan.partitions)
+        spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
+        with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet or as_json) as progress:
+            result = run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan)
     _print(report.backup_summary(result, spark_s, as_json))
 
 
@@ -380,18 +424,24 @@ def restore(
     restore_plan = plan_restore(
         job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics, selection, configs
     )
-    _print(report.restore_plan_notes(restore_plan, as_json))
+    if groups:  # a --group it cannot commit is refused before anything is written
+        from .source.groups import check_groups
+
+        restore_plan.notes.extend(check_groups(restore_plan, group or None))
+    _print(report.restore_plan_notes(restore_plan))
     if dry_run:
         _print(report.restore_dry_run(restore_plan, as_json))
         return
-    _print(report.restore_started(restore_plan, as_json))
+    _print(report.restore_started(restore_plan))
     from .core.progress import ProgressMonitor
     from .core.spark import get_task_session
 
-    spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
-    with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
-                         quiet=quiet or as_json) as progress:
-        result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)
+    with interrupt_says(lambda: report.restore_interrupted(restore_plan.restore_id)):
+        spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
+        quiet_spark_interrupts()
+        with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
+                             quiet=quiet or as_json) as progress:
+            result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)
     committed_groups = None  # --groups not given
     if groups:
         from .source.groups import restore_groups
@@ -654,6 +704,30 @@ def demo(
 
     if not run_demo(records, directory, master, typer.echo):
         raise typer.Exit(1)
+
+
+@app.command()
+@reports_errors
+def sandbox(
+    bucket: str = typer.Option("topicvault", "--bucket", help="Bucket to create on the S3 server."),
+) -> None:
+    """A single-node Apache Kafka and a local S3 server with a bucket, to try topicvault; until Ctrl-C."""
+    from .core.sandbox import sandbox as start_sandbox
+
+    def stop(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C or SIGTERM stops it, also when started where SIGINT is ignored (a background job).
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    typer.echo("starting Apache Kafka (one node) and an S3 server (moto)...", err=True)
+    try:
+        with start_sandbox(bucket) as running:
+            _print(report.sandbox_started(running))
+            while True:
+                signal.pause()
+    except KeyboardInterrupt:
+        typer.echo("sandbox stopped: Kafka and the S3 server are gone, with their data", err=True)
 
 
 def main() -> None:

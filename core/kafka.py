@@ -301,7 +301,15 @@ def true_end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]]) 
     Some Kafka-compatible brokers report a high watermark below the true end (the embedded
     broker reports the base offset of the last batch + 1), so restore never trusts it alone.
     """
-    ends = {(topic, partition): watermarks(consumer, topic, partition)[1] for topic, partition in partitions}
+    return ends_past(consumer, {(topic, partition): watermarks(consumer, topic, partition)[1]
+                                for topic, partition in partitions})
+
+
+def ends_past(consumer: Consumer, reported: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Each partition's end: the offset after the last record a read from its `reported` end
+    (a high watermark) finds before partition EOF, else the reported end itself. The consumer
+    needs enable.partition.eof=True; its isolation level decides what counts."""
+    ends = dict(reported)
     for message in read_to_eof(consumer, {tp: max(high, 0) for tp, high in ends.items()}):
         ends[(message.topic(), message.partition())] = message.offset() + 1
     return ends

@@ -210,9 +210,9 @@ def backup_follow_stopped(result: Any) -> Line:
 RESTORE_COLUMNS = ["topic", "partitions", "records", "bytes", "elapsed_s"]
 
 
-def restore_plan_notes(plan: Any, as_json: bool) -> list[Line]:
-    """A source.restore.RestorePlan's notes on stderr (with --json they are part of the JSON instead)."""
-    return [] if as_json else [_err(f"note: {note}") for note in plan.notes]
+def restore_plan_notes(plan: Any) -> list[Line]:
+    """A source.restore.RestorePlan's notes on stderr (with --json, in its JSON too)."""
+    return [_err(f"note: {note}") for note in plan.notes]
 
 
 def restore_dry_run(plan: Any, as_json: bool) -> list[Line]:
@@ -231,12 +231,16 @@ def restore_dry_run(plan: Any, as_json: bool) -> list[Line]:
         for task in plan.tasks]
 
 
-def restore_started(plan: Any, as_json: bool) -> list[Line]:
-    """The restore id to resume with, printed before anything is produced."""
-    if as_json:
-        return []
-    return [_out(f"restore id {plan.restore_id}{' (resuming)' if plan.resumed else ''}: "
+def restore_started(plan: Any) -> list[Line]:
+    """The restore id to resume with, printed before anything is produced (on stderr, so that
+    it is there with --json too, whose stdout carries JSON only)."""
+    return [_err(f"restore id {plan.restore_id}{' (resuming)' if plan.resumed else ''}: "
                  "if interrupted, run again with --restore-id to continue")]
+
+
+def restore_interrupted(restore_id: str) -> str:
+    """The one line of a restore stopped by Ctrl-C."""
+    return f"interrupted; resume with --restore-id {restore_id}"
 
 
 def _restore_rows(result: Any) -> list[dict]:
@@ -470,3 +474,18 @@ def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
         result.collected, dry_run, f"plan: {records:,} records older than {before} would go",
         f"expired {records:,} records older than {before}"
         + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))
+
+
+def sandbox_started(sandbox: Any) -> list[Line]:
+    """What `topicvault sandbox` prints once both servers answer: the lines to paste."""
+    store = f"s3://{sandbox.bucket}/backups"
+    return [
+        _out(f"sandbox running: Apache Kafka at {sandbox.bootstrap}, S3 server at {sandbox.endpoint}, "
+             f"bucket {sandbox.bucket}"),
+        _out("in another shell, paste:"),
+        _out(f"  {sandbox.export_line}"),
+        _out(f"then use  -b {sandbox.bootstrap}  and  --to/--from {store}, e.g.:"),
+        _out(f"  topicvault backup -b {sandbox.bootstrap} --topic orders --to {store}"),
+        _out(f"  topicvault restore --from {store} -b {sandbox.bootstrap} --rename orders=orders.restored"),
+        _out("Ctrl-C here stops both and deletes their data."),
+    ]

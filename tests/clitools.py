@@ -21,3 +21,11 @@ def assert_one_line_error(output: str, *needles: str) -> None:
     assert "Traceback" not in output
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def run_cli_stdout(*args: str, expect_exit: int = 0) -> str:
+    """Run `topicvault ARGS`; assert the exit code; return stdout alone (e.g. --json output, with
+    the notes and ids on stderr left out)."""
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == expect_exit, f"exit {result.exit_code} for {args}:\n{result.output}\n{result.exception!r}"
+    return result.stdout

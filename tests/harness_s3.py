@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from topicvault.core.embedded_broker import DIE_WITH_PARENT, free_port
+from topicvault.core.embedded_broker import free_port  # noqa: F401 (tests import it from here)
+from topicvault.core.local_s3 import moto_server
 
 # conftest star-imports this module: export the fixtures only.
 __all__ = ["local_uri", "s3_endpoint", "s3_uri", "store_uri"]
@@ -38,47 +33,6 @@ def logged_requests(log: Path, bucket: str) -> list[str]:
     client got an answer to is in the log already: no waiting is needed."""
     pattern = re.compile(rf'"(?:\x1b\[[0-9;]*m)?[A-Z]+ /{re.escape(bucket)}[/? ]')
     return [line for line in log.read_text(errors="replace").splitlines() if pattern.search(line)]
-
-
-@contextmanager
-def moto_server(log_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[str]:
-    """Run `moto_server` on a free port; yield its URL; stop it (SIGKILL after 10 s) on exit."""
-    port = free_port()
-    executable = Path(sys.executable).with_name("moto_server")
-    log = log_dir / f"moto-{port}.log"
-    with open(log, "wb") as out:  # the child keeps its own descriptor
-        process = subprocess.Popen(
-            [str(executable), "-H", "127.0.0.1", "-p", str(port)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, **(env or {})}, preexec_fn=DIE_WITH_PARENT,
-        )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_up(endpoint, process, log)
-        yield endpoint
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_until_up(endpoint: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto_server exited with {process.returncode}; see {log}")
-        try:
-            with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2):
-                return
-        except urllib.error.HTTPError:
-            return  # it answered
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"moto_server did not answer on {endpoint} in 60 s; see {log}") from None
-            time.sleep(0.1)
 
 
 @pytest.fixture(scope="session")

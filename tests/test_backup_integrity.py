@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import assert_one_line_error, run_cli
+from clitools import assert_one_line_error, run_cli, run_cli_stdout
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from harness_broker import TANSU_KINDS
@@ -232,8 +232,8 @@ def test_lost_range_is_reported_by_ls_verify_and_restore(bootstrap, spark, topic
     assert f"lost: {topic}[0]: offsets 10..24" in checked and checked.strip().splitlines()[-1].startswith("ok:")
     report = json.loads(run_cli("verify", str(location), "--json"))
     assert report["ok"] and "offsets 10..24" in report["lost"][0]
-    dry = json.loads(run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename",
-                             f"{topic}={topic}-r", "--dry-run", "--json"))
+    dry = json.loads(run_cli_stdout("restore", "--from", str(location), "-b", bootstrap, "--rename",
+                                    f"{topic}={topic}-r", "--dry-run", "--json"))
     assert any("offsets 10..24 were deleted by retention" in n for n in dry["notes"])
     restored = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
     assert f"note: {topic}[0]: offsets 10..24 were deleted by retention" in restored

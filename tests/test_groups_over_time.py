@@ -217,3 +217,34 @@ def test_ls_says_when_a_group_snapshots_time_is_uncertain_by_more_than_a_second(
     assert snapshot["uncertain"] == 1 and hour - 60_000 < snapshot["max_uncertain_ms"] <= hour
     steady_out = run_cli("ls", str(tmp_path / steady))
     assert "consumer-group snapshots: 1 from" in steady_out and "uncertain" not in steady_out
+
+
+def test_groups_missing_at_until_are_refused_before_writing_and_named_when_skipped(bootstrap, spark, topic_factory,
+                                                                                    tmp_path):
+    """issue 40.6: `--group G --until T` with no offsets of G at T failed after the topic was
+    created and every record written; plain `--groups` left G out without a word."""
+    from kafkatools import topic_exists
+
+    topic = topic_factory(1, prefix="pitcheck")
+    group = f"young-{uuid.uuid4().hex[:6]}"
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"v%d" % i, _now_ms(), 0, ()) for i in range(5)])
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    time.sleep(1.2)
+    until = _now_ms()
+    time.sleep(1.2)
+    commit_offsets(bootstrap, group, {(topic, 0): 2})
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    restore = ["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--until", str(until)]
+
+    for dry_run in (["--dry-run"], []):
+        out = run_cli(*restore, "--groups", "--group", group, *dry_run, expect_exit=1)
+        assert f"consumer group {group} has no saved offsets at or before --until" in out
+        assert not topic_exists(bootstrap, f"{topic}-r")  # refused before anything was written
+
+    out = run_cli(*restore, "--groups", "--dry-run")
+    assert f"note: consumer group {group} has no saved offsets at or before --until" in out
+    out = run_cli(*restore, "--groups", "--restore-id", "named")
+    assert f"note: consumer group {group} has no saved offsets at or before --until" in out
+    assert "no consumer-group offsets saved for the restored topics" in out
+    assert committed(bootstrap, group, f"{topic}-r", 1)[0] < 0

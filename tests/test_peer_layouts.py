@@ -18,7 +18,7 @@ from pathlib import Path
 import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
-from clitools import run_cli
+from clitools import run_cli, run_cli_stdout
 from kafkatools import consume_all, topic_exists
 from topicvault.core.envelope import Record
 
@@ -479,8 +479,8 @@ def test_aiven_default_csv_restores_tombstones_and_reports_gaps(bootstrap, spark
             chunk = values[first:end]
             (tmp_path / f"{topic}-{p}-{start}").write_bytes("\n".join(b64(v) for v in chunk).encode())
             expected[p] += [Record(topic, p, start + i, None, v, 0, 0, ()) for i, v in enumerate(chunk)]
-    out = run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--json")
-    summary = json.loads(out[out.index("{"):])
+    summary = json.loads(run_cli_stdout("restore", "--from", str(tmp_path), "-b", bootstrap, "--rename",
+                                         f"{topic}={topic}-r", "--json"))
     assert summary["produced"] == 22
     assert_restored(bootstrap, f"{topic}-r", expected, timestamps=False)
     assert {"partition": f"{topic}[0]", "duplicates": 0, "gaps": 1, "missing_offsets": 2} in summary["peer_findings"]

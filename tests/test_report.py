@@ -132,7 +132,7 @@ COMMITTED = "_topicvault/commits/0000000000000000003.json"
 
 def started(result, as_json: bool) -> list[report.Line]:
     """What a restore prints before it produces."""
-    return report.restore_plan_notes(result.plan, as_json) + report.restore_started(result.plan, as_json)
+    return report.restore_plan_notes(result.plan) + report.restore_started(result.plan)
 
 
 def _scenarios() -> dict[str, callable]:
@@ -146,7 +146,7 @@ def _scenarios() -> dict[str, callable]:
         found[f"backup json={js}"] = lambda js=js: (
             report.backup_plan_warnings(BACKUP_PLAN, js) + report.backup_summary(BACKUP_RESULT, 0.0, js))
         found[f"restore dry json={js}"] = lambda js=js: (
-            report.restore_plan_notes(RESTORE_PLAN, js) + report.restore_dry_run(RESTORE_PLAN, js))
+            report.restore_plan_notes(RESTORE_PLAN) + report.restore_dry_run(RESTORE_PLAN, js))
         found[f"restore groups json={js}"] = lambda js=js: (
             started(RESTORE_RESULT, js) + report.restore_summary(RESTORE_RESULT, GROUPS, js, SKIPPED_EXIT))
         found[f"restore clean json={js}"] = lambda js=js: (

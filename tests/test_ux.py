@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from clitools import run_cli, run_cli_stdout
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
 from topicvault.core.envelope import Record
@@ -109,9 +109,9 @@ def test_backup_and_restore_with_profiles_json_and_progress(bootstrap, spark, to
     assert listing["records"] == 600 and {p["partition"] for p in listing["partitions"]} == {0, 1}
     report = json.loads(run_cli("verify", *profile, "--json"))
     assert report["ok"] and report["partitions_compared"] == 2
-    plan = json.loads(run_cli("restore", *profile, "--rename", f"{topic}={topic}-p", "--dry-run", "--json"))
+    plan = json.loads(run_cli_stdout("restore", *profile, "--rename", f"{topic}={topic}-p", "--dry-run", "--json"))
     assert plan["records_at_most"] == 600 and plan["topics_to_create"] == {f"{topic}-p": 2}
-    done = json.loads(run_cli("restore", *profile, "--rename", f"{topic}={topic}-p", "--json", "-q"))
+    done = json.loads(run_cli_stdout("restore", *profile, "--rename", f"{topic}={topic}-p", "--json", "-q"))
     assert done["produced"] == 600
     assert consume_all(bootstrap, f"{topic}-p") == {
         p: [r.__class__(**{**r.__dict__, "topic": f"{topic}-p"}) for r in records]
