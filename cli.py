@@ -305,7 +305,7 @@ def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_inter
             typer.echo("stopping: finishing the running micro-batch, then committing", err=True)
         stop_requested.append(signum)
 
-    spark = get_spark(master)
+    spark = get_spark(master, retry_tasks=True)  # a crashed worker costs a task attempt, not the follower
     register(spark)  # the stream runs through topicvault's data sources
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
@@ -486,11 +486,12 @@ def _follow_restore(job, request, master: Optional[str], as_json: bool, quiet: b
     def print_round(finished) -> None:
         _print(report.follow_round(finished, as_json, quiet))
 
-    spark = get_spark(master)
+    spark = get_spark(master, retry_tasks=True)  # a crashed worker costs a task attempt, not the follower
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     _print([report.restore_following(job.store_uri, request.poll_interval_s)])
-    summary = follow_restore(spark, job, request, stop, print_round)
+    summary = follow_restore(spark, job, request, stop, print_round,
+                             lambda restart: _print(report.follow_restart(restart, as_json)))
     _print(report.follow_stopped(summary, EXIT_SKIPPED))
     if summary.skipped:
         raise typer.Exit(EXIT_SKIPPED)

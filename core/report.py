@@ -322,6 +322,11 @@ def follow_round(finished: Any, as_json: bool, quiet: bool) -> list[Line]:
     return lines + ([] if quiet else [_out(finished.line())])
 
 
+def follow_restart(restart: Any, as_json: bool) -> list[Line]:
+    """A restart of a failed `restore --follow` round (a source.follow.FollowRestart): a line, or a JSON line."""
+    return [_out(json.dumps(restart.to_json(), sort_keys=True))] if as_json else [_err(restart.line())]
+
+
 def follow_stopped(summary: Any, skipped_exit: int) -> list[Line]:
     """The end of `restore --follow` (a source.follow.FollowSummary); names `skipped_exit`, the exit
     status, when objects were left out."""

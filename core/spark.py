@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +25,18 @@ SESSION_SETTINGS = (
     # (see check_no_speculation); this wins over spark-defaults.conf and --conf.
     ("spark.speculation", "false"),
     ("spark.python.worker.reuse", "true"),
+    # Python workers dump their threads' Python stacks to stderr (the log) when they die of a
+    # native crash (see _prepare_environment). Not Spark's spark.python.worker.faulthandler.enabled:
+    # it sends the dump into the failed task's error instead, which the log never shows for a task
+    # Spark retried, and which a failed follower reports by its one last line.
+    ("spark.executorEnv.PYTHONFAULTHANDLER", "1"),
     ("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}"),
 )
 
 
-def get_spark(master: str | None = None, app_name: str = "topicvault"):
-    """Return the active Spark session or start one (default master local[*]).
+def get_spark(master: str | None = None, app_name: str = "topicvault", retry_tasks: bool = False):
+    """Return the active Spark session or start one (default master local[*]; with `retry_tasks`,
+    as the followers start theirs, a local master retries tasks: see task_retries).
 
     Workers must run this interpreter (the one topicvault is installed in), so PYSPARK_PYTHON
     is set before the session starts unless the user already chose one.
@@ -40,8 +48,9 @@ def get_spark(master: str | None = None, app_name: str = "topicvault"):
     if active is not None:
         return active
     builder = SparkSession.builder.appName(app_name)
-    if _master(master):
-        builder = builder.master(_master(master))
+    chosen = _master(master)
+    if chosen:
+        builder = builder.master(task_retries(chosen) if retry_tasks else chosen)
     for name, value in SESSION_SETTINGS:
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
@@ -93,6 +102,11 @@ def _prepare_environment() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Workers a local master forks inherit this environment: faulthandler prints every thread's
+    # Python stack to stderr when a worker dies of SIGSEGV, SIGBUS, SIGFPE or SIGABRT.
+    os.environ.setdefault("PYTHONFAULTHANDLER", "1")
+    if not faulthandler.is_enabled():  # the driver too (it runs Kafka and S3 clients)
+        faulthandler.enable()
 
 
 def _master(master: str | None) -> str | None:
@@ -102,6 +116,28 @@ def _master(master: str | None) -> str | None:
     if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
         return master or os.environ.get("TOPICVAULT_SPARK_MASTER", "local[*]")
     return None
+
+
+# Attempts of a task in a local master (as spark.task.maxFailures, which local mode ignores).
+LOCAL_TASK_ATTEMPTS = 4
+_LOCAL_MASTER = re.compile(r"local\[(\*|\d+)\]")
+
+
+def task_retries(master: str) -> str:
+    """`master` with task retries: local mode ignores spark.task.maxFailures and runs every task
+    once unless the master string says local[N,F], so local and local[N] become local[N,4].
+
+    A follower's task is safe to run again: a micro-batch's objects have keys of its own run
+    and only the commit publishes them (backup --follow), and a restore task counts what an
+    earlier attempt produced (restore --follow). A worker that crashed then costs one attempt,
+    not the micro-batch or the round. (One-shot runs keep local mode's single attempt: a task
+    that failed with a TopicvaultError, such as a broker down for the idle timeout, would only
+    fail three more times before the one line is shown.)
+    """
+    if master == "local":
+        return f"local[1,{LOCAL_TASK_ATTEMPTS}]"
+    match = _LOCAL_MASTER.fullmatch(master)
+    return f"local[{match.group(1)},{LOCAL_TASK_ATTEMPTS}]" if match else master
 
 
 def _started(context) -> None:
@@ -188,3 +224,38 @@ def run_tasks(spark, function, specs: list) -> list:
         if start < 0:
             raise
         raise TopicvaultError(text[start + len(_ERROR_MARK) :].splitlines()[0]) from None
+
+
+# A Python exception's last line in a traceback Spark wraps: "OSError: [Errno 28] ..."
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): \S.*$")
+
+
+def failure_reason(text: str) -> str:
+    """The one-line reason of a failed Spark job or query: a TopicvaultError's own message where Spark wrapped
+    one, else the last exception line of the traceback inside (Spark's first line,
+    "[STREAM_FAILED] Query [...] terminated with exception:", names no cause)."""
+    mark = "TopicvaultError: "
+    at = text.rfind(mark)
+    if at >= 0:
+        line = text[at + len(mark):].splitlines()[0]
+    else:
+        causes = [line.strip() for line in text.splitlines()
+                  if _EXCEPTION_LINE.match(line.strip()) and not line.rstrip().endswith("(most recent call last):")]
+        line = causes[-1] if causes else _cause_inside(text)
+    return line.split(" SQLSTATE:")[0]
+
+
+# "... most recent failure: Lost task 0.3 in stage 0.0 (TID 3) (localhost executor driver):
+# org.apache.spark.SparkException: Python worker exited unexpectedly (crashed). Consider setting ..."
+_CAUSE_INSIDE = re.compile(r"^(?:.*[\s:])?(?:[a-z_]\w*\.)*([A-Z]\w*(?:Error|Exception)): (.+?)(?:\. Consider setting .*)?$")
+
+
+def _cause_inside(text: str) -> str:
+    """The last exception named in the first line of `text` that names one (Spark's one-line
+    failure of a job, such as a crashed worker's), else the first line."""
+    lines = text.splitlines() or [""]
+    for line in lines:
+        found = _CAUSE_INSIDE.match(line)
+        if found:
+            return f"{found.group(1)}: {found.group(2)}"
+    return lines[0]

@@ -8,7 +8,6 @@ is read again.
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 import time
@@ -19,6 +18,8 @@ from typing import Callable
 from ..core.checkpoints import load_state, read_forward
 from ..core.commits import CommitRecord
 from ..core.errors import TopicvaultError
+from ..core.restarts import RestartBudget, pause
+from ..core.spark import failure_reason
 from .backup import BackupJob, commit_unread, plan_run
 from .metrics import FollowMetrics, batch_durations, own_commits
 
@@ -73,6 +74,52 @@ def run_follow(
     if key:
         report(f"saved topic settings, consumer-group offsets and lost offsets: committed {key}")
     common = _options(job)
+    store = job.open_store()
+    state = load_state(store, job.keyring())  # kept in memory and read forward: never reloaded on a timer
+    first_sequence, first_records = state.last_sequence, _records(state)
+    if metrics is not None:
+        metrics.observe_state(state)
+    restarts = RestartBudget()
+    while True:
+        try:
+            state = _run_query(spark, job, common, topics, topics_regex, flush_interval_s, max_records_per_trigger,
+                               store, state, should_stop, report, metrics)
+            break
+        except QueryFailed as failure:
+            if metrics is not None:
+                metrics.observe_errors("micro_batch")
+            delay = restarts.next_delay() if failure.restartable else None
+            if delay is None:
+                raise TopicvaultError(restarts.give_up("followed backup", failure.reason)
+                                      if failure.restartable else str(failure)) from None
+            state = read_forward(store, state)
+            report(f"restart {restarts.total}: the query failed ({failure.reason}); starting again from commit "
+                   f"{state.last_sequence} in {delay:.0f} s ({len(restarts.times)} of at most "
+                   f"{restarts.max_restarts} restarts in {restarts.window_s:.0f} s)")
+            if metrics is not None:
+                metrics.observe_restart()
+            if not pause(delay, should_stop):
+                break
+    return FollowResult(
+        state.last_sequence - first_sequence, _records(state) - first_records, (state.last_stream or {}).get("lag", {})
+    )
+
+
+class QueryFailed(TopicvaultError):
+    """The stream's query failed: `reason` is its one line; `restartable` unless a TopicvaultError
+    of a task (bad input or a state a restart would meet again) caused it."""
+
+    def __init__(self, reason: str, restartable: bool) -> None:
+        super().__init__(f"followed backup failed: {reason}")
+        self.reason = reason
+        self.restartable = restartable
+
+
+def _run_query(spark, job: BackupJob, common: dict[str, str], topics: list[str], topics_regex: str | None,
+               flush_interval_s: float, max_records_per_trigger: int | None, store, state,
+               should_stop: Callable[[], bool], report: Callable[[str], None], metrics: FollowMetrics | None):
+    """Run one streaming query from the location's committed ends until `should_stop()`; return
+    the state read forward to its last commit. Raises QueryFailed when the query fails."""
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)
     # A micro-batch over hundreds of partitions runs about one task per core (see group_ranges).
     reader = reader.option("minPartitions", str(spark.sparkContext.defaultParallelism))
@@ -99,11 +146,6 @@ def run_follow(
     if job.key_template:
         writer_options["keyTemplate"] = job.key_template
     checkpoint = tempfile.mkdtemp(prefix="topicvault-follow-")
-    store = job.open_store()
-    state = load_state(store, job.keyring())  # kept in memory and read forward: never reloaded on a timer
-    first_sequence, first_records = state.last_sequence, _records(state)
-    if metrics is not None:
-        metrics.observe_state(state)
     query = (
         reader.load()
         .writeStream.format("topicvault")
@@ -120,6 +162,9 @@ def run_follow(
             # are the commits after the known sequence read, so an idle follower makes no store request.
             if not watch.batches_ran():
                 continue
+            if watch.failed_attempts:
+                report(f"{watch.failed_attempts} failed task attempt(s) retried (a task failed or its Python worker "
+                       "crashed); the micro-batch went on")
             seen = state.last_sequence
             state = watch.read_forward(store, state)
             if state.last_sequence != seen:
@@ -128,20 +173,13 @@ def run_follow(
                        f"lag {sum(lag.values()):,} records" + (f" ({_worst(lag)})" if lag else ""))
         _stop_after_batch(query)
         if query.exception() is not None:
-            raise TopicvaultError(f"followed backup failed: {_reason(str(query.exception()))}")
-    except TopicvaultError:
-        if metrics is not None:
-            metrics.observe_errors("micro_batch")
-        raise
+            raise _failed(str(query.exception()))
     finally:
         if query.isActive:
             query.stop()
         shutil.rmtree(checkpoint, ignore_errors=True)
     watch.batches_ran()  # the last micro-batch's duration, for the metrics
-    state = watch.read_forward(store, state)
-    return FollowResult(
-        state.last_sequence - first_sequence, _records(state) - first_records, (state.last_stream or {}).get("lag", {})
-    )
+    return watch.read_forward(store, state)
 
 
 class _BatchWatch:
@@ -158,6 +196,7 @@ class _BatchWatch:
         self.last_report = ""  # timestamp of the newest progress report handled (ISO-8601, sortable)
         self.durations: dict[int, float] = {}
         self.jobs_counted: set[int] = set()
+        self.failed_attempts = 0  # found by the last batches_ran()
 
     def batches_ran(self) -> bool:
         """True if a micro-batch that read records reported progress since the last call.
@@ -171,8 +210,9 @@ class _BatchWatch:
         self.last_report = max([progress["timestamp"]] + [p["timestamp"] for p in fresh])
         ran = batch_durations(fresh)
         self.durations.update(ran)
-        if ran and self.metrics is not None:
-            self.metrics.observe_errors("task_attempt", self._new_failed_attempts())
+        self.failed_attempts = self._new_failed_attempts() if ran else 0
+        if self.metrics is not None:
+            self.metrics.observe_errors("task_attempt", self.failed_attempts)
         return bool(ran)
 
     def read_forward(self, store, state):
@@ -212,26 +252,13 @@ def _await(query, seconds: float) -> None:
     try:
         query.awaitTermination(seconds)
     except StreamingQueryException as exc:
-        raise TopicvaultError(f"followed backup failed: {_reason(str(exc))}") from None
+        raise _failed(str(exc)) from None
 
 
-# A Python exception's last line in a traceback Spark wraps: "OSError: [Errno 28] ..."
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): \S.*$")
-
-
-def _reason(text: str) -> str:
-    """The one-line reason of a failed query: a TopicvaultError's own message where Spark wrapped
-    one, else the last exception line of the traceback inside (Spark's first line,
-    "[STREAM_FAILED] Query [...] terminated with exception:", names no cause)."""
-    mark = "TopicvaultError: "
-    at = text.rfind(mark)
-    if at >= 0:
-        line = text[at + len(mark):].splitlines()[0]
-    else:
-        causes = [line.strip() for line in text.splitlines()
-                  if _EXCEPTION_LINE.match(line.strip()) and not line.rstrip().endswith("(most recent call last):")]
-        line = causes[-1] if causes else (text.splitlines() or [""])[0]
-    return line.split(" SQLSTATE:")[0]
+def _failed(text: str) -> QueryFailed:
+    """The failure of a query whose exception reads `text`: a TopicvaultError a task raised is
+    final (a restart would meet it again); anything else (a crashed worker) may be restarted."""
+    return QueryFailed(failure_reason(text), restartable="TopicvaultError: " not in text)
 
 
 def _records(state) -> int:

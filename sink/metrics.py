@@ -68,12 +68,15 @@ class FollowMetrics:
                                   "its commit (read, objects written, commit record).", buckets=DURATION_BUCKETS,
                                   registry=self.registry)
         self.errors = Counter("topicvault_errors", "Errors: failed Spark task attempts of the stream (retried "
-                              "by Spark) and failed micro-batches (which stop the follower).", ["kind"],
+                              "by Spark) and failed micro-batches (which restart the follower's query).", ["kind"],
                               registry=self.registry)
         for kind in ("task_attempt", "micro_batch"):
             self.errors.labels(kind)  # present at 0: an alert on increase() needs the series to exist
         self.unlabelled = Gauge("topicvault_topics_unlabelled", f"Topics beyond the first {max_topics} seen: "
                                 f"counted under topic=\"{OTHER_TOPICS}\", without per-partition series.",
+                                registry=self.registry)
+        self.restarts = Counter("topicvault_restarts", "Times this follower started its query again from the "
+                                "last commit after it failed (a worker crashed in every attempt of a task, ...).",
                                 registry=self.registry)
         self.registry.register(_SinceLastCommit(self))
 
@@ -119,6 +122,10 @@ class FollowMetrics:
         """Count `count` errors of `kind` (task_attempt or micro_batch)."""
         if count > 0:
             self.errors.labels(kind).inc(count)
+
+    def observe_restart(self) -> None:
+        """Count one restart of the follower's query."""
+        self.restarts.inc()
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format, as a scrape gets them."""

@@ -60,6 +60,8 @@ from ..core.checkpoints import read_forward
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
 from ..core.commits import BackupState, CommitRecord, PartitionRange, commit_key, lost_note
 from ..core.errors import ObjectNotFound, TopicvaultError
+from ..core.restarts import RestartBudget, pause
+from ..core.spark import failure_reason
 from ..formats.peers import PeerKey, peer_layout
 from .object_reader import SkippedObject
 from .offset_map import OffsetMap, continued
@@ -195,12 +197,39 @@ class FollowSummary:
     skipped: tuple[SkippedObject, ...]
 
 
+@dataclass(frozen=True)
+class FollowRestart:
+    """A round that failed (a Python worker crashed in every attempt of a task, ...) and is run again
+    from the saved offset map after `delay_s`: the `number`th restart of this run."""
+
+    number: int
+    reason: str
+    delay_s: float
+    in_window: int  # restarts within the window, this one included
+    max_restarts: int
+    window_s: float
+
+    def line(self) -> str:
+        """One human-readable line."""
+        return (f"restart {self.number}: the round failed ({self.reason}); restoring again from the saved offsets "
+                f"in {self.delay_s:.0f} s ({self.in_window} of at most {self.max_restarts} restarts in "
+                f"{self.window_s:.0f} s)")
+
+    def to_json(self) -> dict:
+        """For `--json`: one object per restart."""
+        return {"restart": self.number, "reason": self.reason, "delay_s": self.delay_s, "in_window": self.in_window,
+                "max_restarts": self.max_restarts, "window_s": self.window_s}
+
+
 def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: threading.Event,
-                   report: Callable[[FollowRound], None]) -> FollowSummary:
+                   report: Callable[[FollowRound], None],
+                   on_restart: Callable[[FollowRestart], None] = lambda restart: None) -> FollowSummary:
     """Restore what the archive holds, then what lands in it, until `stop` is set.
 
     Each finished round is passed to `report`. Resumable like any restore: run again with the
-    same restore id after a kill and it continues exactly once.
+    same restore id after a kill and it continues exactly once; a round that fails other than
+    by a TopicvaultError is run again that way in this process (passed to `on_restart`), a
+    bounded number of times (core.restarts).
     """
     topics = request.topics  # none: all of the archive's, or those the restore id began with (plan_restore)
     restore_id, number, produced = request.restore_id, 0, 0
@@ -218,12 +247,30 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         # first round): every object is read once more, since any may have landed after what was restored.
         seen = saved_seen or set()
         left_out = [LateRecords(**fields) for fields in saved]
+    restarts = RestartBudget()
+    acknowledged = False  # every record sent so far was acknowledged: the last round finished
     while True:
         plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
                             request.create_missing, request.selection, request.apply_configs, continue_saved=True,
-                            peer_objects_seen=seen, earlier_writes_acknowledged=number > 0)
+                            peer_objects_seen=seen, earlier_writes_acknowledged=acknowledged)
         restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
-        result = run_restore(spark, job, plan, configure=False)
+        try:
+            result = run_restore(spark, job, plan, configure=False)
+        except TopicvaultError:
+            raise
+        except Exception as exc:  # Py4JJavaError: a task failed in every attempt (its worker crashed, ...)
+            reason = failure_reason(str(exc))
+            delay = restarts.next_delay()
+            if delay is None:
+                raise TopicvaultError(restarts.give_up("restore --follow", reason)) from None
+            on_restart(FollowRestart(restarts.total, reason, delay, len(restarts.times), restarts.max_restarts,
+                                     restarts.window_s))
+            acknowledged = False  # the target may hold part of the round: a resume counts it (see plan_restore)
+            if not pause(delay, stop.is_set):
+                # Stopped: the loading configs stay, as after any failed round (the standby is meant to be restarted).
+                return FollowSummary(restore_id, number, produced, tuple(skipped))
+            continue
+        acknowledged = True
         late_notes: list[str] = []
         if plan.layout != "topicvault":
             check = late_peer_records(job, plan, seen, left_out)

@@ -123,7 +123,7 @@ def test_a_stream_starting_after_retention_moved_the_log_start_fails_instead_of_
 def test_a_failed_query_is_reported_by_its_cause_not_by_spark_s_header():
     """Spark's text of a failed stream starts with "[STREAM_FAILED] Query [...] terminated with
     exception:" and the cause follows on later lines: the one-line report printed nothing of it."""
-    from topicvault.sink.follow import _reason
+    from topicvault.core.spark import failure_reason as _reason
 
     spark_text = ("[STREAM_FAILED] Query [id = 6af6, runId = 5106] terminated with exception: \n"
                   "Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, most recent failure: "
