@@ -396,7 +396,7 @@ def restart_gracefully(cluster, node_id: int) -> None:
     node = cluster.node(node_id)
     node.process.terminate()
     node.process.wait(90)
-    cluster.restart(node_id)
+    cluster.restart(node_id, timeout_s=180)
 
 
 def test_a_broker_restarted_under_backup_follow_and_restore_follow_ends_exact(cluster, spark, topic_factory,
@@ -405,32 +405,32 @@ def test_a_broker_restarted_under_backup_follow_and_restore_follow_ends_exact(cl
     topic = topic_factory(len(PARTITIONS), prefix="restart")
     produce_records(bootstrap, topic, nasty_records(topic, len(PARTITIONS), 2_500, big_values=0))
     location = tmp_path / "archive"
-    job = BackupJob(KafkaSettings.of(bootstrap), str(location))
-    stop_backup = threading.Event()
-    lines: list[str] = []
     target, restore_id = f"{topic}-standby", f"restart-{uuid.uuid4().hex[:6]}"
-    with LiveTraffic(bootstrap, topic, PARTITIONS) as traffic:
-        backup = Background(run_follow, spark, job, [topic], None, 1.0, 4_000, stop_backup.is_set, lines.append)
-        wait_for(lambda: commit_files(location) or backup.done, 150, "the follow's first commit")
-        standby = Standby(spark, bootstrap, location, {topic: target}, restore_id)
-        wait_for(lambda: standby.rounds or standby.run.done, 150, "the standby's first round")
-        assert not backup.done and not standby.run.done, f"{backup.error!r} {standby.run.error!r}"
-        victim = cluster.leader(topic, 0)
-        restart_gracefully(cluster, victim)
-        rounds, commits = len(standby.rounds), len(commit_files(location))
-        wait_for(lambda: (len(standby.rounds) >= rounds + 2 and len(commit_files(location)) >= commits + 2)
-                 or backup.done or standby.run.done, 150, "rounds and commits after the restart")
-        keeps_writing(traffic)
-    assert not traffic.failed
-    print(f"node {victim} restarted: backup --follow {'stopped: ' + repr(backup.error) if backup.done else 'went on'}"
-          f", restore --follow {'stopped: ' + repr(standby.run.error) if standby.run.done else 'went on'}")
-    assert not backup.done, repr(backup.error)
-    assert not standby.run.done, repr(standby.run.error)
-    source = view(bootstrap, topic)
-    ends = {p: records[-1][0] + 1 for p, records in source.items()}
-    wait_for(lambda: backup.done or committed_ends(location, topic) == ends, 150, "the follow to back up every record")
-    stop_backup.set()
-    backup.result(150)
+    found: dict = {}
+
+    def fault(follow: Follow) -> None:
+        with LiveTraffic(bootstrap, topic, PARTITIONS) as traffic:
+            follow.wait(lambda: len(commit_files(location)) >= 2, "the follow's first micro-batch", before_fault=True)
+            found["standby"] = standby = Standby(spark, bootstrap, location, {topic: target}, restore_id)
+            wait_for(lambda: standby.rounds or standby.run.done, 150, "the standby's first round")
+            assert not standby.run.done, repr(standby.run.error)
+            found["victim"] = victim = cluster.leader(topic, 0)
+            restart_gracefully(cluster, victim)
+            rounds, commits = len(standby.rounds), len(commit_files(location))
+            follow.wait(lambda: (len(standby.rounds) >= rounds + 2 and len(commit_files(location)) >= commits + 2)
+                        or standby.run.done, "rounds and commits after the restart")
+            keeps_writing(traffic)
+        assert not traffic.failed
+        found["source"] = source = view(bootstrap, topic)
+        ends = {p: records[-1][0] + 1 for p, records in source.items()}
+        follow.wait(lambda: committed_ends(location, topic) == ends, "the follow to back up every record")
+
+    follow = Follow(spark, BackupJob(KafkaSettings.of(bootstrap), str(location)), topic, fault)
+    standby = found["standby"]
+    print(f"node {found['victim']} restarted: backup --follow {follow.outcome}, restore --follow "
+          f"{'stopped: ' + repr(standby.run.error) if standby.run.done else 'went on'}")
+    assert follow.outcome == "went on" and not standby.run.done, "a follower stopped on a broker's restart"
+    source = found["source"]
     total = sum(map(len, source.values()))
     wait_for(lambda: records_in(bootstrap, target) >= total or standby.run.done, 180, "the standby to catch up")
     standby.finish()
