@@ -31,6 +31,9 @@ from typer.testing import CliRunner
 
 PARTITIONS = (0, 1, 2, 3)
 PER_PARTITION = 10_000
+# Live traffic beside a follow: about 200 records a second, which a loaded 2-core machine backs up
+# as they come (at 4,000 a second the follow never caught up on the traffic of the waits).
+FOLLOWED_PAUSE_S = 0.2
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
@@ -170,7 +173,7 @@ def test_a_follow_micro_batch_whose_read_leader_is_killed_ends_exact(cluster, sp
     found: dict = {}
 
     def fault(follow: Follow) -> None:
-        with LiveTraffic(bootstrap, topic, PARTITIONS) as traffic:
+        with LiveTraffic(bootstrap, topic, PARTITIONS, pause_s=FOLLOWED_PAUSE_S) as traffic:
             # Micro-batches of 4,000 records over a backlog of 40,000: after the first commit, the
             # next batches read back to back; the kill lands in one of them.
             follow.wait(lambda: len(commit_files(location)) >= 2, "the follow's first micro-batch", before_fault=True)
@@ -181,7 +184,8 @@ def test_a_follow_micro_batch_whose_read_leader_is_killed_ends_exact(cluster, sp
         assert not traffic.failed
         found["source"] = source = view(bootstrap, topic)
         ends = {p: records[-1][0] + 1 for p, records in source.items()}
-        follow.wait(lambda: committed_ends(location, topic) == ends, f"the follow to back up every record ({ends})")
+        follow.wait(lambda: committed_ends(location, topic) == ends, f"the follow to back up every record ({ends})",
+                    timeout_s=240)
 
     follow = Follow(spark, BackupJob(KafkaSettings.of(bootstrap), str(location)), topic, fault)
     print(f"backup --follow with leader {found['victim']} killed: {follow.outcome}\n" + "\n".join(follow.lines))
@@ -226,7 +230,10 @@ class Follow:
     def wait(self, condition, what: str, timeout_s: float = 150, before_fault: bool = False) -> None:
         """Wait for `condition` while the follow runs (or until it stopped: a one-line stop after
         the fault is an outcome; before it, a failure)."""
-        wait_for(lambda: condition() or self.over.is_set(), timeout_s, what)
+        try:
+            wait_for(lambda: condition() or self.over.is_set(), timeout_s, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the follow reported: {self.lines}") from None
         assert not (before_fault and self.over.is_set()), \
             f"the follow stopped before {what}: {getattr(self, 'outcome', None)} {self.lines}"
 
@@ -409,7 +416,7 @@ def test_a_broker_restarted_under_backup_follow_and_restore_follow_ends_exact(cl
     found: dict = {}
 
     def fault(follow: Follow) -> None:
-        with LiveTraffic(bootstrap, topic, PARTITIONS) as traffic:
+        with LiveTraffic(bootstrap, topic, PARTITIONS, pause_s=FOLLOWED_PAUSE_S) as traffic:
             follow.wait(lambda: len(commit_files(location)) >= 2, "the follow's first micro-batch", before_fault=True)
             found["standby"] = standby = Standby(spark, bootstrap, location, {topic: target}, restore_id)
             wait_for(lambda: standby.rounds or standby.run.done, 150, "the standby's first round")
@@ -423,7 +430,8 @@ def test_a_broker_restarted_under_backup_follow_and_restore_follow_ends_exact(cl
         assert not traffic.failed
         found["source"] = source = view(bootstrap, topic)
         ends = {p: records[-1][0] + 1 for p, records in source.items()}
-        follow.wait(lambda: committed_ends(location, topic) == ends, "the follow to back up every record")
+        follow.wait(lambda: committed_ends(location, topic) == ends, "the follow to back up every record",
+                    timeout_s=240)
 
     follow = Follow(spark, BackupJob(KafkaSettings.of(bootstrap), str(location)), topic, fault)
     standby = found["standby"]
