@@ -355,15 +355,17 @@ def test_a_restore_follow_round_whose_write_leader_is_killed_ends_exact(cluster,
 # --- 3. two of three brokers stopped during a restore -------------------------------------------------------
 
 
-# Found by this test, not fixed yet (mechanism inferred, not traced): with two of three nodes down the controller quorum is lost, so the
-# surviving leader can neither replicate nor shrink its ISR. It appends what the restore sends above its
-# high watermark; the delivery times out (8 s) and Spark retries the task while the outage lasts. The retry
-# counts the target to the high watermark (below the leader's log end: the settle wait assumes followers
-# copy or leave the ISR, which no controller can do now) and sends those records again; when the nodes
-# return, both copies are committed (partition 0 held 10,200 of 10,000 records; offset 1,400 held record 1,000).
+# Found by this test, not fixed yet: with two of three nodes down the controller quorum is lost, so the
+# surviving leader can neither replicate nor shrink its ISR; it appends what the restore sends above its high
+# watermark and the deliveries time out (8 s). Once, partition 0 then held 10,200 of 10,000 records after the
+# restart (offset 1,400 held record 1,000). How the second copy got there is not traced: the session runs
+# Spark in local mode, which does not retry a failed task, and a rerun during the outage stops in planning
+# ("unexpected TimeoutError", asserted below only as one line). A resumed or retried task now refuses to
+# count while an in-sync replica's broker does not answer (check_replicas_answer), which closes the path
+# the first report inferred; left to trace: librdkafka re-sending timed-out in-flight requests under a new
+# producer epoch within the first run, and the count of the rerun after the restart.
 STOPS_DUPLICATES = pytest.mark.xfail(
-    reason="a task retry during a quorum-less outage counts below the leader's log end and writes records "
-           "twice (see the comment above)", strict=False)
+    reason="records written twice once after a quorum-less outage (see the comment above)", strict=False)
 
 
 @pytest.mark.parametrize("message_timeout_ms", [None, pytest.param(8_000, marks=STOPS_DUPLICATES)],
@@ -371,7 +373,7 @@ STOPS_DUPLICATES = pytest.mark.xfail(
 def test_a_restore_with_two_of_three_brokers_stopped_ends_identical(cluster, spark, topic_factory, tmp_path,
                                                                     message_timeout_ms):
     """With the producer's default delivery timeout (5 minutes) the restore waits the outage out; with a short
-    one it stops resumably, and a rerun with its restore id after the restart ends identical."""
+    one it stops resumably, a rerun during the outage refuses with one line, and a rerun with its restore id after the restart ends identical."""
     bootstrap = cluster.bootstrap
     topic, location, archived = archived_topic(cluster, topic_factory, tmp_path, "two-down")
     target = f"{topic}-r"
@@ -391,6 +393,14 @@ def test_a_restore_with_two_of_three_brokers_stopped_ends_identical(cluster, spa
             cluster.kill(node_id)
         if message_timeout_ms:
             status, output = run.result(400)
+            print(f"restore with nodes {stopped} stopped: exit {status}\n{output}")
+            assert status != 0, output
+            one_line_refusal(output)
+            # A rerun during the outage refuses too, writing nothing.
+            again, output = Background(cli, *restore).result(300)
+            print(f"rerun with nodes {stopped} still stopped: exit {again}\n{output}")
+            assert again != 0, output
+            one_line_refusal(output)
         else:
             time.sleep(15)  # the outage, while the restore waits
             assert not run.done, run.value
@@ -479,3 +489,22 @@ def test_the_offsets_of_a_partition_whose_leader_was_just_killed_come_from_the_n
         assert watermarks(consumer, topic, 0)[1] == 10
     finally:
         consumer.close()
+
+
+def test_the_in_sync_replicas_on_stopped_brokers_are_found_silent(cluster, topic_factory):
+    """With two of three nodes stopped no controller can shrink the ISR: the metadata still lists them in it,
+    so only asking each broker itself finds them (what a resumed restore checks before it counts)."""
+    from topicvault.core.cluster import silent_isr_brokers
+
+    settings = KafkaSettings.of(cluster.bootstrap)
+    topic = topic_factory(1, prefix="silent")
+    wait_for(lambda: not silent_isr_brokers(settings, [(topic, 0)]), 30, "a healthy cluster to answer")
+    kept = cluster.leader(topic, 0)
+    stopped = sorted(node.node_id for node in cluster.members if node.node_id != kept)
+    for node_id in stopped:
+        cluster.kill(node_id)
+    isr = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(topic, timeout=20).topics[topic]
+    assert sorted(isr.partitions[0].isrs) == sorted([kept, *stopped])  # the stale ISR the check must see through
+    started = time.monotonic()
+    assert silent_isr_brokers(settings, [(topic, 0)]) == {node_id: [(topic, 0)] for node_id in stopped}
+    assert time.monotonic() - started < 20
