@@ -13,10 +13,17 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 
 from .errors import TopicvaultError
-from .kafka import METADATA_TIMEOUT_S, KafkaSettings, admin_client, metadata_consumer
+from .kafka import METADATA_TIMEOUT_S, KafkaSettings, admin_client, metadata_consumer, new_client
 
 # Groups in these states have members; committing offsets for them would race their consumers.
 _ACTIVE_GROUP_STATES = {
@@ -234,6 +241,41 @@ def target_resume_settle_s(settings: KafkaSettings, topics: Iterable[str]) -> fl
     replicas = [len(p.replicas) for t in set(topics) if t in metadata.topics
                 for p in metadata.topics[t].partitions.values()]
     return resume_settle_s(max(replicas, default=1), broker_configs(settings) if max(replicas, default=1) > 1 else None)
+
+
+# How long one broker has to answer a client bootstrapped on it alone (see silent_isr_brokers).
+BROKER_ANSWER_TIMEOUT_S = 3.0
+
+
+def silent_isr_brokers(settings: KafkaSettings, partitions: Iterable[tuple[str, int]]) -> dict[int, list[tuple[str, int]]]:
+    """The brokers holding an in-sync replica of one of `partitions` that do not answer, each with
+    those partitions.
+
+    Without a controller quorum the metadata still lists stopped brokers in the ISR (nothing can
+    shrink it), so each broker is asked itself: a client bootstrapped on it alone asks it for
+    metadata. Replicas out of the ISR do not hold the high watermark back, so they are not asked.
+    """
+    metadata = admin_client(settings).list_topics(timeout=METADATA_TIMEOUT_S)
+    members: dict[int, list[tuple[str, int]]] = {}
+    for topic, partition in sorted(set(partitions)):
+        found = metadata.topics.get(topic)
+        described = found.partitions.get(partition) if found is not None else None
+        for broker in described.isrs if described is not None else ():
+            members.setdefault(broker, []).append((topic, partition))
+    return {broker: where for broker, where in sorted(members.items())
+            if not _answers(settings, metadata.brokers.get(broker))}
+
+
+def _answers(settings: KafkaSettings, broker) -> bool:
+    if broker is None:  # not among the live brokers the cluster lists
+        return False
+    # Quiet: a stopped broker is what is being found out, not something to log.
+    config = settings.client_config(**{"bootstrap.servers": f"{broker.host}:{broker.port}", "log_level": 0})
+    try:
+        new_client(AdminClient, settings, config).list_topics(timeout=BROKER_ANSWER_TIMEOUT_S)
+    except KafkaException:
+        return False
+    return True
 
 
 def default_retention_ms(settings: KafkaSettings) -> int | None:

@@ -253,12 +253,40 @@ def topic_ids(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, str]:
     return result
 
 
+# Errors of an offsets query sent while a partition's leader moves (a failover): the query went to
+# the lost leader's broker handle, or waited on it, or the new leader has no high watermark yet.
+# Once the client's metadata names the new leader (seconds), asked again, it answers.
+LEADER_MOVING = frozenset({
+    KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.OFFSET_NOT_AVAILABLE,
+})
+WATERMARK_ATTEMPT_S = 5.0
+
+
 def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int]:
-    """(low, high) offsets of one partition. High is the LSO for read_committed consumers."""
+    """(low, high) offsets of one partition. High is the LSO for read_committed consumers.
+
+    While the partition's leader moves (see LEADER_MOVING) the client's metadata is refreshed and
+    the query asked again, all within METADATA_TIMEOUT_S."""
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    while True:
+        try:
+            attempt_s = max(1.0, min(WATERMARK_ATTEMPT_S, deadline - time.monotonic()))
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=attempt_s)
+        except KafkaException as exc:
+            moving = exc.args and hasattr(exc.args[0], "code") and exc.args[0].code() in LEADER_MOVING
+            if not moving or time.monotonic() >= deadline:
+                raise TopicvaultError(f"cannot read offsets of {topic}[{partition}]: {exc}") from None
+        _learn_leaders(consumer, topic)
+
+
+def _learn_leaders(consumer: Consumer, topic: str) -> None:
+    """Refresh the client's metadata of `topic` (its partitions' leaders now); best effort."""
+    time.sleep(0.5)
     try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S)
-    except KafkaException as exc:
-        raise TopicvaultError(f"cannot read offsets of {topic}[{partition}]: {exc}") from None
+        consumer.list_topics(topic, timeout=WATERMARK_ATTEMPT_S)
+    except KafkaException:
+        pass
 
 
 def all_partitions(topics: Mapping[str, int]) -> list[tuple[str, int]]:
