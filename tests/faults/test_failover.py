@@ -15,6 +15,8 @@ import time
 import uuid
 from pathlib import Path
 
+import os
+
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -368,7 +370,12 @@ STOPS_DUPLICATES = pytest.mark.xfail(
     reason="records written twice once after a quorum-less outage (see the comment above)", strict=False)
 
 
-@pytest.mark.parametrize("message_timeout_ms", [None, pytest.param(8_000, marks=STOPS_DUPLICATES)],
+# The "stops" case takes 4-8 minutes and is expected to fail (open): it runs with TOPICVAULT_SLOW_FAULTS=1.
+SLOW = pytest.mark.skipif(not os.environ.get("TOPICVAULT_SLOW_FAULTS"),
+                          reason="open bug, 4-8 minutes: set TOPICVAULT_SLOW_FAULTS=1 to run it")
+
+
+@pytest.mark.parametrize("message_timeout_ms", [None, pytest.param(8_000, marks=[STOPS_DUPLICATES, SLOW])],
                          ids=["waits", "stops"])
 def test_a_restore_with_two_of_three_brokers_stopped_ends_identical(cluster, spark, topic_factory, tmp_path,
                                                                     message_timeout_ms):
