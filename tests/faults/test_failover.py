@@ -10,12 +10,11 @@ after which a rerun finishes exactly.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
 from pathlib import Path
-
-import os
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
