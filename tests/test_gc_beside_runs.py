@@ -131,11 +131,11 @@ def _gc_before_commit(monkeypatch, module, lease_lapsed: bool = True) -> list[in
     """Make `module`'s commit_next run a GC (grace 0) first, once; the list counts the GCs."""
     real, ran = module.commit_next, []
 
-    def gc_then_commit(store, state, build):
+    def gc_then_commit(store, state, build, *rest):
         if not ran:
             ran.append(1)
             gc_now(store, lease_lapsed)
-        return real(store, state, build)
+        return real(store, state, build, *rest)
 
     monkeypatch.setattr(module, "commit_next", gc_then_commit)
     return ran

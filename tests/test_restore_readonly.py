@@ -111,24 +111,25 @@ def test_state_store_that_cannot_be_written_is_one_line_before_anything_is_creat
 def test_restore_started_by_an_older_version_resumes_once_its_state_is_imported(bootstrap, local_backup, frozen,
                                                                                 restore_state_dir):
     topic, location, group = local_backup
+    rid = f"legacy-{topic}"  # the session's state store is shared: another test may have a restore "legacy"
     target = f"{topic}-old"
     args = ["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
-            "--restore-id", "legacy"]
+            "--restore-id", rid]
     run_cli(*args)
     # Where an older version kept its records: in the archive. Move them there, then freeze the archive.
-    legacy = location / "_topicvault" / "restores" / "legacy"
+    legacy = location / "_topicvault" / "restores" / rid
     legacy.mkdir(parents=True)
-    for record in restore_state_dir.glob("restores/*/legacy/*.json"):
+    for record in restore_state_dir.glob(f"restores/*/{rid}/*.json"):
         shutil.move(record, legacy / record.name)
     frozen(location)
     records = RestoreRecords(open_store(str(restore_state_dir)), open_store(str(location)))
     with pytest.raises(TopicvaultError, match="has no offset map"):  # issue #39: never read from the archive
-        load_offset_maps(records, "legacy")
+        load_offset_maps(records, rid)
 
     # A re-run without the id does not go looking in the archive (anyone who can write it could plant one) ...
     out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
                   expect_exit=1)
-    assert "already holds records" in out and "legacy" not in out, out
+    assert "already holds records" in out and rid not in out, out
     # ... with it, the restore says the archive holds one and how to take it ...
     assert "--import-state" in run_cli(*args, expect_exit=1)
     # ... and once imported, it resumes (nothing left to write) without writing into the archive.
@@ -138,7 +139,7 @@ def test_restore_started_by_an_older_version_resumes_once_its_state_is_imported(
     assert {p: strip(r) for p, r in consume_all(bootstrap, target).items()} == {p: strip(r) for p, r in source.items()}
     assert committed(bootstrap, group, target, 2) == {0: 400, 1: 999}
     assert sorted(p.name for p in legacy.iterdir()) == ["offset-map.json", "state.json"]
-    assert sum(m.records for m in load_offset_maps(records, "legacy").values()) == 2_000  # now in the state store
+    assert sum(m.records for m in load_offset_maps(records, rid).values()) == 2_000  # now in the state store
 
 
 # --- S3 with credentials that may only read -------------------------------------------------------
