@@ -118,7 +118,7 @@ def follow_with_segfaults(bootstrap: str, topic: str, partitions: tuple[int, ...
     return log.read_text(), got
 
 
-def test_a_worker_killed_by_sigsegv_mid_batch_costs_a_task_attempt_not_the_follower(bootstrap, topic_factory,
+def test_a_worker_killed_by_sigsegv_mid_batch_costs_a_task_attempt_not_the_follower(bootstrap, spark, topic_factory,
                                                                                     tmp_path):
     """local[2] (no retries in local mode before) becomes local[2,4]: the crashed task runs again."""
     topic = topic_factory(2, prefix="segv")
@@ -132,7 +132,7 @@ def test_a_worker_killed_by_sigsegv_mid_batch_costs_a_task_attempt_not_the_follo
 
 
 def test_a_micro_batch_whose_workers_crash_in_every_attempt_restarts_the_query_from_the_last_commit(
-        bootstrap, topic_factory, tmp_path):
+        bootstrap, spark, topic_factory, tmp_path):
     """Every attempt of one task dies: the query fails, and the follower starts it again from the last
     commit (reported in its output and metrics) instead of ending."""
     topic = topic_factory(1, prefix="segv-restart")
@@ -148,7 +148,7 @@ def json_lines(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
 
 
-def test_a_standby_round_whose_workers_crash_in_every_attempt_restarts_and_restores_exactly(bootstrap, topic_factory,
+def test_a_standby_round_whose_workers_crash_in_every_attempt_restarts_and_restores_exactly(bootstrap, spark, topic_factory,
                                                                                           tmp_path):
     """restore --follow: every attempt of a round's task dies of SIGSEGV while producing; the round is
     run again from the saved offsets (reported as a JSON line with --json), and the standby is exact."""
