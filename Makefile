@@ -25,6 +25,10 @@ test: $(STAMP)
 unit: $(STAMP)
 	$(VENV)/bin/python -m pytest -q --unit -n 2 $(PYTEST_ARGS)
 
+# The fault tests on a three-node Apache Kafka cluster (minutes each), after the suite.
+faults: $(STAMP)
+	TOPICVAULT_FAULTS=1 bash ci/test.sh $(PYTEST_ARGS)
+
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
 
