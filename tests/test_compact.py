@@ -257,7 +257,8 @@ def test_compact_reencrypts_with_the_key_it_is_given(bootstrap, spark, topic_fac
     # The objects are all under the new key; the commit records written before stay authenticated
     # by the old one, so verify (which reads every commit) is given both, the new one first.
     assert "ok:" in run_cli("verify", location, "--encryption-key", f"file://{new}", "--encryption-key", f"file://{old}")
-    assert_restores_exactly(bootstrap, topic, location, "--encryption-key", f"file://{new}")
+    assert_restores_exactly(bootstrap, topic, location, "--encryption-key", f"file://{new}",
+                            "--encryption-key", f"file://{old}")
 
 
 def test_compact_bad_input_is_one_line_before_anything_is_written(bootstrap, spark, topic_factory, tmp_path):
