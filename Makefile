@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml ci/setup.sh ci/kafka-jars.sh ci/maven/kafka.pom.xml ci/spark-kafka-jars.sh ci/maven/spark-kafka.pom.xml
+$(STAMP): pyproject.toml ci/setup.sh ci/maven-jars.sh ci/kafka-jars.sh ci/maven/kafka.pom.xml ci/spark-kafka-jars.sh ci/maven/spark-kafka.pom.xml
 	bash ci/setup.sh
 	touch $(STAMP)
 
