@@ -198,10 +198,11 @@ def produce_streams(
                     if failures:
                         break
         except (KafkaException, SystemError) as exc:
-            if _fatal_error(exc) is None:
+            fatal = _fatal_error(exc)
+            if fatal is None:
                 _settle(producer, flush_timeout_s)
                 raise
-            failures.insert(0, _fatal_error(exc))
+            failures.insert(0, fatal)
         except BaseException:
             # Settle the partitions before anyone counts them again: drop what was never sent and
             # wait for what is in flight, so a retried task attempt counts a stable prefix.
@@ -236,9 +237,10 @@ def _flush(producer: Producer, timeout_s: float, failures: list[KafkaError]) -> 
     try:
         return producer.flush(timeout_s)
     except (KafkaException, SystemError) as exc:
-        if _fatal_error(exc) is None:
+        fatal = _fatal_error(exc)
+        if fatal is None:
             raise
-        failures.insert(0, _fatal_error(exc))
+        failures.insert(0, fatal)
         return 0
 
 
