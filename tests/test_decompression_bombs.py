@@ -1,7 +1,7 @@
 """Decompression bombs (issue #39 item 5): an object that is small as stored but inflates to far
 more than topicvault ever writes is refused with one line, fast and without the memory it asks
 for. Each bomb is built and read in a fresh Python process whose peak RSS is measured
-(resource.getrusage), so the test process never holds a gibibyte either."""
+(VmHWM), so the test process never holds a gibibyte either."""
 
 from __future__ import annotations
 
@@ -24,9 +24,12 @@ RSS_BOUND = 400 * 1024 * 1024
 def run_python(code: str) -> tuple[int, str]:
     """Run `code` in a fresh interpreter; return its peak RSS (bytes) and what it printed last
     before that measure."""
+    # VmHWM, not getrusage's ru_maxrss: Linux carries the parent's peak RSS over exec into the
+    # child's ru_maxrss, so a pytest worker that had grown to 418 MiB made every child "peak" there.
     script = textwrap.dedent(code) + textwrap.dedent("""
-        import resource
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+        import re
+        status = open("/proc/self/status").read()
+        print(int(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1)) * 1024)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -65,6 +68,15 @@ READ_RECORD_BOMB = """
     except TopicvaultError as exc:
         print("refused: " + str(exc).replace("\\n", "|"))
 """
+
+
+def test_the_measure_is_the_child_s_own_peak_not_its_parent_s():
+    held = bytearray(RSS_BOUND + (64 << 20))
+    held[::4096] = b"\x01" * len(held[::4096])  # touch every page: the parent's RSS is above the bound
+    rss, said = run_python("print('small')")
+    assert said == "small"
+    assert rss < 100 << 20, f"peak RSS {rss / 2**20:.0f} MiB"
+    del held
 
 
 @pytest.mark.parametrize("name,compression", [("parquet", "zstd"), ("avro", "deflate")])
