@@ -16,7 +16,7 @@ import typer
 
 from . import __version__
 from .core import report
-from .core.errors import TopicvaultError
+from .core.errors import NoBackup, TopicvaultError
 
 # Option defaults are the library's own (one place each).
 from .core.rotation import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
@@ -514,7 +514,7 @@ def list_backup(
     location = _uri_of(settings, "URI")
     state = load_state(open_store(location, settings.store_options))
     if not state.partitions:
-        raise TopicvaultError(f"no backup at {location}: no commit records under _topicvault/commits/")
+        raise NoBackup(location)
     _print(report.ls(state, as_json))
 
 
@@ -558,7 +558,8 @@ def verify(
 def inspect(
     uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
     object_key: Optional[str] = typer.Option(None, "--object", help="Print this object (key under the location)."),
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Print this topic's committed records."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Print this topic's committed records "
+                                        "(default: every topic's, by name)."),
     partition: Optional[int] = typer.Option(None, "--partition", "-p", help="Only this partition."),
     offset: int = typer.Option(0, "--offset", help="Start at this offset."),
     limit: int = typer.Option(20, "--limit", help="Records to print at most."),
@@ -568,14 +569,15 @@ def inspect(
     store: Optional[str] = STORE,
     as_json: bool = typer.Option(False, "--json", help="One JSON object per record (bytes as base64)."),
 ) -> None:
-    """Print records of one object or of a topic(-partition) of a backup, like a console consumer."""
+    """Print records of one object, of a topic(-partition), or (with neither) the first records of a backup,
+    like a console consumer."""
     from .core.locations import open_store
     from .source.inspect import json_line, records_of_object, records_of_topic, text_line
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     location = open_store(_uri_of(settings, "URI"), settings.store_options)
-    if (object_key is None) == (topic is None):
-        raise TopicvaultError("pass either --object KEY or --topic NAME (with --partition P)")
+    if object_key is not None and topic is not None:
+        raise TopicvaultError("pass either --object KEY or --topic NAME (with --partition P), not both")
     keyring = _keyring_of(settings)
     records = (records_of_object(location, object_key, offset, keyring) if object_key
                else records_of_topic(location, topic, partition, offset, keyring))

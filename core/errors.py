@@ -25,6 +25,13 @@ class TopicvaultError(Exception):
     """An error the CLI reports as one line, without a traceback (unless --debug)."""
 
 
+class NoBackup(TopicvaultError):
+    """A location holds no commit record: nothing was ever backed up there (or the URI is wrong)."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(f"no backup at {uri}: no commit records under _topicvault/commits/; check the URI")
+
+
 class ObjectNotFound(TopicvaultError):
     """The object store has no object under that key."""
 

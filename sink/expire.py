@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..core.checkpoints import commit_next, load_state
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject, maintenance_commit
 from ..core.crypto import Keyring
-from ..core.errors import TopicvaultError
+from ..core.errors import NoBackup, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore
 from .retire import Collected, collect_garbage, collection_time, deleted_retirees
@@ -117,7 +117,7 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
     check_before(before_ms, collection_time(now_ms))
     state = load_state(store, keyring)
     if not state.partitions:
-        raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
+        raise NoBackup(store.uri)
     expiries, held = plan_expire(state, before_ms), tuple(held_back(state, before_ms))
     if dry_run:
         dropped = (o.key for e in expiries for o in e.dropped)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ..core.checkpoints import commit_next, load_state
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject, maintenance_commit
 from ..core.crypto import Keyring, keyring_of
-from ..core.errors import TopicvaultError
+from ..core.errors import NoBackup, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.leases import RunLease
 from ..core.locations import open_store
@@ -148,7 +148,7 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
     store, codec, keyring = job.open_store(), job.codec(), job.keyring()
     state = load_state(store, keyring)
     if not state.partitions:
-        raise TopicvaultError(f"no backup at {job.store_uri}: no commit records under _topicvault/commits/")
+        raise NoBackup(job.store_uri)
     merges = plan_compact(state, job.rotation, keyring.sealing.key_id if keyring else None)
     for merge in merges:
         _format_of(merge, job.compression)  # a codec the format lacks fails before anything is written

@@ -10,7 +10,7 @@ from ..core.checkpoints import load_state
 from ..core.commits import ObjectEntry
 from ..core.crypto import Keyring, ObjectBinding, is_sealed
 from ..core.envelope import Record, batch_to_records
-from ..core.errors import TopicvaultError
+from ..core.errors import NoBackup, TopicvaultError
 from ..core.report import iso, show_text
 from ..core.store import ObjectStore
 from ..formats import extension_of, format_for_extension
@@ -37,15 +37,20 @@ def _committed_entry(store: ObjectStore, key: str, keyring: Keyring | None) -> O
     return None
 
 
-def records_of_topic(store: ObjectStore, topic: str, partition: int | None, offset: int = 0,
+def records_of_topic(store: ObjectStore, topic: str | None, partition: int | None, offset: int = 0,
                      keyring: Keyring | None = None) -> Iterator[Record]:
-    """A topic's committed records, partition by partition in offset order, from `offset` on."""
+    """A topic's committed records (every topic's, by name, if `topic` is None), partition by partition in
+    offset order, from `offset` on."""
     state = load_state(store, keyring)
-    chosen = sorted(p for (t, p) in state.partitions if t == topic and (partition is None or p == partition))
+    chosen = sorted((t, p) for (t, p) in state.partitions
+                    if (topic is None or t == topic) and (partition is None or p == partition))
+    if not state.partitions:
+        raise NoBackup(store.uri)
     if not chosen:
-        raise TopicvaultError(f"{topic}{'' if partition is None else f'[{partition}]'} is not in the backup at {store.uri}")
-    for number in chosen:
-        entries = [e for e in state.partitions[(topic, number)].objects if e.last_offset >= offset]
+        what = f"partition {partition}" if topic is None else f"{topic}{'' if partition is None else f'[{partition}]'}"
+        raise TopicvaultError(f"{what} is not in the backup at {store.uri}; `topicvault ls` lists what is")
+    for topic_partition in chosen:
+        entries = [e for e in state.partitions[topic_partition].objects if e.last_offset >= offset]
         for batch in read_partition(store, entries, keyring=keyring):
             for record in batch_to_records(batch):
                 if record.offset >= offset:

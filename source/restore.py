@@ -23,7 +23,7 @@ from ..core.cluster import (
 )
 from ..core.commits import BackupState, ObjectEntry, PartitionState
 from ..core.crypto import Keyring, keyring_of
-from ..core.errors import TopicvaultError
+from ..core.errors import NoBackup, TopicvaultError
 from ..core.kafka import (
     KafkaSettings,
     broker_count,
@@ -384,7 +384,7 @@ def _select(state: BackupState, topics: list[str], renamed: Iterable[str], uri: 
     """The topics to restore (those named, else every one but internal topics not renamed), and notes."""
     available = sorted({topic for topic, _ in state.partitions} | set(state.topics))
     if not available:
-        raise TopicvaultError(f"no backup at {uri}: no commit records under _topicvault/commits/; check the URI")
+        raise NoBackup(uri)
     for topic in topics:
         if topic not in available:
             raise TopicvaultError(f"topic {topic!r} is not in the backup at {uri}; it holds: {', '.join(available)}")

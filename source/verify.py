@@ -19,7 +19,7 @@ from ..core.commits import ObjectEntry, PartitionState, fold_commits
 from ..core.conditional_writes import conditional_writes_damage
 from ..core.crypto import Keyring
 from ..core.envelope import RecordDigest
-from ..core.errors import TopicvaultError
+from ..core.errors import NoBackup, TopicvaultError
 from ..core.kafka import KafkaSettings, metadata_consumer, watermarks
 from ..core.leases import damaged_leases
 from ..core.store import ObjectStore
@@ -73,7 +73,7 @@ def verify_backup(
     states of this archive in `state_store` (see VerifyReport.damaged)."""
     state = fold_commits(store, keyring)  # verify checks the truth itself, not the checkpoints derived from it
     if not state.partitions:
-        raise TopicvaultError(f"no backup at {store.uri}: no commit records under _topicvault/commits/")
+        raise NoBackup(store.uri)
     unknown = sorted(set(topics or []) - {t for t, _ in state.partitions})
     if unknown:
         raise TopicvaultError(f"topic(s) {', '.join(unknown)} are not in the backup at {store.uri}")

@@ -13,6 +13,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+from clitools import run_cli
 from kafkatools import consume_all
 from topicvault.core.checkpoints import load_state
 from topicvault.core.envelope import Record, batch_to_records
@@ -65,3 +66,17 @@ def test_archive_written_before_the_change_restores_exactly(bootstrap, spark, tm
             for p, rs in restored.items()} == \
         {p: [(r.offset, r.key, r.value, r.timestamp_ms, r.timestamp_type, r.headers) for r in rs]
          for p, rs in expected.items()}
+
+
+def test_inspect_without_a_topic_prints_the_first_records_of_the_archive(tmp_path):
+    # Like kcat on a topic: `inspect URI --limit N` shows the archive's first records, topic by topic.
+    topic, expected = _expected()
+    shown = run_cli("inspect", str(ARCHIVE), "--limit", "5", "--json").splitlines()
+    assert [(r["topic"], r["partition"], r["offset"]) for r in map(json.loads, shown)] == \
+        [(topic, 0, r.offset) for r in expected[0][:5]]
+    one = run_cli("inspect", str(ARCHIVE), "--partition", "1", "--limit", "2").splitlines()
+    assert [line.split(" ")[0] for line in one] == [f"{topic}[1]@{r.offset}" for r in expected[1][:2]]
+    assert "partition 7 is not in the backup" in run_cli("inspect", str(ARCHIVE), "-p", "7", expect_exit=1)
+    (tmp_path / "empty").mkdir()
+    assert "no backup at" in run_cli("inspect", str(tmp_path / "empty"), expect_exit=1)
+    assert "not both" in run_cli("inspect", str(ARCHIVE), "--topic", topic, "--object", "x", expect_exit=1)

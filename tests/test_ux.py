@@ -149,7 +149,7 @@ def test_inspect_prints_records_safely(bootstrap, spark, topic_factory, tmp_path
     key = json.loads((location / "_topicvault" / "commits" / "0000000000000000001.json").read_text())["objects"][1]["key"]
     one = run_cli("inspect", str(location), "--object", key).splitlines()
     assert len(one) == 5 and all(f"{topic}[0]@" in line for line in one)
-    assert "pass either --object" in run_cli("inspect", str(location), expect_exit=1)
+    assert "not both" in run_cli("inspect", str(location), "--topic", topic, "--object", key, expect_exit=1)
 
 
 def test_jobs_run_with_four_parallel_tasks(bootstrap, spark, topic_factory, tmp_path):
