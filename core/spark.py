@@ -6,6 +6,7 @@ import faulthandler
 import os
 import re
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ def get_spark(master: str | None = None, app_name: str = "topicvault", retry_tas
         builder = builder.master(task_retries(chosen) if retry_tasks else chosen)
     for name, value in SESSION_SETTINGS:
         builder = builder.config(name, value)
+    _launch_quiet_jvm(builder._options)
     spark = builder.getOrCreate()
     _started(spark.sparkContext)
     return spark
@@ -93,9 +95,43 @@ def get_task_session(master: str | None = None, app_name: str = "topicvault"):
         conf.setMaster(_master(master))
     conf.setAll(SESSION_SETTINGS)
     conf.set("spark.driver.extraJavaOptions", f"{conf.get('spark.driver.extraJavaOptions')} {TASK_DRIVER_JVM_OPTIONS}")
+    _launch_quiet_jvm(dict(conf.getAll()))
     context = SparkContext.getOrCreate(conf)
     _started(context)
     return TaskSession(context)
+
+
+# Spark's launcher starts every JVM with --add-modules=jdk.incubator.vector (JavaModuleOptions),
+# so the JVM prints this line on every start, and no JVM flag silences it.
+_JVM_NOISE = b"WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def _launch_quiet_jvm(settings: dict[str, str]) -> None:
+    """Start the driver JVM (as SparkContext would, with these settings) with its stderr passed on
+    to ours line by line, without the incubator-modules warning. Not when a JVM already runs
+    (an earlier session, or spark-submit's, which started this Python)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+            return
+        # A pipe read from before the JVM starts: it can never fill and stall the JVM's start.
+        readable, writable = os.pipe()
+        threading.Thread(target=_pass_on_stderr, args=(readable,), name="jvm-stderr", daemon=True).start()
+        try:
+            gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(settings.items()),
+                                     popen_kwargs={"stderr": writable})
+        finally:
+            os.close(writable)
+        SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
+
+
+def _pass_on_stderr(readable: int) -> None:
+    with os.fdopen(readable, "rb") as lines:
+        for line in lines:
+            if not line.startswith(_JVM_NOISE):
+                os.write(2, line)
 
 
 def _prepare_environment() -> None:

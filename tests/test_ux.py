@@ -161,6 +161,9 @@ def test_jobs_run_with_four_parallel_tasks(bootstrap, spark, topic_factory, tmp_
                  ["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-4"]):
         done = subprocess.run([CLI, *args, "--master", "local[4]", "-q"], capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
+        # Nothing nobody asked for: the JVM's incubator-modules warning and Spark's log-level lines.
+        noise = ("WARNING: Using incubator modules", "Setting default log level", "sc.setLogLevel")
+        assert not [line for line in done.stderr.splitlines() if line.startswith(noise) or noise[2] in line], done.stderr
     source, restored = consume_all(bootstrap, topic), consume_all(bootstrap, f"{topic}-4")
     assert {p: [(r.key, r.value, r.headers, r.timestamp_ms) for r in rs] for p, rs in restored.items()} == \
            {p: [(r.key, r.value, r.headers, r.timestamp_ms) for r in rs] for p, rs in source.items()}
