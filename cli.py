@@ -491,7 +491,8 @@ def _follow_restore(job, request, master: Optional[str], as_json: bool, quiet: b
     signal.signal(signal.SIGINT, request_stop)
     _print([report.restore_following(job.store_uri, request.poll_interval_s)])
     summary = follow_restore(spark, job, request, stop, print_round,
-                             lambda restart: _print(report.follow_restart(restart, as_json)))
+                             lambda restart: _print(report.follow_restart(restart, as_json)),
+                             lambda nothing_yet: _print([report.standby_waiting(nothing_yet, request.poll_interval_s)]))
     _print(report.follow_stopped(summary, EXIT_SKIPPED))
     if summary.skipped:
         raise typer.Exit(EXIT_SKIPPED)

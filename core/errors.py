@@ -26,10 +26,11 @@ class TopicvaultError(Exception):
 
 
 class NoBackup(TopicvaultError):
-    """A location holds no commit record: nothing was ever backed up there (or the URI is wrong)."""
+    """A location holds no backup yet: no commit record (or, read as any layout, no object at all)."""
 
-    def __init__(self, uri: str) -> None:
-        super().__init__(f"no backup at {uri}: no commit records under _topicvault/commits/; check the URI")
+    def __init__(self, uri: str, why: str = "no commit records under _topicvault/commits/") -> None:
+        super().__init__(f"no backup at {uri}: {why}; check the URI")
+        self.uri = uri
 
 
 class ObjectNotFound(TopicvaultError):

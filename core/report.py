@@ -313,6 +313,11 @@ def restore_following(store_uri: str, poll_interval_s: float) -> Line:
     return _err(f"following {store_uri} (looking for new data every {poll_interval_s:g} s); SIGTERM or Ctrl-C stops")
 
 
+def standby_waiting(nothing_yet: Exception, poll_interval_s: float) -> Line:
+    """`restore --follow` started before the first backup (a core.errors.NoBackup): it waits, once said."""
+    return _err(f"waiting for the first backup ({nothing_yet}; looking again every {poll_interval_s:g} s)")
+
+
 def follow_round(finished: Any, as_json: bool, quiet: bool) -> list[Line]:
     """One round of `restore --follow` (a source.follow.FollowRound): a line, or a JSON line."""
     lines = _skipped_lines(finished.skipped)
@@ -330,6 +335,8 @@ def follow_restart(restart: Any, as_json: bool) -> list[Line]:
 def follow_stopped(summary: Any, skipped_exit: int) -> list[Line]:
     """The end of `restore --follow` (a source.follow.FollowSummary); names `skipped_exit`, the exit
     status, when objects were left out."""
+    if summary.restore_id is None:
+        return [_err("stopped before the first backup landed: nothing restored")]
     lines = [_err(f"stopped: {summary.rounds} rounds, {summary.produced:,} records restored in this run; restore "
                   f"id {summary.restore_id} (run again with --restore-id {summary.restore_id} to continue)")]
     if summary.skipped:

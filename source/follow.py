@@ -59,7 +59,7 @@ from typing import Callable
 from ..core.checkpoints import read_forward
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
 from ..core.commits import BackupState, CommitRecord, PartitionRange, commit_key, lost_note
-from ..core.errors import ObjectNotFound, TopicvaultError
+from ..core.errors import NoBackup, ObjectNotFound, TopicvaultError
 from ..core.restarts import RestartBudget, pause
 from ..core.spark import failure_reason
 from ..formats.peers import PeerKey, peer_layout
@@ -191,7 +191,7 @@ class FollowRound:
 class FollowSummary:
     """What a follow run did until it was stopped."""
 
-    restore_id: str
+    restore_id: str | None  # None: stopped while waiting for the first backup
     rounds: int
     produced: int
     skipped: tuple[SkippedObject, ...]
@@ -223,10 +223,12 @@ class FollowRestart:
 
 def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: threading.Event,
                    report: Callable[[FollowRound], None],
-                   on_restart: Callable[[FollowRestart], None] = lambda restart: None) -> FollowSummary:
+                   on_restart: Callable[[FollowRestart], None] = lambda restart: None,
+                   on_wait: Callable[[NoBackup], None] = lambda nothing_yet: None) -> FollowSummary:
     """Restore what the archive holds, then what lands in it, until `stop` is set.
 
-    Each finished round is passed to `report`. Resumable like any restore: run again with the
+    A standby started before its first backup (a new restore id and no backup at the location yet)
+    waits for it, passing the reason to `on_wait` once. Each finished round is passed to `report`. Resumable like any restore: run again with the
     same restore id after a kill and it continues exactly once; a round that fails other than
     by a TopicvaultError is run again that way in this process (passed to `on_restart`), a
     bounded number of times (core.restarts).
@@ -249,10 +251,21 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
         left_out = [LateRecords(**fields) for fields in saved]
     restarts = RestartBudget()
     acknowledged = False  # every record sent so far was acknowledged: the last round finished
+    waiting = False
     while True:
-        plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
-                            request.create_missing, request.selection, request.apply_configs, continue_saved=True,
-                            peer_objects_seen=seen, earlier_writes_acknowledged=acknowledged)
+        try:
+            plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
+                                request.create_missing, request.selection, request.apply_configs, continue_saved=True,
+                                peer_objects_seen=seen, earlier_writes_acknowledged=acknowledged)
+        except NoBackup as nothing_yet:
+            if number:  # the backup this run restored from is gone
+                raise
+            if not waiting:
+                on_wait(nothing_yet)
+                waiting = True
+            if not pause(request.poll_interval_s, stop.is_set):
+                return FollowSummary(None, 0, 0, ())
+            continue
         restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
         try:
             result = run_restore(spark, job, plan, configure=False)

@@ -20,9 +20,10 @@ from typing import Callable, Iterator
 import pyarrow as pa
 
 from ..core.commits import COMMITS_PREFIX, BackupState, ObjectEntry, PartitionState
-from ..core.errors import CLI_WORDING, ObjectNotFound, TopicvaultError, Wording
+from ..core.errors import CLI_WORDING, NoBackup, ObjectNotFound, TopicvaultError, Wording
 from ..core.store import ObjectStore
 from ..formats.peers import PEERS, Decoded, PeerKey, PeerLayout, PeerOptions, peer_layout
+from ..keys.codec import run_id_of
 
 LAYOUTS = ("auto", "topicvault", *sorted(PEERS))
 BATCH_ROWS = 50_000
@@ -33,6 +34,9 @@ def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None 
     """The layout whose naming matches the listed keys; none or more than one is an error."""
     if any(k.startswith("_topicvault/commits/") for k in keys):
         return "topicvault"
+    objects = [k for k in keys if not k.startswith("_topicvault/")]  # not a probe or a lease of topicvault's
+    if all(run_id_of(k) is not None for k in objects):  # none, or a first backup's before its commit
+        raise NoBackup(store.uri, "no commit records" + (" yet (a backup is writing its first objects)" if objects else ""))
     scores = {}
     for name in PEERS:
         try:

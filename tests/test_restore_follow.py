@@ -28,6 +28,7 @@ from topicvault.formats.peers import PeerOptions
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.follow import (
     FollowRound,
+    FollowSummary,
     PartitionLag,
     StandbyRequest,
     check_follow_options,
@@ -59,13 +60,15 @@ class Standby:
 
     def __init__(self, spark, job: RestoreJob, request: StandbyRequest) -> None:
         self.rounds: list[FollowRound] = []
+        self.waits: list[TopicvaultError] = []
         self.stop = threading.Event()
         self.failure: BaseException | None = None
         self.summary = None
 
         def run() -> None:
             try:
-                self.summary = follow_restore(spark, job, request, self.stop, self.rounds.append)
+                self.summary = follow_restore(spark, job, request, self.stop, self.rounds.append,
+                                              on_wait=self.waits.append)
             except BaseException as exc:  # noqa: BLE001 — handed to the test thread
                 self.failure = exc
 
@@ -217,6 +220,31 @@ def test_standby_restores_each_new_commit_once_and_a_restart_after_a_kill_neithe
     restored, source = consume_all(bootstrap, target), consume_all(bootstrap, topic)
     assert {p: exact(r) for p, r in restored.items()} == {p: exact(r) for p, r in source.items()}
     assert sum(map(len, restored.values())) == 1200
+
+
+@pytest.mark.parametrize("layout", ["auto", "topicvault"])
+def test_a_standby_started_before_its_first_backup_waits_for_it_and_says_so_once(
+        bootstrap, spark, topic_factory, tmp_path, layout):
+    topic = topic_factory(2, prefix="early")
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location, layout=layout)
+    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, poll_interval_s=0.2))
+    wait_for(lambda: standby.waits or not standby.thread.is_alive(), 120, "the standby to say it waits")
+    assert standby.failure is None and standby.thread.is_alive()
+    time.sleep(1.5)  # several polls find nothing: still one line, naming the location
+    assert [str(reason) for reason in standby.waits] == [str(standby.waits[0])]
+    assert str(standby.waits[0]).startswith(f"no backup at {location}: ")
+    produce_records(bootstrap, topic, batch(topic, 2, 200, 1))
+    backup_now(spark, bootstrap, location, topic)
+    assert standby.wait_rounds(1).produced == 400
+    assert standby.finish().rounds == 1
+    assert {p: exact(r) for p, r in consume_all(bootstrap, target).items()} == \
+           {p: exact(r) for p, r in consume_all(bootstrap, topic).items()}
+    # Stopped while still waiting: nothing restored, no restore id to continue.
+    idle = Standby(spark, RestoreJob(KafkaSettings.of(bootstrap), str(tmp_path / "none")),
+                   StandbyRequest(renames={topic: target}, poll_interval_s=0.2))
+    wait_for(lambda: idle.waits or not idle.thread.is_alive(), 120, "the idle standby to say it waits")
+    assert idle.finish() == FollowSummary(None, 0, 0, ())
 
 
 def test_restarted_standby_continues_after_the_standbys_retention_deleted_its_old_records(
