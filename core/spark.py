@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import pkgutil
 import re
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,7 @@ def get_task_session(master: str | None = None, app_name: str = "topicvault"):
 
 
 def _prepare_environment() -> None:
+    _quiet_submitted_jvm()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -107,6 +110,40 @@ def _prepare_environment() -> None:
     os.environ.setdefault("PYTHONFAULTHANDLER", "1")
     if not faulthandler.is_enabled():  # the driver too (it runs Kafka and S3 clients)
         faulthandler.enable()
+
+
+def _quiet_submitted_jvm() -> None:
+    """Under spark-submit, configure the JVM's logging from LOG4J_CONFIG before a SparkContext starts.
+
+    A JVM topicvault starts reads LOG4J_CONFIG from spark.driver.extraJavaOptions (SESSION_SETTINGS); the one
+    spark-submit started (PYSPARK_GATEWAY_PORT set) was configured before topicvault ran, with Spark's default
+    profile, and the context's start logged 40-90 INFO lines on stderr.
+    """
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return
+    from py4j.protocol import Py4JError
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; starts no context
+    jvm = SparkContext._jvm
+    try:
+        # spark-submit leaves Spark's logging uninitialised for the application: the context's first log line
+        # would load Spark's default profile over any configuration set before. Initialise it now (silently),
+        # then configure.
+        jvm.org.apache.spark.SparkConf(False).initializeLogIfNecessary(False, True)
+        jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(jvm.java.net.URI(_log4j_config().as_uri()))
+    except Py4JError:  # another Spark or log4j than this was written for: its log lines, but the job runs
+        pass
+
+
+def _log4j_config() -> Path:
+    """LOG4J_CONFIG as a file the JVM can read: a copy when topicvault is imported from a wheel
+    (spark-submit --py-files), where it is inside the zip."""
+    if LOG4J_CONFIG.is_file():
+        return LOG4J_CONFIG
+    copy = Path(tempfile.gettempdir()) / f"topicvault-{os.getuid()}-{LOG4J_CONFIG.name}"
+    copy.write_bytes(pkgutil.get_data(__name__, LOG4J_CONFIG.name))
+    return copy
 
 
 def _master(master: str | None) -> str | None:
