@@ -6,6 +6,7 @@ import faulthandler
 import os
 import pkgutil
 import re
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -197,6 +198,48 @@ def ship_wheels(sc) -> list[str]:
             sc._python_includes.append(name)
             names.append(name)
     return names
+
+
+def workers_python(sc) -> str:
+    """The Python that the workers of topicvault's data sources are to run in session `sc`.
+
+    Spark starts `sc.pythonExec` (PYSPARK_PYTHON, else the `python3` on PATH), which need not be
+    the Python topicvault is installed in (a venv not activated). That one when it imports
+    topicvault; else on a local master (workers on this machine) with PYSPARK_PYTHON unset, this
+    interpreter, as the CLI sets it; else a one-line error saying how to fix it.
+    """
+    chosen = sc.pythonExec
+    local = sc.master.startswith("local")
+    problem = _local_import_problem(chosen) if local else _worker_import_problem(sc)
+    if problem is None:
+        return chosen
+    if local and "PYSPARK_PYTHON" not in os.environ:
+        return sys.executable
+    fix = (f"set PYSPARK_PYTHON to a Python that has it before the session starts, e.g. "
+           f"PYSPARK_PYTHON={sys.executable}" if local else
+           "install topicvault in the executors' Python, or give spark-submit --py-files with topicvault's wheel "
+           "(README: Running on a Spark cluster)")
+    raise TopicvaultError(f"Spark's Python workers ({chosen}) cannot import topicvault ({problem}): {fix}")
+
+
+def _local_import_problem(python: str) -> str | None:
+    """Why `python` on this machine cannot import topicvault (None: it can)."""
+    try:
+        done = subprocess.run([python, "-c", "import topicvault"], capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    lines = done.stderr.strip().splitlines()
+    return None if done.returncode == 0 else (lines[-1] if lines else f"exit status {done.returncode}")
+
+
+def _worker_import_problem(sc) -> str | None:
+    """Why an executor's Python cannot import topicvault (None: it can), found by a one-task job."""
+    try:
+        sc.parallelize([0], 1).map(lambda _: __import__("topicvault") and 0).collect()
+    except Exception as exc:  # Py4JJavaError / PythonException: the worker's error as text
+        return failure_reason(str(exc))
+    return None
 
 
 def check_no_speculation(spark, job: str) -> None:
