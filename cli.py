@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from inspect import Parameter
+from inspect import signature as signature_of  # `inspect` is a command here
 from typing import Callable, List, Optional
 
 import click
@@ -95,14 +97,20 @@ def quiet_spark_interrupts() -> None:
     signal.signal(signal.SIGINT, interrupt)
 
 
+# --debug after the subcommand too (`topicvault backup ... --debug`): every command gets the option.
+DEBUG = typer.Option(False, "--debug", help="Show tracebacks on errors (also before the command).")
+
+
 def reports_errors(command: Callable) -> Callable:
-    """Turn every error into one line on stderr and exit code 1 (the traceback too with --debug);
-    whatever is printed has the secret settings scrubbed."""
+    """Turn every error into one line on stderr and exit code 1 (the traceback too with --debug,
+    given before or after the command); whatever is printed has the secret settings scrubbed."""
 
     @functools.wraps(command)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args, debug_option: bool = False, **kwargs):
         from .core.profiles import scrub
 
+        global _debug
+        _debug = _debug or debug_option
         try:
             return command(*args, **kwargs)
         except (typer.Exit, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
@@ -126,6 +134,9 @@ def reports_errors(command: Callable) -> Callable:
             typer.echo(f"error: unexpected {type(exc).__name__}: {message}{hint}", err=True)
             raise typer.Exit(1) from None
 
+    signature = signature_of(command, eval_str=True)
+    wrapper.__signature__ = signature.replace(parameters=[
+        *signature.parameters.values(), Parameter("debug_option", Parameter.KEYWORD_ONLY, default=DEBUG, annotation=bool)])
     return wrapper
 
 
