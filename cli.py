@@ -718,13 +718,19 @@ def demo(
         raise typer.Exit(1)
 
 
+SANDBOX_TOPIC = "orders"  # README's quick start backs it up
+
+
 @app.command()
 @reports_errors
 def sandbox(
     bucket: str = typer.Option("topicvault", "--bucket", help="Bucket to create on the S3 server."),
+    sample_records: int = typer.Option(1_000, "--sample-records", help="Records of the sample topic `orders` "
+                                       "(null keys, tombstones, repeated headers); 0: no such topic."),
 ) -> None:
     """A single-node Apache Kafka and a local S3 server with a bucket, to try topicvault; until Ctrl-C."""
     from .core.sandbox import sandbox as start_sandbox
+    from .source.demo import sample_topic
 
     def stop(signum, frame) -> None:
         raise KeyboardInterrupt
@@ -735,7 +741,9 @@ def sandbox(
     typer.echo("starting Apache Kafka (one node) and an S3 server (moto)...", err=True)
     try:
         with start_sandbox(bucket) as running:
-            _print(report.sandbox_started(running))
+            if sample_records > 0:
+                sample_topic(running.bootstrap, SANDBOX_TOPIC, sample_records)
+            _print(report.sandbox_started(running, SANDBOX_TOPIC if sample_records > 0 else None, sample_records))
             while True:
                 signal.pause()
     except KeyboardInterrupt:

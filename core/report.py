@@ -508,13 +508,15 @@ def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
         + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))
 
 
-def sandbox_started(sandbox: Any) -> list[Line]:
-    """What `topicvault sandbox` prints once both servers answer: the lines to paste."""
+def sandbox_started(sandbox: Any, sample_topic: str | None = None, sample_records: int = 0) -> list[Line]:
+    """What `topicvault sandbox` prints once both servers answer (and its sample topic holds its records):
+    the lines to paste."""
     store = f"s3://{sandbox.bucket}/backups"
+    sample = f", topic {sample_topic} with {plural(sample_records, 'sample record')}" if sample_topic else ""
     return [
-        _out(f"sandbox running: Apache Kafka at {sandbox.bootstrap}, S3 server at {sandbox.endpoint}, "
+        _out(f"sandbox running: Apache Kafka at {sandbox.bootstrap}{sample}, S3 server at {sandbox.endpoint}, "
              f"bucket {sandbox.bucket}"),
-        _out("in another shell, paste:"),
+        _out("in another shell, paste (it points topicvault at both servers):"),
         _out(f"  {sandbox.export_line}"),
         _out(f"then use  -b {sandbox.bootstrap}  and  --to/--from {store}, e.g.:"),
         _out(f"  topicvault backup -b {sandbox.bootstrap} --topic orders --to {store}"),
