@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from inspect import Parameter
+from inspect import signature as signature_of  # `inspect` is a command here
 from typing import Callable, List, Optional
 
 import click
@@ -95,14 +97,20 @@ def quiet_spark_interrupts() -> None:
     signal.signal(signal.SIGINT, interrupt)
 
 
+# --debug after the subcommand too (`topicvault backup ... --debug`): every command gets the option.
+DEBUG = typer.Option(False, "--debug", help="Show tracebacks on errors (also before the command).")
+
+
 def reports_errors(command: Callable) -> Callable:
-    """Turn every error into one line on stderr and exit code 1 (the traceback too with --debug);
-    whatever is printed has the secret settings scrubbed."""
+    """Turn every error into one line on stderr and exit code 1 (the traceback too with --debug,
+    given before or after the command); whatever is printed has the secret settings scrubbed."""
 
     @functools.wraps(command)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args, debug_option: bool = False, **kwargs):
         from .core.profiles import scrub
 
+        global _debug
+        _debug = _debug or debug_option
         try:
             return command(*args, **kwargs)
         except (typer.Exit, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
@@ -126,6 +134,9 @@ def reports_errors(command: Callable) -> Callable:
             typer.echo(f"error: unexpected {type(exc).__name__}: {message}{hint}", err=True)
             raise typer.Exit(1) from None
 
+    signature = signature_of(command, eval_str=True)
+    wrapper.__signature__ = signature.replace(parameters=[
+        *signature.parameters.values(), Parameter("debug_option", Parameter.KEYWORD_ONLY, default=DEBUG, annotation=bool)])
     return wrapper
 
 
@@ -710,13 +721,19 @@ def demo(
         raise typer.Exit(1)
 
 
+SANDBOX_TOPIC = "orders"  # README's quick start backs it up
+
+
 @app.command()
 @reports_errors
 def sandbox(
     bucket: str = typer.Option("topicvault", "--bucket", help="Bucket to create on the S3 server."),
+    sample_records: int = typer.Option(1_000, "--sample-records", help="Records of the sample topic `orders` "
+                                       "(null keys, tombstones, repeated headers); 0: no such topic."),
 ) -> None:
     """A single-node Apache Kafka and a local S3 server with a bucket, to try topicvault; until Ctrl-C."""
     from .core.sandbox import sandbox as start_sandbox
+    from .source.demo import sample_topic
 
     def stop(signum, frame) -> None:
         raise KeyboardInterrupt
@@ -727,7 +744,9 @@ def sandbox(
     typer.echo("starting Apache Kafka (one node) and an S3 server (moto)...", err=True)
     try:
         with start_sandbox(bucket) as running:
-            _print(report.sandbox_started(running))
+            if sample_records > 0:
+                sample_topic(running.bootstrap, SANDBOX_TOPIC, sample_records)
+            _print(report.sandbox_started(running, SANDBOX_TOPIC if sample_records > 0 else None, sample_records))
             while True:
                 signal.pause()
     except KeyboardInterrupt:

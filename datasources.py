@@ -28,6 +28,7 @@ from pyspark.sql.datasource import DataSource
 
 from .core.envelope import SPARK_SCHEMA_DDL
 from .core.errors import TopicvaultError
+from .core.spark import ship_wheels, workers_python
 from .sink.datasource import KafkaRangeReader, ObjectBatchWriter
 from .sink.stream import KafkaStreamReader, ObjectStreamWriter
 from .source.datasource import KafkaPartitionWriter, ObjectReader
@@ -86,6 +87,15 @@ def refuse_overwrite(overwrite: bool, source: str, why: str) -> None:
 
 
 def register(spark) -> None:
-    """Register both data sources with a Spark session."""
-    spark.dataSource.register(TopicvaultKafka)
-    spark.dataSource.register(Topicvault)
+    """Register both data sources with a Spark session, their workers running a Python that can import
+    topicvault (see core.spark.workers_python: else one line saying how to fix it)."""
+    context = spark.sparkContext
+    ship_wheels(context)  # a wheel given to spark-submit --py-files, as for the CLI's jobs
+    python = workers_python(context)
+    # The sources keep the Python the context names when they are registered; other jobs keep the session's.
+    chosen, context.pythonExec = context.pythonExec, python
+    try:
+        spark.dataSource.register(TopicvaultKafka)
+        spark.dataSource.register(Topicvault)
+    finally:
+        context.pythonExec = chosen

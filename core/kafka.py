@@ -36,6 +36,8 @@ CLIENT_LOG = logging.getLogger("topicvault.kafka")
 
 # Bounded failure when the cluster is unreachable (see issue: fail within 30 s).
 METADATA_TIMEOUT_S = 20.0
+# ... and how long the first answer may take before the user is told that it is being waited for.
+SLOW_ANSWER_S = 3.0
 
 # A request whose connection went silent (a broker outage can leave it half-open) is abandoned
 # and re-sent only after socket.timeout.ms; librdkafka's default is 60 s, as long as a reader's
@@ -192,7 +194,7 @@ def list_topic_partitions(settings: KafkaSettings, connection_settings: str = CL
     (naming `connection_settings` as the user gives them)."""
     admin = admin_client(settings)
     try:
-        metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
+        metadata = _cluster_metadata(admin, settings)
     except KafkaException as exc:
         raise TopicvaultError(
             f"cannot reach Kafka at {settings.bootstrap_servers} ({exc.args[0].str() if exc.args else exc}): "
@@ -203,6 +205,19 @@ def list_topic_partitions(settings: KafkaSettings, connection_settings: str = CL
         for name, topic in metadata.topics.items()
         if topic.error is None or topic.error.code() == KafkaError.NO_ERROR
     }
+
+
+def _cluster_metadata(admin, settings: KafkaSettings):
+    """The cluster's metadata; when it has not answered within SLOW_ANSWER_S, say so (a warning on stderr)
+    and wait the rest of METADATA_TIMEOUT_S: an unreachable cluster otherwise looked like a hang."""
+    try:
+        return admin.list_topics(timeout=SLOW_ANSWER_S)
+    except KafkaException as exc:
+        if not exc.args or exc.args[0].code() not in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
+            raise
+    CLIENT_LOG.warning(f"no answer yet from Kafka at {settings.bootstrap_servers}; still trying (a cluster that "
+                       f"does not answer fails after {METADATA_TIMEOUT_S:.0f} s)")
+    return admin.list_topics(timeout=METADATA_TIMEOUT_S - SLOW_ANSWER_S)
 
 
 def select_topics(

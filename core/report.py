@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .commits import BackupState, ObjectEntry
+from .commits import BackupState, CommitRecord, ObjectEntry
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,11 @@ def listing(state: BackupState) -> dict:
     }
 
 
+def plural(count: int, noun: str) -> str:
+    """`count` (thousands separated) and `noun`, plural unless count is 1: "1 commit", "2,002 records"."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def rate(count: float, seconds: float) -> str:
     """Records (or bytes) per second, or "-" when no time passed."""
     return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
@@ -169,11 +174,18 @@ def backup_plan(plan: Any, dry_run: bool, committed: str | None, as_json: bool) 
                            for p in plan.partitions],
         }))]
     lines = [_out(f"{'plan' if dry_run else 'nothing new to back up'}: {len(plan.tasks)} offset ranges")]
-    lines += [_out(f"  {p.topic}[{p.partition}] offsets {p.start}..{p.end - 1} (up to {p.records_at_most} records)")
-              for p in plan.partitions]
+    lines += [_out(f"  {p.topic}[{p.partition}] {_partition_plan(p)}") for p in plan.partitions]
     if committed:
         lines.append(_out(f"saved changed topic settings and consumer-group offsets: committed {committed}"))
     return lines
+
+
+def _partition_plan(p: Any) -> str:
+    """What a backup reads of one partition (a sink.plan.PartitionPlan): its offsets, or that nothing is new
+    (a plan made only to save group offsets lists partitions with an empty range)."""
+    if p.records_at_most > 0:
+        return f"offsets {p.start}..{p.end - 1} (up to {plural(p.records_at_most, 'record')})"
+    return f"nothing new (backed up to offset {p.start - 1})" if p.start > 0 else "no records"
 
 
 def backup_summary(result: Any, spark_start_s: float, as_json: bool) -> list[Line]:
@@ -187,7 +199,7 @@ def backup_summary(result: Any, spark_start_s: float, as_json: bool) -> list[Lin
         }))]
     return [_err(f"warning: {warning}") for warning in result.warnings] + [
         _out(table(summary, SUMMARY_COLUMNS)),
-        _out(f"backed up {result.records:,} records in {len(result.objects)} objects ({result.bytes:,} bytes) "
+        _out(f"backed up {plural(result.records, 'record')} in {plural(len(result.objects), 'object')} ({result.bytes:,} bytes) "
              f"in {result.elapsed_s:.1f} s ({rate(result.records, result.elapsed_s)}; Spark start "
              f"{spark_start_s:.1f} s); committed {result.commit_key}"),
     ]
@@ -201,8 +213,22 @@ def backup_following(topics: list[str], topics_regex: str | None, store_uri: str
 
 def backup_follow_stopped(result: Any) -> Line:
     """The last line of `backup --follow` (a sink.follow result: commits, records, lag)."""
-    return _out(f"stopped: {result.commits} commits, {result.records:,} records backed up in this run; "
-                f"lag {sum(result.lag.values()):,} records at the last commit")
+    return _out(f"stopped: {plural(result.commits, 'commit')}, {plural(result.records, 'record')} backed up in this "
+                f"run; lag {plural(sum(result.lag.values()), 'record')} at the last commit")
+
+
+def backup_follow_commit(commits: list[CommitRecord], archive_records: int, lag: dict[str, int]) -> str:
+    """A follower's line for the commit records its micro-batches wrote since the last line: the records
+    those added, then the archive's total (a sum, not an offset) and the lag behind the topics."""
+    first, last = commits[0].sequence, commits[-1].sequence
+    added = sum(entry.records for commit in commits for entry in commit.objects)
+    which = f"commit {last}" if first == last else f"commits {first}..{last}"
+    worst = ""
+    if any(lag.values()):
+        key, value = max(lag.items(), key=lambda item: item[1])
+        worst = f" (most behind: {key} by {value:,})"
+    return (f"{which}: {plural(added, 'record')} backed up ({archive_records:,} in the archive); "
+            f"lag {plural(sum(lag.values()), 'record')}{worst}")
 
 
 # --- restore -----------------------------------------------------------------------------------
@@ -225,9 +251,9 @@ def restore_dry_run(plan: Any, as_json: bool) -> list[Line]:
                             "partition": t.partition, "records_at_most": t.records, "objects": len(t.objects)}
                            for t in plan.tasks],
         }))]
-    return [_out(f"plan: up to {plan.records:,} records in {len(plan.tasks)} partitions")] + [
+    return [_out(f"plan: up to {plural(plan.records, 'record')} in {plural(len(plan.tasks), 'partition')}")] + [
         _out(f"  {task.source_topic}[{task.partition}] -> {task.target_topic}[{task.partition}]: "
-             f"up to {task.records:,} records in {len(task.objects)} objects")
+             f"up to {plural(task.records, 'record')} in {plural(len(task.objects), 'object')}")
         for task in plan.tasks]
 
 
@@ -291,7 +317,7 @@ def restore_summary(result: Any, committed_groups: list[Any] | None, as_json: bo
     else:
         lines.append(_out(table(_restore_rows(result), RESTORE_COLUMNS)))
         lines.append(_out(
-            f"restored {result.produced:,} records ({result.bytes:,} bytes) to "
+            f"restored {plural(result.produced, 'record')} ({result.bytes:,} bytes) to "
             f"{', '.join(sorted(set(plan.topic_map.values())))} in {result.elapsed_s:.1f} s "
             f"({rate(result.produced, result.elapsed_s)})"
             + (f"; {already_present:,} were already there" if already_present else "")))
@@ -337,8 +363,8 @@ def follow_stopped(summary: Any, skipped_exit: int) -> list[Line]:
     status, when objects were left out."""
     if summary.restore_id is None:
         return [_err("stopped before the first backup landed: nothing restored")]
-    lines = [_err(f"stopped: {summary.rounds} rounds, {summary.produced:,} records restored in this run; restore "
-                  f"id {summary.restore_id} (run again with --restore-id {summary.restore_id} to continue)")]
+    lines = [_err(f"stopped: {plural(summary.rounds, 'round')}, {plural(summary.produced, 'record')} restored in this "
+                  f"run; restore id {summary.restore_id} (run again with --restore-id {summary.restore_id} to continue)")]
     if summary.skipped:
         lines.append(_err(f"{len(summary.skipped)} objects or ranges of records were left out (listed above); exit status "
                           f"{skipped_exit}"))
@@ -372,8 +398,8 @@ def ls(state: BackupState, as_json: bool) -> list[Line]:
     median = f" (median {data['median_object_bytes']:,} bytes)" if data["objects"] else ""
     lines = [
         _out(table(rows, LS_COLUMNS)),
-        _out(f"{len(rows)} partitions, {data['records']:,} records, {data['objects']:,} objects{median}, "
-             f"{data['commits']} commits"
+        _out(f"{plural(len(rows), 'partition')}, {plural(data['records'], 'record')}, "
+             f"{plural(data['objects'], 'object')}{median}, {plural(data['commits'], 'commit')}"
              + (f"; consumer groups saved: {', '.join(data['groups'])}" if data["groups"] else "")),
     ]
     spans = data["group_snapshots"].values()
@@ -418,9 +444,10 @@ def verify(verified: Any, compared_live: bool, as_json: bool, strict: bool = Fal
     if strict and verified.damaged:
         return lines + [_err(f"verify --strict failed: {len(verified.damaged)} damaged files under _topicvault/ "
                              "(the data is whole)")]
-    compared = f"; {verified.partitions_compared} partitions match the live topics" if compared_live else ""
-    return lines + [_out(f"ok: {verified.objects} objects, {verified.records:,} records in {verified.partitions} "
-                         f"partitions{compared}")]
+    compared = (f"; {plural(verified.partitions_compared, 'partition')} "
+                f"{'matches' if verified.partitions_compared == 1 else 'match'} the live topics") if compared_live else ""
+    return lines + [_out(f"ok: {plural(verified.objects, 'object')}, {plural(verified.records, 'record')} in "
+                         f"{plural(verified.partitions, 'partition')}{compared}")]
 
 
 # --- compact, expire ---------------------------------------------------------------------------
@@ -488,13 +515,15 @@ def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
         + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))
 
 
-def sandbox_started(sandbox: Any) -> list[Line]:
-    """What `topicvault sandbox` prints once both servers answer: the lines to paste."""
+def sandbox_started(sandbox: Any, sample_topic: str | None = None, sample_records: int = 0) -> list[Line]:
+    """What `topicvault sandbox` prints once both servers answer (and its sample topic holds its records):
+    the lines to paste."""
     store = f"s3://{sandbox.bucket}/backups"
+    sample = f", topic {sample_topic} with {plural(sample_records, 'sample record')}" if sample_topic else ""
     return [
-        _out(f"sandbox running: Apache Kafka at {sandbox.bootstrap}, S3 server at {sandbox.endpoint}, "
+        _out(f"sandbox running: Apache Kafka at {sandbox.bootstrap}{sample}, S3 server at {sandbox.endpoint}, "
              f"bucket {sandbox.bucket}"),
-        _out("in another shell, paste:"),
+        _out("in another shell, paste (it points topicvault at both servers):"),
         _out(f"  {sandbox.export_line}"),
         _out(f"then use  -b {sandbox.bootstrap}  and  --to/--from {store}, e.g.:"),
         _out(f"  topicvault backup -b {sandbox.bootstrap} --topic orders --to {store}"),

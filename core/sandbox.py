@@ -31,8 +31,10 @@ class Sandbox:
 
     @property
     def environment(self) -> dict[str, str]:
-        """The variables that point boto3 (and so topicvault) at the sandbox's S3 server."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, **SANDBOX_CREDENTIALS}
+        """The variables that point topicvault at the sandbox: its broker (when no -b is given) and,
+        through boto3, its S3 server."""
+        return {"TOPICVAULT_BOOTSTRAP_SERVERS": self.bootstrap, "AWS_ENDPOINT_URL": self.endpoint,
+                **SANDBOX_CREDENTIALS}
 
     @property
     def export_line(self) -> str:

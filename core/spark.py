@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
+import pkgutil
 import re
+import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import TopicvaultError
 
@@ -135,6 +139,7 @@ def _pass_on_stderr(readable: int) -> None:
 
 
 def _prepare_environment() -> None:
+    _quiet_submitted_jvm()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -143,6 +148,48 @@ def _prepare_environment() -> None:
     os.environ.setdefault("PYTHONFAULTHANDLER", "1")
     if not faulthandler.is_enabled():  # the driver too (it runs Kafka and S3 clients)
         faulthandler.enable()
+
+
+def _quiet_submitted_jvm() -> None:
+    """Under spark-submit, configure the JVM's logging from LOG4J_CONFIG before a SparkContext starts.
+
+    A JVM topicvault starts reads LOG4J_CONFIG from spark.driver.extraJavaOptions (SESSION_SETTINGS); the one
+    spark-submit started (PYSPARK_GATEWAY_PORT set) was configured before topicvault ran, with Spark's default
+    profile, and the context's start logged 40-90 INFO lines on stderr.
+    """
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return
+    from py4j.protocol import Py4JError
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; starts no context
+    jvm = SparkContext._jvm
+    try:
+        # spark-submit leaves Spark's logging uninitialised for the application: the context's first log line
+        # would load Spark's default profile over any configuration set before. Initialise it now (silently),
+        # then configure.
+        jvm.org.apache.spark.SparkConf(False).initializeLogIfNecessary(False, True)
+        with _log4j_config() as config:
+            jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(jvm.java.net.URI(config.as_uri()))
+    except Py4JError:  # another Spark or log4j than this was written for: its log lines, but the job runs
+        pass
+
+
+@contextlib.contextmanager
+def _log4j_config() -> Iterator[Path]:
+    """LOG4J_CONFIG as a file the JVM can read: a copy while in use when topicvault is imported
+    from a wheel (spark-submit --py-files), where it is inside the zip. The copy gets a new name
+    (mkstemp, O_EXCL): a fixed name in a shared /tmp could be a symlink another user planted."""
+    if LOG4J_CONFIG.is_file():
+        yield LOG4J_CONFIG
+        return
+    handle, name = tempfile.mkstemp(prefix="topicvault-", suffix=f"-{LOG4J_CONFIG.name}")
+    try:
+        with os.fdopen(handle, "wb") as copy:
+            copy.write(pkgutil.get_data(__name__, LOG4J_CONFIG.name))
+        yield Path(name)
+    finally:
+        os.unlink(name)
 
 
 def _master(master: str | None) -> str | None:
@@ -196,6 +243,48 @@ def ship_wheels(sc) -> list[str]:
             sc._python_includes.append(name)
             names.append(name)
     return names
+
+
+def workers_python(sc) -> str:
+    """The Python that the workers of topicvault's data sources are to run in session `sc`.
+
+    Spark starts `sc.pythonExec` (PYSPARK_PYTHON, else the `python3` on PATH), which need not be
+    the Python topicvault is installed in (a venv not activated). That one when it imports
+    topicvault; else on a local master (workers on this machine) with PYSPARK_PYTHON unset, this
+    interpreter, as the CLI sets it; else a one-line error saying how to fix it.
+    """
+    chosen = sc.pythonExec
+    local = sc.master.startswith("local")
+    problem = _local_import_problem(chosen) if local else _worker_import_problem(sc)
+    if problem is None:
+        return chosen
+    if local and "PYSPARK_PYTHON" not in os.environ:
+        return sys.executable
+    fix = (f"set PYSPARK_PYTHON to a Python that has it before the session starts, e.g. "
+           f"PYSPARK_PYTHON={sys.executable}" if local else
+           "install topicvault in the executors' Python, or give spark-submit --py-files with topicvault's wheel "
+           "(README: Running on a Spark cluster)")
+    raise TopicvaultError(f"Spark's Python workers ({chosen}) cannot import topicvault ({problem}): {fix}")
+
+
+def _local_import_problem(python: str) -> str | None:
+    """Why `python` on this machine cannot import topicvault (None: it can)."""
+    try:
+        done = subprocess.run([python, "-c", "import topicvault"], capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    lines = done.stderr.strip().splitlines()
+    return None if done.returncode == 0 else (lines[-1] if lines else f"exit status {done.returncode}")
+
+
+def _worker_import_problem(sc) -> str | None:
+    """Why an executor's Python cannot import topicvault (None: it can), found by a one-task job."""
+    try:
+        sc.parallelize([0], 1).map(lambda _: __import__("topicvault") and 0).collect()
+    except Exception as exc:  # Py4JJavaError / PythonException: the worker's error as text
+        return failure_reason(str(exc))
+    return None
 
 
 def check_no_speculation(spark, job: str) -> None:

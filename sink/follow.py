@@ -18,6 +18,7 @@ from typing import Callable
 from ..core.checkpoints import load_state, read_forward
 from ..core.commits import CommitRecord
 from ..core.errors import TopicvaultError
+from ..core.report import backup_follow_commit
 from ..core.restarts import RestartBudget, pause
 from ..core.spark import failure_reason
 from .backup import BackupJob, commit_unread, plan_run
@@ -165,12 +166,9 @@ def _run_query(spark, job: BackupJob, common: dict[str, str], topics: list[str],
             if watch.failed_attempts:
                 report(f"{watch.failed_attempts} failed task attempt(s) retried (a task failed or its Python worker "
                        "crashed); the micro-batch went on")
-            seen = state.last_sequence
             state = watch.read_forward(store, state)
-            if state.last_sequence != seen:
-                lag = (state.last_stream or {}).get("lag", {})
-                report(f"commit {state.last_sequence}: {_records(state):,} records backed up; "
-                       f"lag {sum(lag.values()):,} records" + (f" ({_worst(lag)})" if lag else ""))
+            if watch.new_commits:
+                report(backup_follow_commit(watch.new_commits, _records(state), (state.last_stream or {}).get("lag", {})))
         _stop_after_batch(query)
         if query.exception() is not None:
             raise _failed(str(query.exception()))
@@ -197,6 +195,7 @@ class _BatchWatch:
         self.durations: dict[int, float] = {}
         self.jobs_counted: set[int] = set()
         self.failed_attempts = 0  # found by the last batches_ran()
+        self.new_commits: list[CommitRecord] = []  # this stream's commits the last read_forward found
 
     def batches_ran(self) -> bool:
         """True if a micro-batch that read records reported progress since the last call.
@@ -216,12 +215,13 @@ class _BatchWatch:
         return bool(ran)
 
     def read_forward(self, store, state):
-        """read_forward, feeding the metrics with this stream's new commit records."""
-        if self.metrics is None:
-            return read_forward(store, state, keyring=self.keyring)
+        """read_forward, keeping this stream's new commit records (`self.new_commits`) and feeding the metrics."""
         records: list[CommitRecord] = []
         state = read_forward(store, state, on_commit=records.append, keyring=self.keyring)
-        for record in own_commits(records, self.stream_id):
+        self.new_commits = own_commits(records, self.stream_id)
+        if self.metrics is None:
+            return state
+        for record in self.new_commits:
             batch = int(record.stream["batch"])
             self.metrics.observe_commit(record, self.durations.get(batch))
             # Commits come in batch order: durations of this batch and earlier ones are done with.
@@ -273,6 +273,3 @@ def _stop_after_batch(query) -> None:
     query.stop()
 
 
-def _worst(lag: dict[str, int]) -> str:
-    key, value = max(lag.items(), key=lambda item: item[1])
-    return f"most behind: {key} by {value:,}"

@@ -34,8 +34,8 @@ def sample_records(count: int, seed: int = 7) -> list[tuple[int, bytes | None, b
     return records
 
 
-def produce(bootstrap: str, records: list) -> None:
-    """Produce the sample records; each partition ends with a single-record batch.
+def produce(bootstrap: str, records: list, topic: str = SOURCE_TOPIC) -> None:
+    """Produce the sample records to `topic`; each partition ends with a single-record batch.
 
     The embedded broker reports a high watermark of (base offset of the last batch + 1),
     which is only right when that batch holds one record.
@@ -47,12 +47,12 @@ def produce(bootstrap: str, records: list) -> None:
     held_back = set(last_per_partition.values())
     for index, (partition, key, value, headers, timestamp) in enumerate(records):
         if index not in held_back:
-            producer.produce(SOURCE_TOPIC, value, key, partition=partition, timestamp=timestamp, headers=headers or None)
+            producer.produce(topic, value, key, partition=partition, timestamp=timestamp, headers=headers or None)
             producer.poll(0)
     producer.flush()
     for index in sorted(held_back):
         partition, key, value, headers, timestamp = records[index]
-        producer.produce(SOURCE_TOPIC, value, key, partition=partition, timestamp=timestamp, headers=headers or None)
+        producer.produce(topic, value, key, partition=partition, timestamp=timestamp, headers=headers or None)
         producer.flush()
 
 
@@ -69,6 +69,12 @@ def read_topic(settings: KafkaSettings, topic: str) -> dict[int, list[tuple]]:
         return records
     finally:
         consumer.close()
+
+
+def sample_topic(bootstrap: str, topic: str, count: int) -> None:
+    """Create `topic` (PARTITIONS partitions) holding `count` sample records (see sample_records)."""
+    create_topics(KafkaSettings.of(bootstrap), {topic: PARTITIONS})
+    produce(bootstrap, sample_records(count), topic)
 
 
 def run_demo(count: int, directory: str | None, master: str | None, say: Callable[[str], None]) -> bool:

@@ -60,6 +60,7 @@ from ..core.checkpoints import read_forward
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
 from ..core.commits import BackupState, CommitRecord, PartitionRange, commit_key, lost_note
 from ..core.errors import NoBackup, ObjectNotFound, TopicvaultError
+from ..core.report import plural
 from ..core.restarts import RestartBudget, pause
 from ..core.spark import failure_reason
 from ..formats.peers import PeerKey, peer_layout
@@ -155,10 +156,7 @@ class FollowRound:
 
     def line(self) -> str:
         """One human-readable line."""
-        topics = "; ".join(
-            f"{t}: archive offset {sum(x.archive_end for x in self.lag if x.target_topic == t):,} restored "
-            f"{sum(x.restored_end for x in self.lag if x.target_topic == t):,} ({n:,} behind)"
-            for t, n in sorted(self.behind_by_topic().items()))
+        topics = "; ".join(self._topic_lag(t, n) for t, n in sorted(self.behind_by_topic().items()))
         as_of = ""
         if self.archive_sequence:
             age = f", written {self.commit_age_s:.1f} s ago" if self.commit_age_s is not None else ""
@@ -166,8 +164,17 @@ class FollowRound:
             as_of = f"; as of commit {self.archive_sequence}{age}" + (f" ({newer} newer to restore)" if newer > 0 else "")
         resumed = f" ({self.already_present:,} already there)" if self.already_present else ""
         who = f" of restore {self.restore_id}" if self.number == 1 else ""
-        return (f"round {self.number}{who}: restored {self.produced:,} records{resumed} in {self.elapsed_s:.1f} s; "
+        return (f"round {self.number}{who}: restored {plural(self.produced, 'record')}{resumed} in {self.elapsed_s:.1f} s; "
                 f"{topics or 'nothing to restore yet'}{as_of}")
+
+    def _topic_lag(self, topic: str, behind: int) -> str:
+        """How far `topic` is behind the archive: offsets summed over its partitions, and the partition most
+        behind with its own offsets (offsets of different partitions do not add up to an offset)."""
+        if not behind:
+            return f"{topic}: up to date"
+        worst = max((x for x in self.lag if x.target_topic == topic), key=lambda x: x.behind)
+        return (f"{topic}: {behind:,} offsets behind (most: partition {worst.partition}, restored to offset "
+                f"{worst.restored_end:,} of {worst.archive_end:,})")
 
     def to_json(self) -> dict:
         """For `--json`: one object per round."""

@@ -60,7 +60,7 @@ from .restore_state import (
     save_restore_state,
 )
 from .selection import NotAPrefix, Selection, skip_records
-from .throttle import RateLimit
+from .throttle import RateLimit, in_pieces
 from .topic_policy import is_internal_topic, screen_topic_configs
 
 
@@ -221,7 +221,7 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = R
             time.sleep(settle_s)
             check_replicas_answer(job.kafka, list(starts), settle_s)
             written = count_records(job.kafka, starts)
-    streams = [_stream(job, task, written[task.target]) for task in tasks]
+    streams = [_stream(job, task, written[task.target], rate) for task in tasks]
     produced = produce_streams(job.kafka, [(*task.target, stream.batches) for task, stream in zip(tasks, streams)],
                                rate=rate)
     ends = partition_ends(job.kafka, [task.target for task in tasks])
@@ -260,7 +260,7 @@ class _Stream:
     peer_report: PeerReadReport | None
 
 
-def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix) -> _Stream:
+def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: RateLimit = RateLimit()) -> _Stream:
     present = written.records
     if task.layout == "topicvault" and present > task.records:
         raise TopicvaultError(
@@ -300,7 +300,7 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix) -> _Stre
     selected = without_holes(task.selection.records(task.source_topic, task.partition, source),
                              [(h.first_offset, h.last_offset) for h in task.earlier_holes])
     batches = _prefix_checked(skip_records(recording(selected, offset_map), present, written.tail), task, present)
-    batches = counted(batches, job.progress_dir, f"{task.target_topic}-{task.partition}")
+    batches = counted(in_pieces(batches, rate), job.progress_dir, f"{task.target_topic}-{task.partition}")
     return _Stream(offset_map, batches, skipped, peer_report)
 
 
@@ -665,7 +665,7 @@ def _plan_topic_settings(
             )
         replication[target] = min(saved.replication_factor, brokers) if saved.replication_factor > 0 else -1
         if not saved.configs_reported:
-            notes.append(f"{target}: the source broker reported no topic configs; created with the target's defaults")
+            notes.append(f"{target}: the source broker reported no topic configs, so the topic gets the target's defaults")
         # Every created topic is listed, even with no saved configs: its loading overrides are removed at the end.
         screened = screen_topic_configs(saved.configs if apply_configs else {})
         configs[target] = screened.applied
@@ -697,7 +697,7 @@ def _retention_notes(
             if retention is None or retention < 0 or oldest >= now_ms - retention:
                 continue
             if saved is not None:
-                notes.append(f"{target}: created with retention.ms={saved}; the broker deletes restored records "
+                notes.append(f"{target}: gets retention.ms={saved} after the restore; the broker deletes restored records "
                              "older than that soon after the restore (use --no-configs to keep them)")
             else:
                 notes.append(f"{target}: gets the target's default retention.ms={retention} after the restore; the "

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable, Iterator
+
+import pyarrow as pa
 
 from ..core.errors import TopicvaultError
 
@@ -41,6 +43,13 @@ class RateLimit:
     def limited(self) -> bool:
         return self.records_per_s is not None or self.bytes_per_s is not None
 
+    def records_in(self, seconds: float, bytes_per_record: float) -> int:
+        """How many records (of about this size) the limit lets go in `seconds` (at least 1)."""
+        records = [rate * seconds for rate in (self.records_per_s,) if rate]
+        if self.bytes_per_s:
+            records.append(self.bytes_per_s * seconds / max(bytes_per_record, 1.0))
+        return max(1, int(min(records, default=1_000_000)))
+
     def shared_by(self, tasks: int) -> "RateLimit":
         """Each task's share when `tasks` run at the same time."""
         return RateLimit(*(None if rate is None else rate / tasks for rate in (self.records_per_s, self.bytes_per_s)))
@@ -60,10 +69,7 @@ class TokenBucket:
 
     def piece_records(self, bytes_per_record: float) -> int:
         """How many records (of about this size) make one piece."""
-        records = [rate * PIECE_S for rate in (self.limit.records_per_s,) if rate]
-        if self.limit.bytes_per_s:
-            records.append(self.limit.bytes_per_s * PIECE_S / max(bytes_per_record, 1.0))
-        return max(1, int(min(records, default=1_000_000)))
+        return self.limit.records_in(PIECE_S, bytes_per_record)
 
     def take(self, records: int, nbytes: int) -> None:
         """Wait until this piece may be sent, then count it."""
@@ -73,3 +79,19 @@ class TokenBucket:
         for index, (amount, rate) in enumerate(zip((records, nbytes), self._rates)):
             if rate:
                 self._ready_at[index] = max(self._ready_at[index], now - BURST_S) + amount / rate
+
+
+def in_pieces(batches: Iterable[pa.RecordBatch], limit: RateLimit) -> Iterator[pa.RecordBatch]:
+    """The batches cut into pieces of about PIECE_S at `limit` (as they are; no limit).
+
+    A throttled producer then takes records about as fast as it sends them, so what counts what
+    it takes (a restore task's progress, core.progress.counted) keeps pace: a whole batch counted
+    when taken stood still in the progress line for the seconds it took to send.
+    """
+    for batch in batches:
+        if not limit.limited or batch.num_rows <= 1:
+            yield batch
+            continue
+        step = limit.records_in(PIECE_S, batch.nbytes / batch.num_rows)
+        for start in range(0, batch.num_rows, step):
+            yield batch.slice(start, step)

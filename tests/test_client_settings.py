@@ -25,14 +25,15 @@ def run(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
-@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
+@pytest.mark.parametrize("debug", [False, "before", "after"], ids=["plain", "debug", "debug-after-command"])
 @pytest.mark.parametrize("command", ["backup", "restore"])
 @pytest.mark.parametrize("settings,needles", BAD_SETTINGS, ids=["unknown", "sasl-mechanism", "bad-value"])
 def test_a_rejected_client_setting_is_one_line_naming_it(tmp_path, command, settings, needles, debug):
     # Nothing listens on port 9: the setting must fail before any connection is tried.
     where = ["--to", str(tmp_path / "b"), "-t", "orders"] if command == "backup" else ["--from", str(tmp_path / "b")]
-    args = (["--debug"] if debug else []) + [command, "-b", "127.0.0.1:9", *where, *settings,
-                                             "-X", f"sasl.password={SECRET}"]
+    args = (["--debug"] if debug == "before" else []) + [command, "-b", "127.0.0.1:9", *where, *settings,
+                                                         "-X", f"sasl.password={SECRET}"]
+    args += ["--debug"] if debug == "after" else []  # #40 item 9: accepted after the command too
     result = run(args)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output

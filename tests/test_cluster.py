@@ -77,6 +77,8 @@ def test_spark_submit_local_cluster_with_the_wheel(bootstrap, spark, topic_facto
         env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
+    # The logging set-up travels in the wheel too (core/log4j2.properties, read from inside the zip).
+    assert not [line for line in completed.stderr.splitlines() if " INFO " in line], completed.stderr[-4000:]
     summary = json.loads(completed.stdout)
     assert summary["records"] == total and summary["topics"][0]["partitions"] == 4
 

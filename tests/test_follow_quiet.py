@@ -54,7 +54,7 @@ def test_an_idle_follower_makes_no_store_requests(bootstrap, topic_factory, coun
              "-t", topic, "--flush-interval", "1", "--master", "local[1]"],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=dict(os.environ))
     try:
-        _wait_for(lambda: re.search(r"commit \d+: 20 records backed up", output.read_text()), 240,
+        _wait_for(lambda: re.search(r"commits? [\d.]+: \d+ records? backed up \(20 in the archive\)", output.read_text()), 240,
                   "the follower to commit the records")
         time.sleep(5)  # let the micro-batch that committed them finish its bookkeeping
         before = len(logged_requests(log, bucket))

@@ -156,7 +156,7 @@ def test_lag_compares_the_archives_newest_offset_with_the_restored_one():
     assert lags == [PartitionLag("s", 0, "t", 29, 20), PartitionLag("s", 1, "t", 5, 0)]
     finished = FollowRound(2, "r1", 20, 0, 100, 1.5, tuple(lags), 7, 3.25)
     assert finished.behind_by_topic() == {"t": 14}
-    assert "14 behind" in finished.line() and "commit 7, written 3.2 s ago" in finished.line()
+    assert "14 offsets behind" in finished.line() and "commit 7, written 3.2 s ago" in finished.line()
     assert json.loads(json.dumps(finished.to_json()))["behind"] == {"t": 14}
 
 

@@ -1,5 +1,6 @@
-"""`topicvault sandbox`: started as a user would, its printed lines used to back up and restore a
-topic, then stopped with Ctrl-C (SIGINT): one line, exit 0, and its Kafka and S3 server gone."""
+"""`topicvault sandbox`: started as a user would, README's quick start run verbatim in a shell with
+the line it prints pasted (#40 item 9), then stopped with Ctrl-C (SIGINT): one line, exit 0, and its
+Kafka and S3 server gone."""
 
 from __future__ import annotations
 
@@ -13,10 +14,17 @@ import time
 from pathlib import Path
 
 import pytest
-from kafkatools import consume_all, create_topic, produce_records
-from topicvault.core.envelope import Record
+from kafkatools import consume_all
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def quick_start() -> list[str]:
+    """The command lines of README's quick start (its first code block)."""
+    section = README.read_text().split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("\n```\n", 1)[1].split("\n```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
 pytestmark = pytest.mark.network  # starts its own broker and S3 server: not the unit tier
 
 
@@ -71,23 +79,24 @@ def test_sandbox_backs_up_and_restores_then_stops_on_ctrl_c(tmp_path):
         environment = dict(word.split("=", 1) for word in shlex.split(export)[1:])
         assert environment["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
         assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= environment.keys()
-        store = re.search(r"--to (s3://\S+)", text).group(1)
+        assert re.search(r"--to (s3://\S+)", text).group(1) == "s3://topicvault/backups"  # what README uses
         servers = descendants(sandbox.pid)
         assert servers, "the sandbox started no processes"
 
-        # The user's shell: only what the sandbox printed points at its S3 server.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | environment
-        topic = create_topic(bootstrap, "orders", 2)
-        now = int(time.time() * 1000)
-        produce_records(bootstrap, topic, [Record(topic, i % 2, 0, b"k%d" % i, b"v%d" % i, now + i, 0,
-                                                  (("h", b"1"), ("h", b"2"))) for i in range(1_000)])
-        for args in (["backup", "-b", bootstrap, "--topic", topic, "--to", store],
-                     ["restore", "--from", store, "-b", bootstrap, "--rename", f"{topic}=orders.restored"]):
-            done = subprocess.run([CLI, *args, "--master", "local[2]", "--quiet"], env=env, capture_output=True,
-                                  text=True, timeout=240, stdin=subprocess.DEVNULL)
-            assert done.returncode == 0, done.stdout + done.stderr
+        # The user's shell, the venv activated: only what the sandbox printed points at its servers.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TOPICVAULT_", "PYSPARK_"))}
+        env |= environment | {"PATH": f"{Path(CLI).parent}{os.pathsep}{os.environ['PATH']}"}
+        assert environment["TOPICVAULT_BOOTSTRAP_SERVERS"] == bootstrap
+        assert "orders" in text and "1,000 sample records" in text
+        lines = quick_start()
+        assert [line.split()[:2] for line in lines] == [["topicvault", "backup"], ["topicvault", "ls"],
+                                                        ["topicvault", "restore"]]
+        for line in lines:
+            done = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=300,
+                                  stdin=subprocess.DEVNULL, cwd=tmp_path)
+            assert done.returncode == 0, line + "\n" + done.stdout + done.stderr
         strip = lambda records: [(r.key, r.value, r.headers, r.timestamp_ms) for r in records]  # noqa: E731
-        source, restored = consume_all(bootstrap, topic), consume_all(bootstrap, "orders.restored")
+        source, restored = consume_all(bootstrap, "orders"), consume_all(bootstrap, "orders.restored")
         assert sum(map(len, source.values())) == 1_000
         assert {p: strip(r) for p, r in restored.items()} == {p: strip(r) for p, r in source.items()}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from itertools import groupby
 
 import pytest
 from clitools import run_cli
@@ -158,3 +159,25 @@ def test_rate_is_shared_by_the_tasks_running_at_once():
 def test_rate_limit_refuses_zero():
     with pytest.raises(TopicvaultError, match="--max-records-per-second must be a positive number"):
         RateLimit.of(0, None)
+
+
+def test_progress_keeps_pace_with_a_throttled_restore(bootstrap, spark, topic_factory, tmp_path, monkeypatch):
+    """#40 item 8: a task counted a whole batch (an object of 1,001 records here) the moment the producer took it,
+    so under a limit the progress line sat at "2,002/3,003, ETA 2 s" while that batch went out for seconds."""
+    topic = topic_factory(1, prefix="throttle")
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"v%d" % i, BASE + i, 0, ()) for i in range(3003)])
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--max-records", "1001")
+    interval_s, limit = 0.25, 400  # 3,003 records: about 7.5 s at the limit
+    monkeypatch.setenv("TOPICVAULT_PROGRESS_INTERVAL_S", str(interval_s))
+    out = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-slow",
+                  "--max-records-per-second", str(limit))
+    counts = [int(line.split(": ", 1)[1].split("/", 1)[0].replace(",", "")) for line in out.splitlines()
+              if line.startswith("restore: ") and "records/s" in line]
+    moving = [n for n in counts if 0 < n < 3003]
+    assert len(moving) >= 10, counts  # the restore took seconds and was shown while it ran
+    longest = max(len(list(run)) for _, run in groupby(moving))
+    # A task's counter file is rewritten at most every 0.5 s: a count may stand for 2-3 lines, not for the
+    # 10+ lines (2.5 s at 1,001 records / 400 per second) a whole batch took.
+    assert longest * interval_s <= 1.5, f"the count stood still for {longest} lines: {counts}"
+    assert sum(len(records) for records in consume_all(bootstrap, f"{topic}-slow").values()) == 3003
