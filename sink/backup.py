@@ -2,7 +2,7 @@
 
 Tasks are fused (each consumes its range and writes objects inside one Python worker and
 returns only object entries), because moving rows from one Python data source to another
-through the JVM costs more than reading them from the broker (see DESIGN.md).
+through the JVM costs more than reading them from the broker (see docs/design.md).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
-from ..core.commits import COMMITS_PREFIX, BackupState, ObjectEntry, PartitionState
+from ..core.commits import COMMITS_PREFIX, STATE_PREFIX, BackupState, ObjectEntry, PartitionState
 from ..core.errors import CLI_WORDING, NoBackup, ObjectNotFound, TopicvaultError, Wording
 from ..core.store import ObjectStore
 from ..formats.peers import PEERS, Decoded, PeerKey, PeerLayout, PeerOptions, peer_layout
@@ -32,9 +32,9 @@ BATCH_ROWS = 50_000
 def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None = None,
                   wording: Wording = CLI_WORDING) -> str:
     """The layout whose naming matches the listed keys; none or more than one is an error."""
-    if any(k.startswith("_topicvault/commits/") for k in keys):
+    if any(k.startswith(COMMITS_PREFIX) for k in keys):
         return "topicvault"
-    objects = [k for k in keys if not k.startswith("_topicvault/")]  # not a probe or a lease of topicvault's
+    objects = [k for k in keys if not k.startswith(STATE_PREFIX)]  # not a probe or a lease of topicvault's
     if all(run_id_of(k) is not None for k in objects):  # none, or a first backup's before its commit
         raise NoBackup(store.uri, "no commit records" + (" yet (a backup is writing its first objects)" if objects else ""))
     scores = {}
@@ -87,7 +87,7 @@ def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tup
     for info in store.list(""):
         parsed = peer.parse(info.key)
         if parsed is None:
-            if not info.key.startswith("_topicvault/"):
+            if not info.key.startswith(STATE_PREFIX):
                 ignored.append(info.key)
             continue
         if parsed.role != "data":
