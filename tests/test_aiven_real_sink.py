@@ -255,3 +255,16 @@ def test_aiven_redelivered_objects_are_restored_once(connect, bootstrap, s3_endp
     assert len(set(object_keys(bucket)) - first) >= 2 * PARTITIONS, "the second run re-delivered nothing under new names"
     case = Case("redelivered", restore_args=("--peer-fields", NO_HEADERS), fields=tuple(NO_HEADERS.split(",")))
     assert_restores_what_it_kept(bootstrap, source, bucket, case)
+
+
+def test_aiven_jsonl_from_string_converters_restores_text(connect, bootstrap, s3_endpoint, text_source):
+    # StringConverter keys and values: jsonl holds them as JSON text strings, not base64.
+    topic, records = text_source
+    bucket = new_bucket()
+    string = "org.apache.kafka.connect.storage.StringConverter"
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": string,
+          "value.converter": string})
+    case = Case("jsonl-text", restore_args=("--peer-value-encoding", "none"), fields=tuple(NO_HEADERS.split(",")),
+                csv=False)
+    assert_restores_what_it_kept(bootstrap, text_source, bucket, case)
