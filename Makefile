@@ -7,7 +7,8 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml ci/setup.sh ci/maven-jars.sh ci/kafka-jars.sh ci/maven/kafka.pom.xml ci/spark-kafka-jars.sh ci/maven/spark-kafka.pom.xml
+$(STAMP): pyproject.toml ci/setup.sh ci/maven-jars.sh ci/kafka-jars.sh ci/maven/kafka.pom.xml ci/spark-kafka-jars.sh ci/maven/spark-kafka.pom.xml \
+		ci/connect-jars.sh ci/maven/connect.pom.xml ci/maven/aiven-sink.pom.xml $(wildcard tests/connect/aiven/topicvault/harness/*.java)
 	bash ci/setup.sh
 	touch $(STAMP)
 

@@ -29,4 +29,6 @@ fi
 bash ci/kafka-jars.sh >/dev/null
 # Spark's own Kafka source and sink, which benchmarks/run.py compares topicvault with (cached).
 bash ci/spark-kafka-jars.sh >/dev/null
+# Kafka Connect and the Aiven S3 sink's plugin folder, for the real-peer tests (cached).
+bash ci/connect-jars.sh >/dev/null
 echo "setup: .venv ready ($(.venv/bin/python --version))"

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .embedded_broker import DIE_WITH_PARENT, free_port, wait_for_broker
+from . import jvm
+from .embedded_broker import free_port, wait_for_broker
 from .errors import TopicvaultError
 
 KAFKA_VERSION = "4.4.0"
@@ -45,19 +46,8 @@ BASE_CONFIG = {
     "replica.lag.time.max.ms": "5000",
 }
 
-LOG_CONFIG = """\
-rootLogger.level=INFO
-rootLogger.appenderRef.file.ref=file
-appender.file.type=File
-appender.file.name=file
-appender.file.fileName={path}
-appender.file.layout.type=PatternLayout
-appender.file.layout.pattern=[%d] %p %m (%c)%n
-logger.request.name=kafka.request.logger
-logger.request.level=WARN
-logger.cleaner.name=kafka.log.LogCleaner
-logger.cleaner.level=INFO
-"""
+# Beside the root logger at INFO: what each node's log leaves out or keeps.
+LOG_LEVELS = {"kafka.request.logger": "WARN", "kafka.log.LogCleaner": "INFO"}
 
 
 def kafka_jars() -> Path:
@@ -110,7 +100,7 @@ class LocalKafka:
     config: dict[str, str] = field(default_factory=dict)
     heap: str = "512m"
     folder: Path | None = None
-    jvm_options: tuple[str, ...] = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k")
+    jvm_options: tuple[str, ...] = jvm.JVM_OPTIONS
     members: list[KafkaNode] = field(default_factory=list)
     _own_folder: bool = False
 
@@ -190,28 +180,22 @@ class LocalKafka:
             **self.config,
         }
         (node.folder / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
-        (node.folder / "log4j2.properties").write_text(LOG_CONFIG.format(path=node.log_path))
+        jvm.write_log_config(node.folder / "log4j2.properties", node.log_path, LOG_LEVELS)
 
     def _java(self, jars: Path, node: KafkaNode, main: str, *args: str) -> list[str]:
-        return ["java", f"-Xmx{self.heap}", *self.jvm_options,
-                f"-Dlog4j2.configurationFile={node.folder / 'log4j2.properties'}",
-                f"-Dkafka.logs.dir={node.folder}", "-cp", f"{jars}/*", main, *args]
+        return jvm.java_command(f"{jars}/*", main, *args, heap=self.heap, options=self.jvm_options,
+                                log_config=node.folder / "log4j2.properties",
+                                properties={"kafka.logs.dir": str(node.folder)})
 
     def _format(self, jars: Path, node: KafkaNode, cluster_id: str) -> None:
         command = self._java(jars, node, "kafka.tools.StorageTool", "format", "-t", cluster_id,
                              "-c", str(node.folder / "server.properties"))
-        with open(node.folder / "format.log", "wb") as log:
-            done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=120)
-        if done.returncode != 0:
+        if jvm.run(command, node.folder / "format.log", timeout_s=120) != 0:
             raise TopicvaultError(f"formatting Kafka node {node.node_id} failed; see {node.folder / 'format.log'}")
 
     def _launch(self, jars: Path, node: KafkaNode) -> None:
-        # A file for output and no inherited pipes: a node must never hold a caller's stdout.
-        with open(node.folder / "stdout.log", "ab") as out:
-            node.process = subprocess.Popen(
-                self._java(jars, node, "kafka.Kafka", str(node.folder / "server.properties")),
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=DIE_WITH_PARENT)
+        node.process = jvm.launch(self._java(jars, node, "kafka.Kafka", str(node.folder / "server.properties")),
+                                  node.folder / "stdout.log")
 
     # -- faults ------------------------------------------------------------------------------
 
@@ -256,16 +240,6 @@ class LocalKafka:
 
     def stop(self) -> None:
         """Stop every node (SIGTERM, then SIGKILL after 20 s) and remove the folder if it made one."""
-        for node in self.members:
-            if node.process is not None and node.process.poll() is None:
-                node.process.send_signal(signal.SIGCONT)
-                node.process.terminate()
-        for node in self.members:
-            if node.process is not None:
-                try:
-                    node.process.wait(20)
-                except subprocess.TimeoutExpired:
-                    node.process.kill()
-                    node.process.wait(10)
+        jvm.stop([node.process for node in self.members if node.process is not None])
         if self._own_folder and self.folder is not None and os.environ.get("TOPICVAULT_KEEP_KAFKA_LOGS") != "1":
             shutil.rmtree(self.folder, ignore_errors=True)
