@@ -10,8 +10,9 @@ writes about `--rate` records a second of users' shape (benchmarks/records.py: r
 keys, values of 100 B to 1 KB, five headers on one record in five, timestamps jittered by up to
 5 s) to a topic of `--partitions` partitions; `topicvault backup --follow` (a micro-batch every
 `--flush-interval` s) backs it up into the bucket; `topicvault restore --follow` beside it keeps
-a standby topic; `topicvault compact` runs every `--compact-every` s and `topicvault expire`
-once, half-way, dropping what is older than a fifth of the run. At the end the traffic stops,
+a standby topic; `topicvault compact` runs every `--compact-every` s (merging into objects of
+`--compact-max-records`) and `topicvault expire` once, half-way, dropping whole objects older
+than a tenth of the run (at least 90 s). At the end the traffic stops,
 the follower and the standby catch up and are stopped with SIGTERM, and a fresh `restore`
 writes a third topic. Checked record by record, per partition, in order (no record missing,
 added or repeated): the standby's topic equals the source (key, value, headers, timestamp and
@@ -189,15 +190,23 @@ def _kind(pid: int, root: int) -> str:
     return "other"
 
 
-class RssSampler:
-    """Resident memory of every process under the watched roots, by role and kind: the peak of
-    one process of each (role, kind), and the peak per sample time for the curve."""
+class RssSampler(threading.Thread):
+    """Resident memory of every process under the watched roots, by role and kind, every
+    SAMPLE_EVERY_S from its start until `stop` is set: the peak of one process of each (role,
+    kind), and the peak per sample time for the curve. It reads /proc only."""
 
     def __init__(self) -> None:
+        super().__init__(daemon=True, name="rss")
+        self.stop = threading.Event()
+        self.started_at = time.monotonic()
         self.roots: list[tuple[str, int]] = []
         self.peak_kib: dict[str, int] = {}  # "role/kind" -> the largest one process reached
         self.samples: list[tuple[float, dict[str, int]]] = []  # (seconds, role/kind -> largest process now)
         self._lock = threading.Lock()
+
+    def run(self) -> None:
+        while not self.stop.wait(SAMPLE_EVERY_S):
+            self.sample(time.monotonic() - self.started_at)
 
     def watch(self, role: str, pid: int) -> None:
         with self._lock:
@@ -220,15 +229,16 @@ class RssSampler:
                     continue
                 name = f"{role}/{_kind(pid, root)}"
                 now[name] = max(now.get(name, 0), kib)
-        for name, kib in now.items():
-            self.peak_kib[name] = max(self.peak_kib.get(name, 0), kib)
-        self.samples.append((elapsed_s, now))
+        with self._lock:
+            for name, kib in now.items():
+                self.peak_kib[name] = max(self.peak_kib.get(name, 0), kib)
+            self.samples.append((elapsed_s, now))
 
     def quarters(self, duration_s: float) -> dict[str, list[int]]:
         """Per role/kind, the peak (MiB) in each quarter of the traffic's time: flat or growing."""
         out: dict[str, list[int]] = {}
         for elapsed, now in self.samples:
-            quarter = min(int(4 * elapsed / duration_s), 3) if duration_s > 0 else 0
+            quarter = max(0, min(int(4 * elapsed / duration_s), 3)) if duration_s > 0 else 0
             for name, kib in now.items():
                 row = out.setdefault(name, [0, 0, 0, 0])
                 row[quarter] = max(row[quarter], round(kib / 1024))
@@ -319,20 +329,30 @@ def scrape(port: int) -> dict[str, float]:
 
 
 class Watermarks:
-    """High watermarks of a topic's partitions (a consumer used from one thread only)."""
+    """High watermarks of a topic's partitions (consumers used from one thread only)."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-watermarks", "log_level": 3})
+        self.bootstrap = bootstrap
+        self.consumers: dict[str, Consumer] = {}
+        self.errors: dict[str, str] = {}  # the last failure per topic, for the report
 
     def ends(self, topic: str, partitions: int) -> list[int] | None:
+        """The partitions' high watermarks, or None (the standby's topic before its first round, a
+        slow broker); a consumer that failed is replaced, so it does not keep a stale view."""
+        consumer = self.consumers.get(topic)
+        if consumer is None:
+            consumer = self.consumers[topic] = Consumer({"bootstrap.servers": self.bootstrap, "log_level": 3,
+                                                         "group.id": f"soak-watermarks-{topic}"})
         try:
-            return [self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-                    for p in range(partitions)]
-        except Exception:  # the standby's topic before its first round; a slow broker
+            return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+        except Exception as exc:
+            self.errors[topic] = str(exc)
+            self.consumers.pop(topic).close()
             return None
 
     def close(self) -> None:
-        self.consumer.close()
+        for consumer in self.consumers.values():
+            consumer.close()
 
 
 def json_lines(log: Path) -> list[dict]:
@@ -440,6 +460,9 @@ def main() -> int:
     parser.add_argument("--flush-interval", type=float, default=3.0, help="the follower's micro-batch interval")
     parser.add_argument("--poll-interval", type=float, default=3.0, help="the standby's poll interval")
     parser.add_argument("--compact-every", type=float, default=25.0, help="seconds between compacts")
+    parser.add_argument("--compact-max-records", type=int, default=2000,
+                        help="compact's --max-records: merged objects of about 35 s of a partition's records, "
+                             "so that expire finds whole objects to drop")
     parser.add_argument("--grace", default="2m", help="compact's and expire's --grace")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--logs", default=None, help="folder for every log and soak.json (default .tv-run/soak-<time>)")
@@ -472,6 +495,8 @@ def soak(args: argparse.Namespace, logs: Path) -> dict:
     kernel_before = kernel_log()
     load_at_start = os.getloadavg()
     with ExitStack() as stack:
+        sampler.start()
+        stack.callback(sampler.stop.set)
         endpoint = stack.enter_context(moto_server(logs))
         broker = stack.enter_context(start_broker(args.broker, logs))
         for pid in broker_pids(broker):
@@ -511,8 +536,7 @@ def soak(args: argparse.Namespace, logs: Path) -> dict:
                                  "--poll-interval", f"{args.poll_interval:g}", "--master", args.master)
         figures = Figures()
         duration_s = args.minutes * 60
-        started = time.monotonic()
-        start_wall = time.time()
+        started = sampler.started_at = time.monotonic()  # the sampler's curve is on this clock too
         compact: Started | None = None
         expire_done = False
         next_sample, next_compact = started, started + args.compact_every
@@ -522,7 +546,6 @@ def soak(args: argparse.Namespace, logs: Path) -> dict:
             elapsed = now - started
             if now >= next_sample:
                 next_sample += SAMPLE_EVERY_S
-                sampler.sample(elapsed)
                 figures.lag.append(observe(elapsed, watermarks, args.partitions, metrics_port, traffic))
                 if int(elapsed) % 60 < SAMPLE_EVERY_S:
                     load_samples.append(os.getloadavg()[0])
@@ -534,10 +557,13 @@ def soak(args: argparse.Namespace, logs: Path) -> dict:
                 else:
                     if compact is not None:
                         figures.compacts.append(compact.process.returncode)
-                    compact = launcher.start("compact", "compact", LOCATION, "--grace", args.grace, "--json")
+                    compact = launcher.start("compact", "compact", LOCATION, "--grace", args.grace, "--json",
+                                             "--max-records", str(args.compact_max_records))
             if not expire_done and elapsed >= duration_s / 2 and (compact is None or compact.process.poll() is not None):
                 expire_done = True
-                before = dt.datetime.fromtimestamp(start_wall + duration_s / 5, dt.timezone.utc)
+                # What the compacts merged into full objects a while ago goes: records and commits
+                # older than TIME (expire counts commits to the minute).
+                before = dt.datetime.fromtimestamp(time.time() - max(90.0, duration_s / 10), dt.timezone.utc)
                 done = launcher.run("expire", "expire", LOCATION, "--before", before.isoformat(timespec="seconds"),
                                     "--grace", args.grace, "--json")
                 figures.expire = {"before": before.isoformat(timespec="seconds"), "exit": done.process.returncode,
@@ -569,7 +595,6 @@ def soak(args: argparse.Namespace, logs: Path) -> dict:
         standby_problems = compare(source, digests(bootstrap, STANDBY_TOPIC, args.partitions), {})
         fresh_problems = compare(source, digests(bootstrap, FRESH_TOPIC, args.partitions), starts) \
             if fresh.process.returncode == 0 else [f"the fresh restore exited {fresh.process.returncode}"]
-        sampler.sample(time.monotonic() - started)
     kernel_after = kernel_log()
     standby_restarts = [line for line in json_lines(standby.log) if "restart" in line]
     rounds = [line for line in json_lines(standby.log) if "round" in line]
@@ -583,7 +608,7 @@ def soak(args: argparse.Namespace, logs: Path) -> dict:
         "partitions": args.partitions, "flush_interval_s": args.flush_interval, "master": args.master,
         "records": produced, "records_acked": traffic.acked, "producer_errors": traffic.errors,
         "load_average": {"start": load_at_start, "end": os.getloadavg(),
-                         "max_1min": max(load_samples, default=None),
+                         "max_1min": round(max(load_samples), 2) if load_samples else None,
                          "mean_1min": round(sum(load_samples) / len(load_samples), 2) if load_samples else None},
         "crashes": crash_lines(logs), "kernel_segfaults": segfaults,
         "follower_restarts": last_metrics.get("topicvault_restarts_total"),
@@ -604,6 +629,7 @@ def soak(args: argparse.Namespace, logs: Path) -> dict:
         "standby_exact": not standby_problems, "standby_problems": standby_problems,
         "fresh_restore_exact": not fresh_problems, "fresh_problems": fresh_problems,
         "exact": not standby_problems and not fresh_problems,
+        "watermark_errors": watermarks.errors,
         "logs": str(logs),
     }
 
@@ -658,7 +684,6 @@ def catch_up(follower: Started, standby: Started, source_ends: list[int], waterm
     while time.monotonic() - begun < timeout_s:
         if follower.process.poll() is not None or standby.process.poll() is not None:
             return None
-        sampler.sample(time.monotonic() - started)
         sample = observe(time.monotonic() - started, watermarks, partitions, metrics_port, traffic)
         figures.lag.append(sample)
         if sample["follower_lag"] == 0 and sample["standby_lag"] == 0:
