@@ -495,7 +495,6 @@ def soak(args: argparse.Namespace, logs: Path) -> dict:
     kernel_before = kernel_log()
     load_at_start = os.getloadavg()
     with ExitStack() as stack:
-        sampler.start()
         stack.callback(sampler.stop.set)
         endpoint = stack.enter_context(moto_server(logs))
         broker = stack.enter_context(start_broker(args.broker, logs))
@@ -508,6 +507,7 @@ def soak(args: argparse.Namespace, logs: Path) -> dict:
                     sampler.watch("s3", pid)
             except (OSError, IndexError):
                 continue
+        sampler.start()  # once the broker and the S3 server count as roles of their own, not the soak's
         env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, **SANDBOX_CREDENTIALS,
                "TOPICVAULT_STATE_DIR": str(logs / "state")}
         import boto3
@@ -679,14 +679,26 @@ def progress(sample: dict, sampler: RssSampler) -> None:
 def catch_up(follower: Started, standby: Started, source_ends: list[int], watermarks: Watermarks, partitions: int,
              metrics_port: int, sampler: RssSampler, started: float, figures: Figures, traffic: Traffic,
              timeout_s: float = 600.0) -> float | None:
-    """Wait until the follower committed and the standby restored the whole topic; the seconds it took."""
+    """Wait until the follower committed and the standby restored the whole topic; the seconds it took.
+
+    The standby is caught up when its topic's end is the source's, or when a round that began
+    after the follower's last commit reports nothing behind: the embedded broker reports a high
+    watermark below the end of a partition that does not end with a single-record batch, and a
+    restore's last batch is not one."""
     begun = time.monotonic()
+    rounds_at_follower_end: int | None = None
     while time.monotonic() - begun < timeout_s:
         if follower.process.poll() is not None or standby.process.poll() is not None:
             return None
         sample = observe(time.monotonic() - started, watermarks, partitions, metrics_port, traffic)
         figures.lag.append(sample)
-        if sample["follower_lag"] == 0 and sample["standby_lag"] == 0:
+        rounds = [line for line in json_lines(standby.log) if "round" in line]
+        if sample["follower_lag"] == 0 and rounds_at_follower_end is None:
+            rounds_at_follower_end = len(rounds)
+        standby_done = sample["standby_lag"] == 0 or (
+            rounds_at_follower_end is not None and len(rounds) > rounds_at_follower_end + 1
+            and not any(rounds[-1]["behind"].values()))
+        if sample["follower_lag"] == 0 and standby_done:
             return round(time.monotonic() - begun, 1)
         time.sleep(SAMPLE_EVERY_S)
     return None
