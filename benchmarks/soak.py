@@ -663,6 +663,7 @@ def observe(elapsed: float, watermarks: Watermarks, partitions: int, metrics_por
     if source_end is not None and None not in committed:
         follower_lag = int(source_end - sum(committed))
     return {"t": round(elapsed), "acked": traffic.acked, "source_end": source_end, "follower_lag": follower_lag,
+            "committed": committed,
             "standby_lag": None if source_end is None or standby is None else source_end - sum(standby),
             "restarts": got.get("topicvault_restarts_total"), "commits": got.get("topicvault_commits_total")}
 
@@ -681,23 +682,21 @@ def catch_up(follower: Started, standby: Started, source_ends: list[int], waterm
              timeout_s: float = 600.0) -> float | None:
     """Wait until the follower committed and the standby restored the whole topic; the seconds it took.
 
-    The standby is caught up when its topic's end is the source's, or when a round that began
-    after the follower's last commit reports nothing behind: the embedded broker reports a high
+    The standby is caught up when its topic's end is the source's, or when its last round
+    restored each partition to the follower's committed end: the embedded broker reports a high
     watermark below the end of a partition that does not end with a single-record batch, and a
     restore's last batch is not one."""
     begun = time.monotonic()
-    rounds_at_follower_end: int | None = None
     while time.monotonic() - begun < timeout_s:
         if follower.process.poll() is not None or standby.process.poll() is not None:
             return None
         sample = observe(time.monotonic() - started, watermarks, partitions, metrics_port, traffic)
         figures.lag.append(sample)
         rounds = [line for line in json_lines(standby.log) if "round" in line]
-        if sample["follower_lag"] == 0 and rounds_at_follower_end is None:
-            rounds_at_follower_end = len(rounds)
+        restored = {p["partition"]: p["restored_end"] for p in rounds[-1]["partitions"]} if rounds else {}
         standby_done = sample["standby_lag"] == 0 or (
-            rounds_at_follower_end is not None and len(rounds) > rounds_at_follower_end + 1
-            and not any(rounds[-1]["behind"].values()))
+            None not in sample["committed"]
+            and all(restored.get(p) == int(end) for p, end in enumerate(sample["committed"])))
         if sample["follower_lag"] == 0 and standby_done:
             return round(time.monotonic() - begun, 1)
         time.sleep(SAMPLE_EVERY_S)
