@@ -3,7 +3,7 @@ VENV := .venv
 STAMP := $(VENV)/.topicvault-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo sandbox test unit setup bench clean
+.PHONY: demo sandbox test unit setup bench soak clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,11 @@ faults: $(STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
+
+# A followed backup, a standby, compact and expire under live traffic for MINUTES, then an exact check.
+MINUTES ?= 30
+soak: $(STAMP)
+	$(VENV)/bin/python benchmarks/soak.py --minutes $(MINUTES) $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .tv-run .pytest_cache
