@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,7 +74,14 @@ def interrupt_says(line: Callable[[], str]) -> Iterator[None]:
     except KeyboardInterrupt:
         raise Interrupted(line()) from None
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if _in_main_thread():
+            signal.signal(signal.SIGINT, previous)
+
+
+def _in_main_thread() -> bool:
+    """Whether signal handlers may be set here: Python sets them in the main thread only, and a
+    command run on another thread (an embedding program, the fault tests) gets no Ctrl-C there."""
+    return threading.current_thread() is threading.main_thread()
 
 
 def quiet_spark_interrupts() -> None:
@@ -92,7 +100,8 @@ def quiet_spark_interrupts() -> None:
         logging.disable(logging.CRITICAL)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, interrupt)
+    if _in_main_thread():
+        signal.signal(signal.SIGINT, interrupt)
 
 
 def reports_errors(command: Callable) -> Callable:
