@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from itertools import accumulate, repeat
@@ -84,9 +85,75 @@ def restore_producer(settings: KafkaSettings, on_delivery, batch_limit: int | No
     # target always holds a prefix of the source, which is what a resumed restore counts on.
     # A restore creates its topics itself (partitions, loading configs): a missing one must
     # not come back from the broker's defaults because the producer asked for its metadata.
+    # No local message timeout (0: forever), see DeliveryWatch: librdkafka answers a record timed
+    # out in its queue by bumping the idempotent producer's epoch and numbering the records it
+    # still holds afresh, among them retries of requests the leader had appended but not
+    # acknowledged; the broker, seeing a new epoch, appends those a second time. Without a timeout
+    # a retry keeps its epoch and sequence, and the broker appends a sequence only right after
+    # the one before it, once: what lands of a run is a prefix of what it sent, in order.
+    config.pop("delivery.timeout.ms", None)  # message.timeout.ms's alias
     config.update({"enable.idempotence": True, "acks": "all", "enable.gapless.guarantee": True,
-                   "allow.auto.create.topics": False})
+                   "allow.auto.create.topics": False, "message.timeout.ms": 0})
     return Producer(config)
+
+
+# librdkafka's default message.timeout.ms: how long a restore waits out deliveries that make no progress.
+DEFAULT_OUTAGE_S = 300.0
+OUTAGE_SETTINGS = ("message.timeout.ms", "delivery.timeout.ms")
+
+
+def outage_limit_s(settings: KafkaSettings) -> float | None:
+    """How long a restore's deliveries may make no progress before it stops: the user's
+    message.timeout.ms (or its alias delivery.timeout.ms, the last one given), None for 0
+    (forever), else DEFAULT_OUTAGE_S. The producer itself never times a record out (see
+    restore_producer)."""
+    given = [value for name, value in settings.properties if name in OUTAGE_SETTINGS]
+    if not given:
+        return DEFAULT_OUTAGE_S
+    milliseconds = int(given[-1])
+    return milliseconds / 1000 if milliseconds > 0 else None
+
+
+class Stalled(Exception):
+    """No record was acknowledged for the outage limit while some were outstanding."""
+
+    def __init__(self, outstanding: int, limit_s: float) -> None:
+        super().__init__(f"none of {outstanding} outstanding records was acknowledged within {limit_s:g} s")
+        self.outstanding, self.limit_s = outstanding, limit_s
+
+
+class DeliveryWatch:
+    """Every wait on a restore producer polls through here, which raises Stalled once nothing was
+    delivered for `limit_s` (None: never) while records were outstanding.
+
+    The producer has no message timeout (see restore_producer), so this is where a restore gives
+    up on a broker outage. Deliveries report only errors, so what was delivered is counted as
+    records handed to the producer minus those it still holds (its length also counts queued
+    log lines and errors, which only ever make the count smaller: never taken for progress).
+    """
+
+    def __init__(self, producer: Producer, limit_s: float | None, clock=time.monotonic) -> None:
+        self.producer, self.limit_s, self._clock = producer, limit_s, clock
+        self.handed = 0  # records handed to the producer by finished produce_in_order calls
+        self._most_delivered = 0
+        self._since = clock()
+
+    def poll(self, timeout_s: float, handing: int = 0) -> None:
+        """Serve the producer's callbacks for up to `timeout_s`, then check (`handing`: records
+        a produce_in_order call under way has handed over so far)."""
+        self.producer.poll(timeout_s)
+        self.check(handing)
+
+    def check(self, handing: int = 0) -> None:
+        """Raise Stalled if nothing was delivered for the limit while records were outstanding."""
+        outstanding = len(self.producer)
+        delivered = self.handed + handing - outstanding
+        now = self._clock()
+        if outstanding == 0 or delivered > self._most_delivered:
+            self._most_delivered = max(self._most_delivered, delivered)
+            self._since = now
+        elif self.limit_s is not None and now - self._since > self.limit_s:
+            raise Stalled(outstanding, self.limit_s)
 
 
 def ask_producer_id_now(producer: Producer, topic: str, timeout_s: float = 0.5) -> None:
@@ -125,26 +192,25 @@ def produce_partition(
     topic: str,
     partition: int,
     batches: Iterable[pa.RecordBatch],
-    flush_timeout_s: float = 300.0,
     rate: RateLimit = RateLimit(),
     bucket: TokenBucket | None = None,
     advice: ProduceAdvice | None = None,
 ) -> ProduceResult:
     """Produce every record of the batches to `topic`[`partition`] (see produce_streams)."""
-    return produce_streams(settings, [(topic, partition, batches)], flush_timeout_s, rate, bucket, advice)[0]
+    return produce_streams(settings, [(topic, partition, batches)], rate, bucket, advice)[0]
 
 
 def produce_streams(
     settings: KafkaSettings,
     streams: list[tuple[str, int, Iterable[pa.RecordBatch]]],
-    flush_timeout_s: float = 300.0,
     rate: RateLimit = RateLimit(),
     bucket: TokenBucket | None = None,
     advice: ProduceAdvice | None = None,
 ) -> list[ProduceResult]:
     """Produce each stream's records to its (topic, partition) with key, value, headers and
     timestamp, through one producer, taking a batch from each stream being read in turn (two
-    at a time, see OPEN_STREAMS); wait for all deliveries and fail on any delivery error.
+    at a time, see OPEN_STREAMS); wait for all deliveries and fail on any delivery error, or
+    once none made progress for the outage limit (see outage_limit_s).
 
     One producer for several partitions batches requests across them, as a plain producer
     would; within each partition the order is the stream's order. `rate` is this producer's
@@ -161,17 +227,19 @@ def produce_streams(
 
     limits = message_size_limits(settings, {topic for topic, _, _ in streams})
     producer = restore_producer(settings, on_delivery, min(limits.values(), default=None))
+    watch = DeliveryWatch(producer, outage_limit_s(settings))
     if streams:
         ask_producer_id_now(producer, streams[0][0])
     # Waiting for the bucket polls the producer, so deliveries are served meanwhile.
     if bucket is None and rate.limited:
-        bucket = TokenBucket(rate, sleep=producer.poll)
+        bucket = TokenBucket(rate, sleep=watch.poll)
     results = [ProduceResult() for _ in streams]
     # Each stream being read holds its current object in memory (up to --max-bytes): only a few
     # are read at once, the next one opened when one ends.
     unopened = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
     pending, unopened = unopened[:OPEN_STREAMS], unopened[OPEN_STREAMS:]
     crash_at = crash_after("restore.produce")
+    where = ", ".join(f"{topic}[{partition}]" for topic, partition, _ in streams)
     with rare_cyclic_gc():  # millions of short-lived objects (see core.hotloop)
         try:
             while pending and not failures:
@@ -185,33 +253,39 @@ def produce_streams(
                         continue
                     topic, partition, _ = streams[index]
                     if bucket is None:
-                        _produce_batch(producer, topic, partition, batch, results[index], crash_at)
+                        _produce_batch(watch, topic, partition, batch, results[index], crash_at)
                     else:
                         for piece, nbytes in _pieces(batch, bucket):
                             # The limit holds at the broker, not only at the local queue: records held back
                             # (no leader yet, a slow broker) would otherwise go out later in one burst.
                             while len(producer) > 2 * piece.num_rows:
-                                producer.poll(0.005)
+                                watch.poll(0.005)
                             bucket.take(piece.num_rows, nbytes)
-                            _produce_batch(producer, topic, partition, piece, results[index], crash_at)
-                    producer.poll(0)
+                            _produce_batch(watch, topic, partition, piece, results[index], crash_at)
+                    watch.poll(0)
                     if failures:
                         break
+            if not failures:
+                _flush(watch, failures)
+        except Stalled as stalled:
+            _abandon(producer)
+            raise TopicvaultError(
+                f"producing to {where} timed out: {stalled}: check the broker, then {advice.resume} "
+                f"({advice.outage_setting} sets how long a broker outage is waited out)"
+            ) from None
         except (KafkaException, SystemError) as exc:
             fatal = _fatal_error(exc)
             if fatal is None:
-                _settle(producer, flush_timeout_s)
+                _settle(watch)
                 raise
             failures.insert(0, fatal)
         except BaseException:
             # Settle the partitions before anyone counts them again: drop what was never sent and
             # wait for what is in flight, so a retried task attempt counts a stable prefix.
-            _settle(producer, flush_timeout_s)
+            _settle(watch)
             raise
-    remaining = 0 if failures else _flush(producer, flush_timeout_s, failures)
-    if failures or remaining:
-        _settle(producer, flush_timeout_s)
-    where = ", ".join(f"{topic}[{partition}]" for topic, partition, _ in streams)
+    if failures:
+        _settle(watch)
     if any(_refused_timestamp(failure) for failure in failures):
         # A topic the restore created has its limits lifted while data goes in; one that existed has its own.
         raise TopicvaultError(
@@ -224,24 +298,20 @@ def produce_streams(
             f"producing to {where} failed: {failures[0].str()}: check the broker, then {advice.resume} "
             f"({advice.outage_setting} sets how long a broker outage is waited out)"
         )
-    if remaining:
-        raise TopicvaultError(
-            f"{remaining} records to {where} were not acknowledged within {flush_timeout_s:.0f} s: "
-            f"is the broker up? then {advice.resume}"
-        )
     return results
 
 
-def _flush(producer: Producer, timeout_s: float, failures: list[KafkaError]) -> int:
-    """Wait for every delivery; a fatal producer error raised by flush goes into `failures`."""
+def _flush(watch: DeliveryWatch, failures: list[KafkaError]) -> None:
+    """Wait for every delivery (Stalled once none comes for the outage limit); a fatal producer
+    error raised by flush goes into `failures`."""
     try:
-        return producer.flush(timeout_s)
+        while watch.producer.flush(0.5):
+            watch.check()
     except (KafkaException, SystemError) as exc:
         fatal = _fatal_error(exc)
         if fatal is None:
             raise
         failures.insert(0, fatal)
-        return 0
 
 
 def _fatal_error(exc: BaseException) -> KafkaError | None:
@@ -255,13 +325,31 @@ def _fatal_error(exc: BaseException) -> KafkaError | None:
     return None
 
 
-def _settle(producer: Producer, timeout_s: float) -> None:
+def _settle(watch: DeliveryWatch) -> None:
     """Drop what was never sent and wait for what is in flight, so the partitions hold a stable
-    prefix before anyone counts them again (a producer in a fatal state raises here: nothing
-    more of it goes out anyway)."""
+    prefix before anyone counts them again; an outage that outlasts the limit leaves what is in
+    flight unknown (see _abandon). A producer in a fatal state raises here: nothing more of it
+    goes out anyway."""
     try:
-        producer.purge(in_queue=True, in_flight=False)
-        producer.flush(timeout_s)
+        watch.producer.purge(in_queue=True, in_flight=False)
+        _flush(watch, [])
+    except Stalled:
+        _abandon(watch.producer)
+    except (KafkaException, SystemError) as exc:
+        if _fatal_error(exc) is None:
+            raise
+
+
+def _abandon(producer: Producer) -> None:
+    """Give up on every record the producer holds, sent or not, and send nothing more.
+
+    Requests in flight may still be appended by their leader: under the producer's one epoch
+    (see restore_producer) only in sequence, so the partition holds a prefix of what was sent,
+    though maybe above the high watermark until the followers copy it (a resume waits for that,
+    see restore.restore_group)."""
+    try:
+        producer.purge(in_queue=True, in_flight=True)
+        producer.flush(0)
     except (KafkaException, SystemError) as exc:
         if _fatal_error(exc) is None:
             raise
@@ -288,7 +376,7 @@ def _pieces(batch: pa.RecordBatch, bucket: TokenBucket) -> Iterator[tuple[pa.Rec
         yield piece, before[start + piece.num_rows] - before[start]
 
 
-def _produce_batch(producer: Producer, topic: str, partition: int, batch: pa.RecordBatch, result: ProduceResult,
+def _produce_batch(watch: DeliveryWatch, topic: str, partition: int, batch: pa.RecordBatch, result: ProduceResult,
                    crash_at: int | None) -> None:
     keys = batch.column("key").to_pylist()
     values = batch.column("value").to_pylist()
@@ -300,44 +388,49 @@ def _produce_batch(producer: Producer, topic: str, partition: int, batch: pa.Rec
     if crash_at is not None and result.records + batch.num_rows > crash_at:
         # Test hook: produce up to the crash point, then die (or fail this task attempt).
         start = max(crash_at - result.records, 0)
-        produce_in_order(producer, topic, partition, values[:start], keys[:start], millis[:start], headers[:start])
-        producer.poll(0)
+        produce_in_order(watch, topic, partition, values[:start], keys[:start], millis[:start], headers[:start])
+        watch.producer.poll(0)
         crash_now()  # returns when only a first attempt fails and this is a retry
         values, keys, millis, headers = values[start:], keys[start:], millis[start:], headers[start:]
-    produce_in_order(producer, topic, partition, values, keys, millis, headers)
+    produce_in_order(watch, topic, partition, values, keys, millis, headers)
     result.records += batch.num_rows
     result.bytes += batch.nbytes
 
 
-def produce_in_order(producer: Producer, topic: str, partition: int, values: list, keys: list, millis: list,
+def produce_in_order(watch: DeliveryWatch, topic: str, partition: int, values: list, keys: list, millis: list,
                      headers: list) -> None:
-    """Produce record i = (values[i], keys[i], millis[i], headers[i]) to topic[partition], in order.
+    """Produce record i = (values[i], keys[i], millis[i], headers[i]) to topic[partition], in order,
+    through the watch's producer.
 
     `map` calls `produce` with positional arguments and `deque` drains it, so no Python frame
     runs per record (a `for` loop over the same call took a fifth of a restore task's main
     thread at 200 B). A full local queue makes `produce` refuse record i (BufferError), which
     ends that pass with every input iterator past i: deliveries drain, record i goes again,
-    and the same map goes on from i + 1.
+    and the same map goes on from i + 1. Waiting on a full queue is bounded by the watch.
     """
-    produce = producer.produce
+    produce = watch.producer.produce
     # How far the map got tells which record was refused (length_hint is exact for a list's iterator).
     remaining_values = iter(values)
     calls = map(produce, repeat(topic), remaining_values, keys, repeat(partition), repeat(None), repeat(None),
                 millis, headers)
-    while True:
-        try:
-            deque(calls, maxlen=0)
-            return
-        except BufferError:  # the local queue is full: let deliveries drain, then the same record again
-            refused = len(values) - length_hint(remaining_values) - 1
-            while True:
-                producer.poll(0.005)  # deliveries report only errors: a longer poll just sleeps
-                try:
-                    produce(topic, values[refused], keys[refused], partition, None, None, millis[refused],
-                            headers[refused])
-                    break
-                except BufferError:
-                    continue
+    try:
+        while True:
+            try:
+                deque(calls, maxlen=0)
+                return
+            except BufferError:  # the local queue is full: let deliveries drain, then the same record again
+                refused = len(values) - length_hint(remaining_values) - 1
+                while True:
+                    # Deliveries report only errors: a longer poll just sleeps.
+                    watch.poll(0.005, handing=refused)
+                    try:
+                        produce(topic, values[refused], keys[refused], partition, None, None, millis[refused],
+                                headers[refused])
+                        break
+                    except BufferError:
+                        continue
+    finally:
+        watch.handed += len(values) - length_hint(remaining_values)
 
 
 def header_lists(column: pa.Array | pa.ChunkedArray) -> list[list[tuple[str, bytes | None]] | None]:
