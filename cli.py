@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import signal
 import sys
@@ -135,6 +136,13 @@ def reports_errors(command: Callable) -> Callable:
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing uncommitted is presented as backed up; run again to continue", err=True)
             raise typer.Exit(130) from None
+        except concurrent.futures.TimeoutError as exc:  # an admin request's future, past its wait
+            if _debug:
+                _print_traceback()
+            typer.echo("error: the Kafka cluster did not answer a request in time: check that its brokers are up and "
+                       f"reachable, then run again{'' if _debug else ' (--debug shows which request)'}", err=True)
+            _release_frames(exc)
+            raise typer.Exit(1) from None
         except Exception as exc:  # a bug or an unforeseen library error: still one line, still no secret
             if _debug:
                 _print_traceback()

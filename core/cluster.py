@@ -8,6 +8,7 @@ broker returns nothing, the saved state says so instead of inventing values.
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -194,7 +195,7 @@ def effective_topic_config(settings: KafkaSettings, topics: Iterable[str], name:
     for resource, future in admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics]).items():
         try:
             entry = future.result(METADATA_TIMEOUT_S).get(name)
-        except KafkaException:
+        except (KafkaException, concurrent.futures.TimeoutError):
             entry = None
         result[resource.name] = entry.value if entry is not None else None
     return result
@@ -210,7 +211,7 @@ def broker_configs(settings: KafkaSettings) -> dict[str, str | None] | None:
     resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
     try:
         entries = admin.describe_configs([resource])[resource].result(METADATA_TIMEOUT_S)
-    except KafkaException:
+    except (KafkaException, concurrent.futures.TimeoutError):  # a broker stopped since the metadata said it was there
         return None
     return {name: entry.value for name, entry in entries.items()}
 

@@ -274,6 +274,9 @@ def topic_ids(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, str]:
 LEADER_MOVING = frozenset({
     KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE, KafkaError.OFFSET_NOT_AVAILABLE,
+    # The client's metadata is newer than the broker's: a just-created topic's leader, or a leader
+    # election, that this broker has not applied yet (seen on a loaded one-node cluster).
+    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
 })
 WATERMARK_ATTEMPT_S = 5.0
 
@@ -289,8 +292,7 @@ def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int
             attempt_s = max(1.0, min(WATERMARK_ATTEMPT_S, deadline - time.monotonic()))
             return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=attempt_s)
         except KafkaException as exc:
-            moving = exc.args and hasattr(exc.args[0], "code") and exc.args[0].code() in LEADER_MOVING
-            if not moving or time.monotonic() >= deadline:
+            if not _leader_moving(exc) or time.monotonic() >= deadline:
                 raise TopicvaultError(f"cannot read offsets of {topic}[{partition}]: {exc}") from None
         _learn_leaders(consumer, topic)
 
@@ -322,19 +324,58 @@ def partition_watermarks(
         return {}
     level = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
     admin = admin_client(settings)
-    sides = [admin.list_offsets({tp: spec for tp in wanted}, isolation_level=level, request_timeout=METADATA_TIMEOUT_S)
-             for spec in (OffsetSpec.earliest(), OffsetSpec.latest())]
     offsets: dict[tuple[str, int], tuple[int, int]] = {}
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
     try:
-        for tp in wanted:
-            try:
-                low, high = (side[tp].result().offset for side in sides)
-            except KafkaException as exc:
-                raise TopicvaultError(f"cannot read offsets of {tp.topic}[{tp.partition}]: {exc}") from None
-            offsets[(tp.topic, tp.partition)] = (low, high)
+        while wanted:
+            wanted = _ask_watermarks(admin, wanted, level, offsets, final=time.monotonic() >= deadline)
+            if wanted:  # a leader moving, or a broker that has not applied a new topic's metadata yet
+                time.sleep(0.5)
+                _refresh_leaders(admin, {tp.topic for tp in wanted})
     finally:
         admin.poll(0)  # serve the client's queued log lines (see CLIENT_LOG)
     return offsets
+
+
+def _ask_watermarks(admin: AdminClient, wanted: list[TopicPartition], level: IsolationLevel,
+                    offsets: dict[tuple[str, int], tuple[int, int]], final: bool) -> list[TopicPartition]:
+    """Ask both sides of `wanted`'s watermarks into `offsets`; return the partitions to ask again
+    (a leader moving: see LEADER_MOVING), or, when `final`, fail on them."""
+    sides = [admin.list_offsets({tp: spec for tp in wanted}, isolation_level=level, request_timeout=METADATA_TIMEOUT_S)
+             for spec in (OffsetSpec.earliest(), OffsetSpec.latest())]
+    again = []
+    for tp in wanted:
+        try:
+            low, high = (side[tp].result().offset for side in sides)
+        except KafkaException as exc:
+            if final or not _leader_moving(exc):
+                raise TopicvaultError(f"cannot read offsets of {tp.topic}[{tp.partition}]: {exc}") from None
+            again.append(tp)
+            continue
+        if low < 0 or high < 0:
+            # OFFSET_INVALID (-1001) with no error: what librdkafka answers when the partition's
+            # leader died a moment ago (seen with a SIGKILLed leader). Never an offset to plan with.
+            if final:
+                raise TopicvaultError(f"cannot read offsets of {tp.topic}[{tp.partition}]: its leader gave no "
+                                      f"offsets (low {low}, high {high}); check the cluster, then run again")
+            again.append(tp)
+            continue
+        offsets[(tp.topic, tp.partition)] = (low, high)
+    return again
+
+
+def _refresh_leaders(admin: AdminClient, topics: set[str]) -> None:
+    """Have the client ask the cluster for `topics`' leaders again (its cache still names a dead one,
+    which answers list_offsets with OFFSET_INVALID); best effort."""
+    for topic in sorted(topics):
+        try:
+            admin.list_topics(topic, timeout=WATERMARK_ATTEMPT_S)
+        except KafkaException:
+            pass
+
+
+def _leader_moving(exc: KafkaException) -> bool:
+    return bool(exc.args) and hasattr(exc.args[0], "code") and exc.args[0].code() in LEADER_MOVING
 
 
 def true_end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:

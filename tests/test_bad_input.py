@@ -151,3 +151,21 @@ def test_time_partition_and_key_template_together_are_refused_before_anything_is
                   expect_exit=1)
     assert_one_line_error(out, "--time-partition and --key-template")
     assert not location.exists()
+
+
+def test_a_request_the_cluster_never_answers_is_one_line_that_says_so(capsys):
+    # An admin future waited on past its time raises concurrent.futures.TimeoutError, whose text is
+    # empty: it used to print "error: unexpected TimeoutError: " (seen with two of three brokers down).
+    import concurrent.futures
+
+    import typer
+    from topicvault.cli import reports_errors
+
+    @reports_errors
+    def command() -> None:
+        raise concurrent.futures.TimeoutError()
+
+    with pytest.raises(typer.Exit) as stopped:
+        command()
+    assert stopped.value.exit_code == 1
+    assert_one_line_error(capsys.readouterr().err, "did not answer a request in time", "brokers are up")
