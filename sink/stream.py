@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
@@ -23,6 +23,7 @@ from ..core.cluster import group_offsets, with_clock_skew
 from ..core.commits import BackupState, check_topic_ids
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
+    KafkaSettings,
     all_partitions,
     list_topic_partitions,
     partition_watermarks,
@@ -78,6 +79,29 @@ def stream_start_offsets(committed: Mapping[str, int], watermarks: Mapping[str, 
     return {key: max(committed.get(key, low), low) for key, (low, _) in watermarks.items()}
 
 
+def followed_topic_ids(kafka: KafkaSettings, topics: Iterable[str], followed: Mapping[str, str],
+                       location: str) -> dict[str, str]:
+    """The Kafka topic IDs of `topics` now. A topic followed under ID `followed[topic]` that is
+    gone now, or back under another ID, fails naming the topic and its IDs: whichever lookup of a
+    trigger or a commit meets the deletion first says so, not its own "not found"."""
+    try:
+        ids = topic_ids(kafka, topics)
+    except TopicvaultError:
+        ids = {}
+        for topic in sorted(set(topics)):  # one at a time, to name the one that is gone
+            try:
+                ids.update(topic_ids(kafka, [topic]))
+            except TopicvaultError:
+                if topic not in followed:
+                    raise
+                raise TopicvaultError(
+                    f"topic {topic} was deleted since the last backup at {location} (topic id {followed[topic]}, "
+                    "now none): if it comes back, back up the new topic to a new location"
+                ) from None
+    check_topic_ids(followed, ids, location)
+    return ids
+
+
 class KafkaStreamReader(DataSourceStreamReader):
     """Micro-batches of new offsets of the subscribed topics; new topics and partitions are picked up."""
 
@@ -126,16 +150,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _check_followed_topics(self, followed: Mapping[str, str]) -> None:
         """Fail naming a followed topic that is gone now, or back under another topic ID."""
-        location = self.options.get("startfromlocation") or "the stream's start"
-        for topic, before in sorted(followed.items()):
-            try:
-                now = topic_ids(self.kafka, [topic])
-            except TopicvaultError:
-                raise TopicvaultError(
-                    f"topic {topic} was deleted since the last backup at {location} (topic id {before}, now none): "
-                    "if it comes back, back up the new topic to a new location"
-                ) from None
-            check_topic_ids({topic: before}, now, location)
+        followed_topic_ids(self.kafka, followed, followed, self.options.get("startfromlocation") or "the stream's start")
 
     def _latest(self, start: dict, limit: ReadLimit) -> dict:
         begin = dict(start["offsets"])
@@ -191,10 +206,12 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         if last and last.get("id") == self.stream_id and last.get("batch") == batchId:
             return  # a replayed batch: committed already
         entries = [e for m in messages if m is not None for e in m.entries]
+        # The topics first: one deleted since the batch was read fails naming it, not the lag's lookup.
+        ids = self._topic_ids(entries, state)
         stream = {"id": self.stream_id, "batch": batchId, "committed_ms": int(time.time() * 1000),
                   "lag": self._lag(entries)}
         groups, group_topics = self._groups(state, entries)
-        commit_written(store, entries, stream, self._topic_ids(entries), allow_offset_gaps=self.objects.allow_offset_gaps,
+        commit_written(store, entries, stream, ids, allow_offset_gaps=self.objects.allow_offset_gaps,
                        groups=groups, group_topics=group_topics, state=state, kafka=self.objects.kafka(),
                        keyring=keyring_from_options(self.options))
 
@@ -216,11 +233,12 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         return with_clock_skew(groups, max((e.max_timestamp_ms for e in entries), default=None),
                                int(time.time() * 1000)), topics
 
-    def _topic_ids(self, entries) -> dict[str, str] | None:
+    def _topic_ids(self, entries, state: BackupState) -> dict[str, str] | None:
         """Kafka topic IDs of the topics this batch wrote, when the cluster is known (see commit_written)."""
         if "kafka.bootstrap.servers" not in self.options or not entries:
             return None
-        return topic_ids(kafka_settings_from_options(self.options), {e.topic for e in entries})
+        return followed_topic_ids(kafka_settings_from_options(self.options), {e.topic for e in entries},
+                                  state.topic_ids, self.options["path"])
 
     def _lag(self, entries) -> dict[str, int]:
         """Records behind the topic end, per partition this batch wrote, when the cluster is known."""
