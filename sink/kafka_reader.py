@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Iterator
+from typing import Callable, Generator, Iterator, Mapping
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -379,6 +379,48 @@ def _epoch_from(consumer: Consumer, task: OffsetRange, offset: int, wait_s: floa
         if message is not None and message.error() is not None and message.error().code() != KafkaError._PARTITION_EOF:
             return None
     return None
+
+
+# How far below a partition's end `last_records_before` looks for its last record: past a
+# transaction marker or a few compacted offsets, without reading a whole batch again.
+LAST_RECORD_LOOK_BACK = 64
+
+
+def last_records_before(
+    settings: KafkaSettings, ends: Mapping[tuple[str, int], tuple[int, int]], wait_s: float = 10.0
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(offset, leader epoch) of the last record below each partition's end, for `ends` mapping
+    (topic, partition) to (first, end): the offsets [first, end) about to be backed up. Looked
+    for among the last LAST_RECORD_LOOK_BACK offsets of the range only; a partition without a
+    record there, or whose broker gives no epochs, is left out (its next range goes unchecked).
+    The result is what OffsetRange.check of the range after it compares with."""
+    wanted = {key: (max(first, end - LAST_RECORD_LOOK_BACK), end) for key, (first, end) in ends.items() if end > first}
+    if not wanted:
+        return {}
+    consumer = new_client(Consumer, settings, range_consumer_config(settings))
+    found: dict[tuple[str, int], tuple[int, int]] = {}
+    try:
+        consumer.assign([TopicPartition(topic, partition, start) for (topic, partition), (start, _) in wanted.items()])
+        waiting = set(wanted)
+        deadline = time.monotonic() + wait_s
+        while waiting and time.monotonic() < deadline:
+            for message in consume_ready(consumer, 1000, 0.2):
+                key = (message.topic(), message.partition())
+                if key not in waiting:
+                    continue
+                end = wanted[key][1]
+                if message.error() is not None or message.offset() >= end - 1:
+                    waiting.discard(key)  # EOF or an error: the records up to here are all there are
+                if message.error() is None and message.offset() < end:
+                    epoch = message.leader_epoch()
+                    if epoch is not None and epoch >= 0:
+                        found[key] = (message.offset(), epoch)
+                    else:
+                        found.pop(key, None)
+    finally:
+        consumer.close()
+    # A read cut short may have missed later records: only the last record below the end is a check.
+    return {key: record for key, record in found.items() if key not in waiting}
 
 
 def _log_start(consumer: Consumer, read: _RangeRead) -> int:

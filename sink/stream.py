@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
-from typing import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
@@ -23,6 +23,7 @@ from ..core.cluster import group_offsets, with_clock_skew
 from ..core.commits import BackupState, check_topic_ids
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
+    KafkaSettings,
     all_partitions,
     list_topic_partitions,
     partition_watermarks,
@@ -38,7 +39,7 @@ from ..core.options import (
     store_options_from,
 )
 from .datasource import ObjectBatchWriter, ObjectsWritten, commit_written
-from .kafka_reader import OffsetRange, read_whole_ranges
+from .kafka_reader import OffsetRange, last_records_before, read_whole_ranges
 from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges, split_range
 
 
@@ -78,6 +79,37 @@ def stream_start_offsets(committed: Mapping[str, int], watermarks: Mapping[str, 
     return {key: max(committed.get(key, low), low) for key, (low, _) in watermarks.items()}
 
 
+def followed_topic_ids(kafka: KafkaSettings, topics: Iterable[str], followed: Mapping[str, str],
+                       location: str) -> dict[str, str]:
+    """The Kafka topic IDs of `topics` now. A topic followed under ID `followed[topic]` that is
+    gone now, or back under another ID, fails naming the topic and its IDs: whichever lookup of a
+    trigger or a commit meets the deletion first says so, not its own "not found"."""
+    try:
+        ids = topic_ids(kafka, topics)
+    except TopicvaultError:
+        ids = {}
+        for topic in sorted(set(topics)):  # one at a time, to name the one that is gone
+            try:
+                ids.update(topic_ids(kafka, [topic]))
+            except TopicvaultError:
+                if topic not in followed:
+                    raise
+                raise TopicvaultError(
+                    f"topic {topic} was deleted since the last backup at {location} (topic id {followed[topic]}, "
+                    "now none): if it comes back, back up the new topic to a new location"
+                ) from None
+    check_topic_ids(followed, ids, location)
+    return ids
+
+
+def _with_checks(offsets: dict, last: Mapping[str, list[int]], watermarks: Mapping[str, tuple[int, int]]) -> dict:
+    """The stream's `offsets` with "last": the (offset, leader epoch) of the archive's last record
+    before each partition's position, where known and not deleted by retention since."""
+    checks = {key: record for key, record in last.items()
+              if key in offsets["offsets"] and watermarks.get(key, (0, 0))[0] <= record[0] < offsets["offsets"][key]}
+    return {**offsets, "last": checks} if checks else offsets
+
+
 class KafkaStreamReader(DataSourceStreamReader):
     """Micro-batches of new offsets of the subscribed topics; new topics and partitions are picked up."""
 
@@ -100,6 +132,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         """Each partition's committed end at `startFromLocation`, else its earliest offset; and
         each topic's Kafka topic ID, which must match the one the location recorded."""
         committed: dict[str, int] = {}
+        last: dict[str, list[int]] = {}
         selected = self._selected()
         ids = topic_ids(self.kafka, selected)
         location = self.options.get("startfromlocation")
@@ -108,7 +141,11 @@ class KafkaStreamReader(DataSourceStreamReader):
                                keyring_from_options(self.options))
             check_topic_ids(state.topic_ids, ids, location)
             committed = {_key(t, p): ps.end for (t, p), ps in state.partitions.items()}
-        return {"offsets": stream_start_offsets(committed, self._watermarks(selected)), "ids": ids}
+            # The archive's last records where its commits recorded them (a one-shot backup's).
+            last = {_key(t, p): list(record) for (t, p), record in state.last_records.items()}
+        watermarks = self._watermarks(selected)
+        offsets = stream_start_offsets(committed, watermarks)
+        return _with_checks({"offsets": offsets, "ids": ids}, last, watermarks)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.get("maxrecordspertrigger")
@@ -122,20 +159,15 @@ class KafkaStreamReader(DataSourceStreamReader):
             # A topic deleted (and re-created) while this trigger looked it up fails whichever
             # lookup came first with its own "not found"; say what became of the topic instead.
             self._check_followed_topics(start.get("ids", {}))
-            raise
+            # Every followed topic is there under its ID: a lookup that failed for a moment (a
+            # controller or leader busy in a failover, "Timed out waiting for controller") is
+            # asked once more before the trigger fails.
+            time.sleep(1)
+            return self._latest(start, limit)
 
     def _check_followed_topics(self, followed: Mapping[str, str]) -> None:
         """Fail naming a followed topic that is gone now, or back under another topic ID."""
-        location = self.options.get("startfromlocation") or "the stream's start"
-        for topic, before in sorted(followed.items()):
-            try:
-                now = topic_ids(self.kafka, [topic])
-            except TopicvaultError:
-                raise TopicvaultError(
-                    f"topic {topic} was deleted since the last backup at {location} (topic id {before}, now none): "
-                    "if it comes back, back up the new topic to a new location"
-                ) from None
-            check_topic_ids({topic: before}, now, location)
+        followed_topic_ids(self.kafka, followed, followed, self.options.get("startfromlocation") or "the stream's start")
 
     def _latest(self, start: dict, limit: ReadLimit) -> dict:
         begin = dict(start["offsets"])
@@ -146,7 +178,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         # the new topic's records as if they continued the old one (offsets from before IDs: none).
         ids = {**start.get("ids", {}), **topic_ids(self.kafka, selected)}
         check_topic_ids(start.get("ids", {}), ids, self.options.get("startfromlocation") or "the stream's start")
-        for key, (low, high) in sorted(self._watermarks(selected).items()):
+        watermarks = self._watermarks(selected)
+        for key, (low, high) in sorted(watermarks.items()):
             first = begin.get(key, low)
             begin.setdefault(key, low)
             # Never behind the start: a watermark read low must not make the next batch re-read.
@@ -154,16 +187,28 @@ class KafkaStreamReader(DataSourceStreamReader):
             if budget is not None:
                 budget -= max(ends[key] - first, 0)
         new_partitions = {k: v for k, v in begin.items() if k not in start["offsets"]}
+        # The last record of each range this batch reads: the next batch's read checks it is still
+        # there with its leader epoch, as a one-shot backup's read does (see OffsetRange.check).
+        advanced = {_split(k): (begin[k], end) for k, end in ends.items() if end > begin[k]}
+        last = {k: v for k, v in start.get("last", {}).items() if _split(k) not in advanced}
+        last.update({_key(*k): list(record) for k, record in last_records_before(self.kafka, advanced).items()})
         # Equal to `start` when nothing is new, so Spark runs no empty micro-batch.
-        latest = {"offsets": ends, "ids": ids}
+        latest = _with_checks({"offsets": ends, "ids": ids}, last, watermarks)
         return {**latest, "starts": new_partitions} if new_partitions else latest
 
     def partitions(self, start: dict, end: dict) -> list[StreamRange]:
         ranges = []
+        checks = start.get("last", {})
         for key, stop in sorted(end["offsets"].items()):
             first = start["offsets"].get(key, end.get("starts", {}).get(key, 0))
             topic, partition = _split(key)
-            ranges.extend(split_range(topic, partition, first, stop, self.per_task))
+            planned = split_range(topic, partition, first, stop, self.per_task)
+            check = checks.get(key)
+            if planned and check is not None and check[0] < first:
+                # The read first finds the archive's last record again, with its leader epoch, or
+                # the log was truncated and rewritten under the stream and the batch fails.
+                planned[0] = replace(planned[0], check=(int(check[0]), int(check[1])))
+            ranges.extend(planned)
         return [StreamRange(tuple(group)) for group in group_ranges(ranges, self.min_partitions, self.per_task)]
 
     def read(self, partition: StreamRange) -> Iterator[pa.RecordBatch]:
@@ -191,10 +236,12 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         if last and last.get("id") == self.stream_id and last.get("batch") == batchId:
             return  # a replayed batch: committed already
         entries = [e for m in messages if m is not None for e in m.entries]
+        # The topics first: one deleted since the batch was read fails naming it, not the lag's lookup.
+        ids = self._topic_ids(entries, state)
         stream = {"id": self.stream_id, "batch": batchId, "committed_ms": int(time.time() * 1000),
                   "lag": self._lag(entries)}
         groups, group_topics = self._groups(state, entries)
-        commit_written(store, entries, stream, self._topic_ids(entries), allow_offset_gaps=self.objects.allow_offset_gaps,
+        commit_written(store, entries, stream, ids, allow_offset_gaps=self.objects.allow_offset_gaps,
                        groups=groups, group_topics=group_topics, state=state, kafka=self.objects.kafka(),
                        keyring=keyring_from_options(self.options))
 
@@ -216,11 +263,12 @@ class ObjectStreamWriter(DataSourceStreamArrowWriter):
         return with_clock_skew(groups, max((e.max_timestamp_ms for e in entries), default=None),
                                int(time.time() * 1000)), topics
 
-    def _topic_ids(self, entries) -> dict[str, str] | None:
+    def _topic_ids(self, entries, state: BackupState) -> dict[str, str] | None:
         """Kafka topic IDs of the topics this batch wrote, when the cluster is known (see commit_written)."""
         if "kafka.bootstrap.servers" not in self.options or not entries:
             return None
-        return topic_ids(kafka_settings_from_options(self.options), {e.topic for e in entries})
+        return followed_topic_ids(kafka_settings_from_options(self.options), {e.topic for e in entries},
+                                  state.topic_ids, self.options["path"])
 
     def _lag(self, entries) -> dict[str, int]:
         """Records behind the topic end, per partition this batch wrote, when the cluster is known."""

@@ -7,8 +7,16 @@ import time
 import uuid
 from typing import Callable, Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from topicvault.core.envelope import Record
 
 # Client settings under which a read that cannot progress gives up in seconds (the derived idle
@@ -75,34 +83,98 @@ def produce_records(bootstrap: str, topic: str, records: Iterable[Record], produ
     assert not refused, f"the broker refused {len(refused)} records: {refused[:3]}"
 
 
-def consume_all(bootstrap: str, topic: str, isolation: str = "read_committed") -> dict[int, list[Record]]:
-    """Every record of every partition, read from the beginning to partition EOF."""
+def end_offsets(bootstrap: str, topic: str, partitions: list[int], isolation: str = "read_committed"
+                ) -> dict[int, tuple[int, int]]:
+    """(log start, end) of each partition now: the end a consumer of `isolation` reads up to, the
+    last stable offset for read_committed (an open transaction holds it back), else the high
+    watermark."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    level = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
+    parts = [TopicPartition(topic, p) for p in partitions]
+    lows = admin.list_offsets({tp: OffsetSpec.earliest() for tp in parts}, isolation_level=level, request_timeout=15)
+    ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in parts}, isolation_level=level, request_timeout=15)
+    return {tp.partition: (lows[tp].result(30).offset, ends[tp].result(30).offset) for tp in parts}
+
+
+def consume_all(bootstrap: str, topic: str, isolation: str = "read_committed",
+                timeout_s: float = 120) -> dict[int, list[Record]]:
+    """Every record of every partition, read from the beginning up to the end each partition had
+    when the call began (see `end_offsets`).
+
+    The end is taken first because under live traffic a partition's EOF may never come: librdkafka
+    reports EOF only for a fetch that finds no new record, and a fetch at the end waits up to
+    fetch.wait.max.ms (500 ms) for one, so a producer writing more often than that answers every
+    fetch with records. A read that cannot reach the end within `timeout_s` fails, saying per
+    partition what it read and what the cluster holds now. Records deleted while being read are
+    skipped (the read goes on at the new log start); a log that goes back under the read (an
+    unclean election, a topic re-created) fails it.
+    """
     admin = AdminClient({"bootstrap.servers": bootstrap})
     partitions = sorted(admin.list_topics(topic=topic, timeout=10).topics[topic].partitions)
+    ends = end_offsets(bootstrap, topic, partitions, isolation)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+                         "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation,
+                         "auto.offset.reset": "earliest"})
     found: dict[int, list[Record]] = {p: [] for p in partitions}
-    at_eof: set[int] = set()
-    deadline = time.monotonic() + 120
+    eofs: dict[int, list[int]] = {p: [] for p in partitions}
+    waiting = {p for p in partitions if ends[p][0] < ends[p][1]}
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(waiting)])
+    deadline = time.monotonic() + timeout_s
+
+    def done(partition: int) -> None:
+        waiting.discard(partition)
+        consumer.pause([TopicPartition(topic, partition)])
+
     try:
-        while len(at_eof) < len(partitions):
-            assert time.monotonic() < deadline, f"no EOF on {topic} within 120 s"
+        while waiting:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"reading {topic} did not reach the end within {timeout_s:.0f} s: "
+                                     f"{_read_so_far(consumer, topic, sorted(waiting), ends, found, eofs)}")
             for message in consumer.consume(num_messages=5000, timeout=0.2):
-                error = message.error()
-                if error is not None:
-                    assert error.code() == KafkaError._PARTITION_EOF, error.str()
-                    at_eof.add(message.partition())
+                partition, offset, error = message.partition(), message.offset(), message.error()
+                if partition not in waiting:
                     continue
+                if error is not None:
+                    assert error.code() == KafkaError._PARTITION_EOF, f"reading {topic}[{partition}]: {error.str()}"
+                    eofs[partition].append(offset)
+                    if offset >= ends[partition][1]:  # an EOF below the end: a new leader's high watermark lagging
+                        done(partition)
+                    continue
+                if offset >= ends[partition][1]:
+                    done(partition)  # written after the call began
+                    continue
+                records = found[partition]
+                assert not records or offset > records[-1].offset, (
+                    f"reading {topic}[{partition}] went back from offset {records[-1].offset} to {offset}: the log "
+                    "was truncated or the topic re-created under the read")
                 kind, timestamp = message.timestamp()
-                found[message.partition()].append(Record(
-                    topic=topic, partition=message.partition(), offset=message.offset(), key=message.key(),
+                records.append(Record(
+                    topic=topic, partition=partition, offset=offset, key=message.key(),
                     value=message.value(), timestamp_ms=timestamp, timestamp_type=1 if kind == 2 else 0,
                     headers=tuple(message.headers() or ()),
                 ))
+                if offset == ends[partition][1] - 1:
+                    done(partition)
     finally:
         consumer.close()
     return found
+
+
+def _read_so_far(consumer: Consumer, topic: str, partitions: list[int], ends: dict[int, tuple[int, int]],
+                 found: dict[int, list[Record]], eofs: dict[int, list[int]]) -> str:
+    """Per partition: what a read got and what the cluster holds now (for a read that failed)."""
+    said = []
+    for p in partitions:
+        try:
+            now = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)
+        except KafkaException as exc:
+            now = str(exc)
+        last = found[p][-1].offset if found[p] else None
+        position = consumer.position([TopicPartition(topic, p)])[0].offset
+        said.append(f"[{p}] {len(found[p])} records read, last offset {last}, position {position}, "
+                    f"wanted up to {ends[p][1] - 1} (log start {ends[p][0]}), EOF at {eofs[p][-5:]}, "
+                    f"watermarks now {now}")
+    return "; ".join(said)
 
 
 def transactional_producer(bootstrap: str) -> Producer:

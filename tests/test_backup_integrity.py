@@ -351,3 +351,31 @@ def test_a_followed_topic_deleted_between_lookups_is_named_as_deleted(bootstrap,
         time.sleep(0.1)
     with pytest.raises(TopicvaultError, match=rf"topic {topic} was deleted since .* \(topic id \S+, now none\)"):
         reader.latestOffset(start, ReadAllAvailable())
+
+
+def test_a_followed_topic_deleted_before_its_micro_batch_commits_is_named_as_deleted(
+        bootstrap, topic_factory, spark, tmp_path):
+    """The micro-batch's commit (driver side, after its tasks read the records) meeting the topic
+    deleted failed with the lag lookup's "cannot read offsets", or "cannot describe topic" (the
+    fault test of a topic re-created under `backup --follow` and live traffic, on Apache Kafka)."""
+    from topicvault.sink.datasource import ObjectsWritten
+    from topicvault.sink.stream import ObjectStreamWriter
+
+    topic = topic_factory(1, prefix="gonew")
+    produce_records(bootstrap, topic, records(topic, 0, 3, "a"))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    [first] = commits(location)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+    store = open_store(str(location))
+    entry = ObjectEntry(f"topic={topic}/partition=0/{3:019d}.parquet", topic, 0, 3, 3, 1, 10, 0, 0, "00")
+    store.put(entry.key, b"object")
+    writer = ObjectStreamWriter({"path": str(location), "kafka.bootstrap.servers": bootstrap, "streamId": "s"})
+    with pytest.raises(TopicvaultError, match=rf"topic {topic} was deleted since the last backup at .* "
+                                              rf"\(topic id {first['topic_ids'][topic]}, now none\)"):
+        writer.commit([ObjectsWritten([entry])], 0)
+    assert commits(location) == [first]

@@ -9,8 +9,13 @@ own cluster of four nodes, node 1 the only controller, the topic's three replica
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from clitools import assert_one_line_error, run_cli
@@ -19,6 +24,8 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafkatools import LiveTraffic, consume_all, produce_records
 from topicvault.core.envelope import Record
 from topicvault.core.local_kafka import LocalKafka
+
+CLI = str(Path(sys.executable).with_name("topicvault"))
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +123,72 @@ def test_a_log_truncated_by_an_unclean_election_under_live_traffic_is_refused_no
     assert _commits(location) == archived
 
     # What was archived restores exactly as it was read, beside the rewritten log.
+    kafka.restart(leader, timeout_s=180)
+    kafka.restart(other, timeout_s=180)
+    assert run_cli("verify", str(location)).strip().splitlines()[-1].startswith("ok:")
+    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    assert _fields(consume_all(bootstrap, f"{topic}-r")[0]) == _fields(source)
+
+
+
+def _archived_end(location) -> int:
+    return max((r["end"] for c in _commits(location) for r in c["ranges"]), default=0) \
+        if (location / "_topicvault" / "commits").exists() else 0
+
+
+def test_a_log_truncated_by_an_unclean_election_under_a_followed_backup_stops_it_unspliced(
+        split_cluster, spark, tmp_path):
+    """Item 3.4 for `backup --follow`: its micro-batches read the tail, an unclean election
+    truncates the log below it, the new leader writes past the archive's end: the follower stops,
+    naming the partition and the rewritten offsets, and commits none of the new leader's records."""
+    kafka, bootstrap = split_cluster, split_cluster.bootstrap
+    topic = f"uncleanf-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[2, 3, 4]], config={
+        "unclean.leader.election.enable": "true", "min.insync.replicas": "1"})])[topic].result(30)
+    _wait(lambda: len(_partition(kafka, topic)[1]) == 3, "the topic's three replicas in sync")
+    location, log = tmp_path / "b", tmp_path / "follow.log"
+    with open(log, "ab") as out:
+        follower = subprocess.Popen(
+            [CLI, "backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, "--flush-interval", "1",
+             "--master", "local[1]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    try:
+        with LiveTraffic(bootstrap, topic) as traffic:
+            _wait(lambda: traffic.count() >= 200 and _archived_end(location) >= 100, "the follower committing", 240)
+            leader, in_sync = _partition(kafka, topic)
+            stale = next(n for n in in_sync if n != leader)
+            other = next(n for n in in_sync if n not in (leader, stale))
+            kafka.pause(stale)  # falls out of the ISR after replica.lag.time.max.ms (5 s)
+            _wait(lambda: stale not in _partition(kafka, topic)[1], f"node {stale} leaving the ISR")
+        # Only the leader and the other in-sync replica hold the tail; the follower reads it all.
+        produce_records(bootstrap, topic, [Record(topic, 0, 0, b"t%d" % i, b"tail-%d" % i, 1_700_000_000_000 + i, 0,
+                                                  (("i", b"%d" % i),)) for i in range(3000)])
+        end = _high(kafka, topic)
+        _wait(lambda: _archived_end(location) >= end, "the follower archiving the tail", 120)
+        source = consume_all(bootstrap, topic)[0]
+        assert [r.offset for r in source] == list(range(end)) and follower.poll() is None, log.read_text()[-3000:]
+        archived = _commits(location)
+
+        kafka.kill(leader)
+        kafka.kill(other)
+        kafka.resume(stale)  # the only replica left: elected uncleanly (the topic allows it)
+        _wait(lambda: _partition(kafka, topic)[0] == stale, f"node {stale} elected leader uncleanly", 90)
+        truncated_at = _high(kafka, topic)
+        assert truncated_at < end, (truncated_at, end)
+        # The new leader writes past the archive's end: the follower's next micro-batch meets it.
+        produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"new-%d" % i, 1_700_000_000_000 + i, 0, ())
+                                           for i in range(end - truncated_at + 50)])
+        assert follower.wait(180) == 1, log.read_text()[-3000:]
+    finally:
+        if follower.poll() is None:
+            os.killpg(follower.pid, signal.SIGKILL)
+            follower.wait(30)
+    output = log.read_text()
+    assert "Traceback" not in output, output[-3000:]
+    assert_one_line_error(output, f"{topic}[0]", f"offsets {truncated_at}..{end - 1}",
+                          "rewritten", "new location")
+    assert _commits(location) == archived  # nothing of the new leader's log committed after the old one's
+
     kafka.restart(leader, timeout_s=180)
     kafka.restart(other, timeout_s=180)
     assert run_cli("verify", str(location)).strip().splitlines()[-1].startswith("ok:")
