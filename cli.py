@@ -388,6 +388,16 @@ def restore(
     groups: bool = typer.Option(False, "--groups", help="Then commit the saved consumer-group offsets, translated "
                                 "to the restored offsets (groups must be inactive on the target)."),
     group: List[str] = typer.Option([], "--group", help="With --groups: only this group (repeatable)."),
+    cluster_state: bool = typer.Option(False, "--cluster-state", help="Whole-cluster recovery: also create the "
+                                       "saved ACLs and SCRAM users (as of --until) once the topics exist and before "
+                                       "the data, and commit group offsets after it (as --groups). Users are "
+                                       "created only with a password given (--scram-passwords or "
+                                       "TOPICVAULT_SCRAM_PASSWORD_<USER>); the others are listed. See "
+                                       "docs/recovery-runbook.md."),
+    scram_passwords: Optional[str] = typer.Option(None, "--scram-passwords", help="With --cluster-state: a JSON "
+                                                  "file {\"user\": \"password\"} of the SCRAM users to create."),
+    merge_acls: bool = typer.Option(False, "--merge-acls", help="With --cluster-state: keep ACLs the target "
+                                    "already has that the archive does not hold (refused otherwise)."),
     configs: bool = typer.Option(True, "--configs/--no-configs", help="Create topics with their saved configs."),
     layout: str = typer.Option("auto", "--layout", help="Whose archive it is: auto, topicvault, or the "
                                f"sink that wrote it: {', '.join(sorted(PEERS))} (a restore notes what each keeps)."),
@@ -452,6 +462,12 @@ def restore(
         from_offsets=parse_offset_bounds(from_offset, "--from-offset"),
         to_offsets=parse_offset_bounds(to_offset, "--to-offset"),
     )
+    if (scram_passwords or merge_acls) and not cluster_state:
+        raise TopicvaultError("--scram-passwords and --merge-acls work with --cluster-state: add --cluster-state")
+    if cluster_state and follow:
+        raise TopicvaultError("--cluster-state works with a one-shot restore, not --follow: restore the cluster "
+                              "state once, then start the standby")
+    groups = groups or cluster_state  # group offsets are part of the cluster's state
     if group and not groups:
         raise TopicvaultError("--group works with --groups: add --groups")
     if import_state:
@@ -474,9 +490,16 @@ def restore(
         from .source.groups import check_groups
 
         restore_plan.notes.extend(check_groups(restore_plan, group or None))
+    if cluster_state:  # target ACLs the archive does not hold are refused here, before anything is written
+        from .source.access import plan_cluster_access
+
+        restore_plan.access = plan_cluster_access(job, restore_plan, scram_passwords, merge_acls)
+        restore_plan.notes.extend(restore_plan.access.notes)
     _print(report.restore_plan_notes(restore_plan))
     if dry_run:
         _print(report.restore_dry_run(restore_plan, as_json))
+        if restore_plan.access is not None:
+            _print(report.access_dry_run(restore_plan.access, as_json))
         return
     _print(report.restore_started(restore_plan))
     from .core.progress import ProgressMonitor
@@ -493,6 +516,7 @@ def restore(
         from .source.groups import restore_groups
 
         committed_groups = restore_groups(job, restore_plan.restore_id, group or None)
+    _print(report.access_restored(result))
     _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))
     if result.skipped:
         raise typer.Exit(EXIT_SKIPPED)

@@ -1,4 +1,5 @@
-"""Cluster state beside the data: topic settings and consumer-group offsets, read and rebuilt.
+"""Cluster state beside the data: topic settings, consumer-group offsets, ACLs and SCRAM users,
+read and rebuilt.
 
 Backup reads them (`topic_settings`, `group_offsets`); restore creates topics with the saved
 settings and commits translated group offsets (`commit_group_offsets`). Only the admin
@@ -13,16 +14,25 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
+from .access import PATTERN_TYPES, RESOURCE_TYPES, AccessApplied, AccessPlan, AccessState, Acl, ScramUser
 from .errors import TopicvaultError
 from .kafka import METADATA_TIMEOUT_S, KafkaSettings, admin_client, metadata_consumer, new_client
 
@@ -372,3 +382,94 @@ def commit_group_offsets(settings: KafkaSettings, group: str, offsets: Mapping[t
         ) from None
     finally:
         consumer.close()
+
+
+# -- ACLs and SCRAM users (core.access) ------------------------------------------------------------
+
+ALL_ACLS = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                            AclPermissionType.ANY)
+
+
+def acl_of(binding: AclBinding) -> Acl:
+    """A binding as core.access names it."""
+    return Acl(binding.restype.name, binding.name, binding.resource_pattern_type.name, binding.principal,
+               binding.host, binding.operation.name, binding.permission_type.name)
+
+
+def binding_of(acl: Acl) -> AclBinding:
+    """The confluent-kafka binding of a saved one."""
+    return AclBinding(ResourceType[acl.resource_type], acl.name, ResourcePatternType[acl.pattern_type],
+                      acl.principal, acl.host, AclOperation[acl.operation], AclPermissionType[acl.permission])
+
+
+def read_access(settings: KafkaSettings) -> tuple[AccessState, list[str]]:
+    """The cluster's ACL bindings and SCRAM users, with a warning for each part that could not be
+    read. A cluster without an authorizer has no ACLs to save (an empty part, no warning)."""
+    admin = admin_client(settings)
+    warnings = []
+    try:
+        bindings = admin.describe_acls(ALL_ACLS, request_timeout=METADATA_TIMEOUT_S).result()
+        unknown = [b for b in bindings if b.restype.name not in RESOURCE_TYPES
+                   or b.resource_pattern_type.name not in PATTERN_TYPES]
+        if unknown:
+            warnings.append(f"{len(unknown)} ACL bindings on resource types confluent-kafka cannot name were not "
+                            "saved (e.g. DELEGATION_TOKEN, USER): set them again by hand after a restore")
+        acls: tuple[Acl, ...] | None = tuple(acl_of(b) for b in bindings if all(b is not u for u in unknown))
+    except KafkaException as exc:
+        acls = None if _code(exc) != KafkaError.SECURITY_DISABLED else ()
+        if acls is None:
+            warnings.append(f"ACLs not saved: {_reason(exc)} (the backup's principal needs Describe on the cluster)")
+    try:
+        # Without a list of users, one future of every user's description.
+        described = admin.describe_user_scram_credentials(request_timeout=METADATA_TIMEOUT_S).result()
+        users: tuple[ScramUser, ...] | None = tuple(
+            ScramUser(user, info.mechanism.name.replace("_", "-"), info.iterations)
+            for user, description in described.items() for info in description.scram_credential_infos)
+    except KafkaException as exc:
+        users = None
+        if _code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            warnings.append(f"SCRAM users not saved: {_reason(exc)} (the backup's principal needs Describe on "
+                            "the cluster)")
+    return AccessState(acls, users), warnings
+
+
+def target_access(settings: KafkaSettings) -> AccessState:
+    """The target's ACL bindings and SCRAM users; a one-line error when it cannot be read."""
+    state, warnings = read_access(settings)
+    if state.acls is None or state.scram_users is None:
+        raise TopicvaultError(f"cannot read the target's ACLs and SCRAM users: {'; '.join(warnings) or 'no answer'}: "
+                              "restore --cluster-state needs a principal that may describe and alter them")
+    return state
+
+
+def _code(exc: KafkaException):
+    return exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+
+
+def _reason(exc: KafkaException) -> str:
+    return exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)
+
+
+
+
+def apply_access(settings: KafkaSettings, plan: AccessPlan) -> AccessApplied:
+    """Create the planned bindings and SCRAM users (the broker salts each password itself)."""
+    admin = admin_client(settings)
+    if plan.create_acls:
+        for binding, future in admin.create_acls([binding_of(a) for a in plan.create_acls],
+                                                 request_timeout=METADATA_TIMEOUT_S).items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                raise TopicvaultError(f"creating ACL {acl_of(binding).describe()} on the target failed: "
+                                      f"{_reason(exc)}") from None
+    if plan.create_users:
+        upserts = [UserScramCredentialUpsertion(u.name, ScramCredentialInfo(ScramMechanism[u.mechanism.replace('-', '_')], u.iterations),
+                                                plan.passwords[u.name].encode()) for u in plan.create_users]
+        for user, future in admin.alter_user_scram_credentials(upserts).items():
+            try:
+                future.result(METADATA_TIMEOUT_S)
+            except KafkaException as exc:
+                raise TopicvaultError(f"creating SCRAM user {user} on the target failed: {_reason(exc)}") from None
+    return AccessApplied(len(plan.create_acls), tuple(sorted({u.name for u in plan.create_users})))
+

@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
 
+from .access import check_access_json
 from .crypto import (
     AUTHENTICATION_FIELD,
     CONTAINER_V2,
@@ -157,6 +158,9 @@ class CommitRecord:
     # Sequence of the location's first authenticated commit (0: none before this one); written
     # (and authenticated) only with a keyring, as this record's own sequence if it is the first.
     authenticated_from: int = 0
+    # The cluster's ACL bindings and SCRAM users (core.access.AccessState.to_json), in the commits
+    # whose run found them changed; a part left out was not read.
+    access: dict | None = None
 
     @property
     def is_maintenance(self) -> bool:
@@ -192,6 +196,8 @@ class CommitRecord:
             body["starts"] = [asdict(s) for s in self.starts]
         if self.forgotten:
             body["forgotten"] = list(self.forgotten)
+        if self.access is not None:
+            body["access"] = self.access
         if self.last_records:
             body["last_records"] = {where: list(record) for where, record in self.last_records.items()}
         if keyring is not None:
@@ -233,6 +239,7 @@ class CommitRecord:
                 last_records={str(k): (int(v[0]), int(v[1])) for k, v in body["last_records"].items()}
                 if "last_records" in body else None,
                 authenticated_from=int(body.get("authenticated_from", 0)),
+                access=check_access_json(body["access"]) if "access" in body else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -387,6 +394,10 @@ class BackupState:
     # Sequence of the first commit record authenticated with a key (0: none); the records before
     # it were written by topicvault before it authenticated them (see read_commit).
     authenticated_from: int = 0
+    # The latest saved ACL bindings and SCRAM users (CommitRecord.access, parts merged), and every
+    # change of them: [{"read_ms": commit time, "access": {...}}], oldest first.
+    access: dict = field(default_factory=dict)
+    access_history: list[dict] = field(default_factory=list)
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -432,6 +443,8 @@ class BackupState:
             self.topics[topic] = info
         if record.groups is not None:
             self._apply_groups(record)
+        if record.access is not None:
+            self._apply_access(record)
         if record.kind == "backup":  # compact and expire back nothing up: the follower's last batch stays
             self.last_stream = record.stream
         if record.authenticated_from and not self.authenticated_from:
@@ -500,6 +513,19 @@ class BackupState:
         if len(history) > MAX_GROUP_SNAPSHOTS:
             half = len(history) // 2
             history[:half] = history[:half:2]
+
+    def _apply_access(self, record: CommitRecord) -> None:
+        merged = {**self.access, **(record.access or {})}
+        if merged != self.access:
+            self.access = merged
+            self.access_history.append({"read_ms": record.created_ms, "access": merged})
+
+    def access_at(self, at_ms: int | None) -> dict | None:
+        """The saved access state as of `at_ms` (None: the latest); None when none was saved by then."""
+        if at_ms is None:
+            return self.access or None
+        earlier = [h for h in self.access_history if h["read_ms"] <= at_ms]
+        return earlier[-1]["access"] if earlier else None
 
     def group_offsets_on(self, topics: Iterable[str]) -> dict[tuple[str, str], dict]:
         """The latest saved offsets of every group on these topics, by (group, topic)."""

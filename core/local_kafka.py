@@ -77,10 +77,15 @@ class KafkaNode:
     controller_port: int
     folder: Path
     process: subprocess.Popen | None = None
+    sasl_port: int = 0  # the SASL_PLAINTEXT (SCRAM) listener's port; 0: none
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_address(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
 
     @property
     def log_path(self) -> Path:
@@ -93,7 +98,13 @@ class LocalKafka:
     stopped (and its folder removed) on exit. `config` adds to or overrides every node's
     server.properties; `heap` is each JVM's -Xmx. `controllers` (0: every node) makes only the
     first nodes controllers, the rest brokers only: with every node a controller, two of three
-    stopped leave no quorum, and a test that stops two replicas of a partition needs one."""
+    stopped leave no quorum, and a test that stops two replicas of a partition needs one.
+
+    `secured` adds what whole-cluster recovery needs to be tested for real: StandardAuthorizer
+    (nothing allowed without an ACL) and a SASL_PLAINTEXT listener taking SCRAM-SHA-256 and -512
+    beside PLAINTEXT (`sasl_bootstrap`). The PLAINTEXT listener stays the operators' one: its
+    principal, User:ANONYMOUS, is a super user (nodes talk to each other over it), as is
+    `admin_user`, whose SCRAM credentials are written when the storage is formatted."""
 
     nodes: int = 1
     controllers: int = 0
@@ -102,11 +113,19 @@ class LocalKafka:
     folder: Path | None = None
     jvm_options: tuple[str, ...] = jvm.JVM_OPTIONS
     members: list[KafkaNode] = field(default_factory=list)
+    secured: bool = False
+    admin_user: str = "admin"
+    admin_password: str = "admin-secret"
     _own_folder: bool = False
 
     @property
     def bootstrap(self) -> str:
         return ",".join(node.address for node in self.members)
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The SASL_PLAINTEXT (SCRAM) listeners, with `secured`."""
+        return ",".join(node.sasl_address for node in self.members)
 
     def __enter__(self) -> "LocalKafka":
         return self.start()
@@ -119,7 +138,8 @@ class LocalKafka:
         jars = kafka_jars()
         if self.folder is None:
             self.folder, self._own_folder = Path(tempfile.mkdtemp(prefix="topicvault-kafka-")), True
-        self.members = [KafkaNode(i + 1, free_port(), free_port(), self.folder / f"node-{i + 1}")
+        self.members = [KafkaNode(i + 1, free_port(), free_port(), self.folder / f"node-{i + 1}",
+                                  sasl_port=free_port() if self.secured else 0)
                         for i in range(self.nodes)]
         cluster_id = _cluster_id()
         try:
@@ -177,10 +197,26 @@ class LocalKafka:
             "transaction.state.log.replication.factor": replicas,
             "default.replication.factor": replicas,
             "min.insync.replicas": "2" if self.nodes >= 3 else "1",
+            **(self._security_config(node) if self.secured else {}),
             **self.config,
         }
         (node.folder / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
         jvm.write_log_config(node.folder / "log4j2.properties", node.log_path, LOG_LEVELS)
+
+    def _security_config(self, node: KafkaNode) -> dict[str, str]:
+        listeners = f"PLAINTEXT://127.0.0.1:{node.port},SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
+        scram_login = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "listeners": listeners + (f",CONTROLLER://127.0.0.1:{node.controller_port}"
+                                      if self._is_controller(node) else ""),
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": scram_login,
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": scram_login,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:ANONYMOUS;User:{self.admin_user}",
+        }
 
     def _java(self, jars: Path, node: KafkaNode, main: str, *args: str) -> list[str]:
         return jvm.java_command(f"{jars}/*", main, *args, heap=self.heap, options=self.jvm_options,
@@ -190,6 +226,9 @@ class LocalKafka:
     def _format(self, jars: Path, node: KafkaNode, cluster_id: str) -> None:
         command = self._java(jars, node, "kafka.tools.StorageTool", "format", "-t", cluster_id,
                              "-c", str(node.folder / "server.properties"))
+        if self.secured:  # the admin can authenticate from the first start on
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                command += ["--add-scram", f"{mechanism}=[name={self.admin_user},password={self.admin_password}]"]
         if jvm.run(command, node.folder / "format.log", timeout_s=120) != 0:
             raise TopicvaultError(f"formatting Kafka node {node.node_id} failed; see {node.folder / 'format.log'}")
 

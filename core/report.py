@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from .access import PASSWORD_ENV_PREFIX, AccessState
 from .commits import BackupState, CommitRecord, ObjectEntry
 
 
@@ -144,12 +145,23 @@ def listing(state: BackupState) -> dict:
         # Client-side encryption: how many committed objects each key id wrapped (unencrypted: none).
         "encryption_keys": {key_id: count for key_id, count in sorted(Counter(
             o.key_id for ps in state.partitions.values() for o in ps.objects if o.key_id).items())},
+        **_access_listing(state),
     }
 
 
 def plural(count: int, noun: str) -> str:
     """`count` (thousands separated) and `noun`, plural unless count is 1: "1 commit", "2,002 records"."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _access_listing(state: BackupState) -> dict:
+    """The saved ACLs and SCRAM users (restore --cluster-state) and how often they changed; nothing
+    when no backup saved any."""
+    if not state.access_history:
+        return {}
+    history = state.access_history
+    return {"access": {"summary": AccessState.from_json(state.access).summary(), "changes": len(history),
+                       "first_time": iso(history[0]["read_ms"]), "last_time": iso(history[-1]["read_ms"])}}
 
 
 def rate(count: float, seconds: float) -> str:
@@ -255,6 +267,41 @@ def restore_dry_run(plan: Any, as_json: bool) -> list[Line]:
         _out(f"  {task.source_topic}[{task.partition}] -> {task.target_topic}[{task.partition}]: "
              f"up to {plural(task.records, 'record')} in {plural(len(task.objects), 'object')}")
         for task in plan.tasks]
+
+
+def access_dry_run(access: Any, as_json: bool) -> list[Line]:
+    """What `restore --cluster-state --dry-run` would change (a core.access.AccessPlan): the
+    difference between the archive's ACLs and SCRAM users and the target's (on stderr with --json)."""
+    line = _err if as_json else _out
+    lines = [line(f"ACL to create: {acl.describe()}") for acl in access.create_acls]
+    lines += [line(f"ACL on the target the archive does not hold (kept, --merge-acls): {acl.describe()}")
+              for acl in access.conflicting_acls]
+    lines += [line(f"SCRAM user {user.describe()}: password given: would be created") for user in access.create_users]
+    lines += [line(f"SCRAM user {user.describe()}: already on the target: left as it is")
+              for user in access.users_present]
+    lines += [line(f"SCRAM user {user}: no password given: would not be created") for user in
+              access.users_without_password]
+    if not lines:
+        lines.append(line("cluster access: the target already has the archive's ACLs and SCRAM users"))
+    return lines
+
+
+def access_restored(result: Any) -> list[Line]:
+    """What `restore --cluster-state` created (result.access, a core.access.AccessApplied), and
+    the users it could not create (on stderr: they need the operator)."""
+    plan, applied = result.plan.access, result.access
+    if plan is None or applied is None:
+        return []
+    users = f"; SCRAM users created: {', '.join(applied.users_created)}" if applied.users_created else ""
+    lines = [_err(f"cluster access: {applied.acls_created} ACL bindings created, "
+                  f"{len(plan.conflicting_acls)} of the target's own kept{users}")]
+    missing = plan.users_without_password
+    if missing:
+        lines.append(_err(f"SCRAM users left without a password (not created): {', '.join(missing)}: Kafka never "
+                          "gives back their passwords; give them in --scram-passwords FILE or "
+                          f"{PASSWORD_ENV_PREFIX}<USER> and run the restore again with --restore-id "
+                          f"{result.plan.restore_id}, or create them by hand"))
+    return lines
 
 
 def restore_started(plan: Any) -> list[Line]:
@@ -414,6 +461,11 @@ def ls(state: BackupState, as_json: bool) -> list[Line]:
                 f"than a second (up to {worst_s:,.1f} s: records were stamped that far after this host's clock when "
                 "they were read, or reading the offsets took that long): restore --until TIME --groups within that "
                 "of a snapshot may take the one before or after it"))
+    if "access" in data:
+        access = data["access"]
+        lines.append(_out(f"cluster access: {access['summary']}; saved {access['changes']} time"
+                          f"{'s' * (access['changes'] != 1)} from {access['first_time']} to {access['last_time']} "
+                          "(restore --cluster-state; client quotas and SCRAM passwords are not saved)"))
     lines += [_out(f"lost: {note}") for note in data["lost"]]
     if data["encryption_keys"]:
         lines.append(_out("encrypted: " + ", ".join(f"{n} objects with key {k}"

@@ -12,8 +12,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
+from ..core.access import changed_access
 from ..core.checkpoints import commit_next, load_state
-from ..core.cluster import group_offsets, topic_settings, with_clock_skew
+from ..core.cluster import group_offsets, read_access, topic_settings, with_clock_skew
 from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, next_commit
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
@@ -170,8 +171,8 @@ def plan_run(
     records_per_task: int = DEFAULT_RECORDS_PER_TASK,
     full: bool = False,
 ) -> BackupPlan:
-    """Plan one backup run: read the cluster (topics, group offsets, topic IDs and settings,
-    watermarks) and the location's state, then plan what is new since its last commit
+    """Plan one backup run: read the cluster (topics, group offsets, ACLs and SCRAM users, topic
+    IDs and settings, watermarks) and the location's state, then plan what is new since its last commit
     (sink.plan.plan_backup, pure)."""
     job.codec()  # a bad template fails before anything is read
     resolve_format(job.format_name, job.compression)
@@ -184,6 +185,7 @@ def plan_run(
     # Group offsets are read before the offset snapshot, so every saved offset lies within the
     # backed-up range (a group cannot have committed past an end that did not exist yet).
     groups, warnings = _read_groups(job.kafka, selected)
+    access, access_warnings = read_access(job.kafka)
     # Topic IDs are read before the offsets, and again before the commit (see commit_backup).
     ids = topic_ids(job.kafka, selected)
     partitions = all_partitions(selected)
@@ -196,7 +198,7 @@ def plan_run(
     return plan_backup(
         selected, offsets, state, records_per_task, ids, job.store_uri,
         topic_settings={t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()},
-        groups=groups, warnings=warnings, log_ends=log_ends,
+        groups=groups, warnings=warnings + access_warnings, log_ends=log_ends, access=access.to_json(),
     )
 
 
@@ -264,6 +266,7 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
             topic_ids=dict(backup_plan.topic_ids),
             lost=tuple(backup_plan.lost),
             last_records=extent.last_records or None,
+            access=changed_access(state.access, backup_plan.access),
         )
 
     build(state)  # fails before the crash point below when the ranges no longer continue

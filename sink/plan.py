@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from ..core.access import changed_access
 from ..core.commits import BackupState, ObjectEntry, PartitionRange, check_topic_ids
 from ..core.errors import TopicvaultError
 from .kafka_reader import OffsetRange
@@ -42,6 +43,7 @@ class BackupPlan:
     topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> Kafka topic ID when planned
     lost: list[PartitionRange] = field(default_factory=list)  # offsets retention deleted before they were read
     records_per_task: int = DEFAULT_RECORDS_PER_TASK  # at most this many offsets in one Spark task
+    access: dict | None = None  # the cluster's ACLs and SCRAM users (core.access.AccessState.to_json); None: not read
 
     @property
     def has_work(self) -> bool:
@@ -68,6 +70,7 @@ def plan_backup(
     groups: dict[str, dict] | None = None,
     warnings: list[str] | None = None,
     log_ends: Mapping[tuple[str, int], int] | None = None,
+    access: dict | None = None,
 ) -> BackupPlan:
     """Plan the ranges after each partition's committed end up to the snapshot high watermark.
 
@@ -78,7 +81,7 @@ def plan_backup(
     as lost, inside the partition's range, so the commit keeps that fact for ever.
     `topic_settings` (topic -> TopicSettings.to_json()) and `groups` (CommitRecord.groups; None:
     not read) are saved by the commit when they differ from the state; `warnings` are what was
-    noticed while they were read. `log_ends` (the high watermarks, read_uncommitted) tell where
+    noticed while they were read; `access` (AccessState.to_json) likewise. `log_ends` (the high watermarks, read_uncommitted) tell where
     an open transaction holds a partition back (see _held_back).
     """
     if records_per_task < 1:
@@ -119,8 +122,9 @@ def plan_backup(
     topic_settings = dict(topic_settings or {})
     return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings,
                       topic_settings=topic_settings, groups=groups,
-                      state_changed=_state_changed(state, topics, topic_settings, groups),
-                      topic_ids=dict(topic_ids or {}), lost=lost, records_per_task=records_per_task)
+                      state_changed=_state_changed(state, topics, topic_settings, groups)
+                      or changed_access(state.access, access) is not None,
+                      topic_ids=dict(topic_ids or {}), lost=lost, records_per_task=records_per_task, access=access)
 
 
 def _state_changed(

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
+from ..core.access import AccessApplied, AccessPlan
 from ..core.checkpoints import load_state
 from ..core.cluster import (
     LOADING_CONFIGS,
     TopicSettings,
+    apply_access,
     apply_topic_configs,
     cluster_loading_configs,
     default_retention_ms,
@@ -170,6 +172,8 @@ class RestorePlan:
     # (saved with its state); those first planned by this resumed run are in new_source_starts too.
     source_starts: dict[str, int] = field(default_factory=dict)
     new_source_starts: dict[str, int] = field(default_factory=dict)
+    # restore --cluster-state: the ACLs and SCRAM users to create once the topics exist (source.access).
+    access: AccessPlan | None = None
 
     @property
     def records(self) -> int:
@@ -183,6 +187,7 @@ class RestoreResult:
     plan: RestorePlan
     results: list[TaskResult]
     elapsed_s: float
+    access: AccessApplied | None = None  # what --cluster-state created
 
     @property
     def produced(self) -> int:
@@ -830,6 +835,8 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     check_no_speculation(spark, "a restore")
     started = time.monotonic()
     start_restore(job, plan)
+    # Topics first, then who may use them, then the data: applications find their rights in place.
+    access = apply_access(job.kafka, plan.access) if plan.access is not None else None
     if plan.resumed and (plan.tasks or not configure):
         # A rerun of a finished restore id (or a follow round after a clean stop) finds its topics with
         # their saved configs: it counts and produces only once they hold the loading ones again.
@@ -849,4 +856,4 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     save_offset_maps(records, plan.restore_id, continued(plan.restored, [r.offset_map for r in results]))
     if configure:
         apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)
-    return RestoreResult(plan, results, time.monotonic() - started)
+    return RestoreResult(plan, results, time.monotonic() - started, access)

@@ -1,0 +1,363 @@
+"""Whole-cluster recovery (issue 37): ACLs and SCRAM users saved by backup, restored by
+`restore --cluster-state` into an empty cluster on Apache Kafka with StandardAuthorizer and a
+SASL/SCRAM listener; checked with real clients that authenticate as the saved principals."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from clitools import assert_one_line_error, run_cli
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+from kafkatools import consume_all, create_topic, produce_records
+from topicvault.core.access import AccessState, Acl, ScramUser, plan_access, scram_passwords
+from topicvault.core.cluster import binding_of
+from topicvault.core.commits import BackupState, CommitRecord
+from topicvault.core.envelope import Record
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.local_kafka import LocalKafka
+
+BASE = 1_700_000_000_000
+ANY_ACL = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                           AclPermissionType.ANY)
+PASSWORDS = {"alice": "alice-pw-1", "bob": "bob-pw-2"}
+
+
+# --- pure logic: what an archive may hold, and the plan made from it ----------------------------------------
+
+def acl(name: str, principal: str = "User:alice", operation: str = "READ", *, resource: str = "TOPIC",
+        pattern: str = "LITERAL", permission: str = "ALLOW") -> Acl:
+    return Acl(resource, name, pattern, principal, "*", operation, permission)
+
+
+SAVED = AccessState(acls=(acl("orders"), acl("ord", pattern="PREFIXED", principal="User:bob"),
+                          acl("bob-g", "User:bob", resource="GROUP")),
+                    scram_users=(ScramUser("alice", "SCRAM-SHA-256", 8192), ScramUser("bob", "SCRAM-SHA-512", 4096)))
+
+
+def test_access_state_round_trips_through_its_json():
+    assert AccessState.from_json(json.loads(json.dumps(SAVED.to_json()))).to_json() == SAVED.to_json()
+
+
+@pytest.mark.parametrize("body, needle", [
+    ({"acls": [{"resource_type": "TOPIC", "name": "t", "pattern_type": "MATCH", "principal": "User:a",
+                "host": "*", "operation": "READ", "permission": "ALLOW"}]}, "pattern_type"),
+    ({"acls": [{"resource_type": "TOPIC", "name": "t", "pattern_type": "LITERAL", "principal": "alice",
+                "host": "*", "operation": "READ", "permission": "ALLOW"}]}, "principal"),
+    ({"acls": [{"resource_type": "TOPIC", "name": "t", "pattern_type": "LITERAL", "principal": "User:a",
+                "host": "*", "operation": "ANY", "permission": "ALLOW"}]}, "operation"),
+    ({"acls": "all"}, "acls"),
+    ({"scram_users": [{"name": "a", "mechanism": "SCRAM-SHA-1", "iterations": 4096}]}, "mechanism"),
+    ({"scram_users": [{"name": "a", "mechanism": "SCRAM-SHA-256", "iterations": 10**9}]}, "iterations"),
+    ({"scram_users": [{"name": "a", "mechanism": "SCRAM-SHA-256", "iterations": 4096, "password": "x"}]},
+     "password"),
+])
+def test_hostile_access_state_is_refused(body, needle):
+    with pytest.raises(ValueError, match=needle):
+        AccessState.from_json(body)
+
+
+def test_commit_record_with_a_bad_access_state_is_unreadable():
+    body = {"format_version": 1, "sequence": 1, "created_ms": 1, "ranges": [], "objects": [],
+            "access": {"acls": [{"resource_type": "CLUSTER_OF_DOOM"}]}}
+    with pytest.raises(TopicvaultError, match="commit record k is unreadable"):
+        CommitRecord.from_json(json.dumps(body).encode(), "k")
+
+
+def test_access_is_kept_over_time_and_found_at_a_time():
+    state = BackupState()
+    first = {"acls": [acl("orders").to_json()], "scram_users": []}
+    second = {"acls": [], "scram_users": []}
+    for sequence, (created, access) in enumerate([(1000, first), (2000, None), (3000, second)], start=1):
+        state.apply(CommitRecord(sequence, created, (), (), access=access), f"k{sequence}")
+    assert state.access == second
+    assert [h["read_ms"] for h in state.access_history] == [1000, 3000]
+    assert state.access_at(2500) == first
+    assert state.access_at(999) is None
+    assert state.access_at(None) == second
+
+
+def test_plan_creates_what_the_target_lacks_and_lists_users_without_a_password():
+    plan = plan_access(SAVED, AccessState((), ()), {}, {"alice": "pw"}, merge=False)
+    assert set(plan.create_acls) == set(SAVED.acls)
+    assert [u.name for u in plan.create_users] == ["alice"]
+    assert plan.users_without_password == ["bob"]
+    assert "pw" not in repr(plan)
+
+
+def test_plan_refuses_target_acls_the_archive_does_not_hold_unless_merging():
+    extra = acl("orders", "User:mallory", "WRITE")
+    target = AccessState((acl("orders"), extra), ())
+    with pytest.raises(TopicvaultError, match="1 ACL binding.*--merge-acls"):
+        plan_access(SAVED, target, {}, {}, merge=False)
+    plan = plan_access(SAVED, target, {}, {}, merge=True)
+    assert acl("orders") not in plan.create_acls  # already there
+    assert plan.conflicting_acls == [extra]
+
+
+def test_rename_moves_literal_acls_and_grants_prefixed_ones_on_the_new_name():
+    plan = plan_access(SAVED, AccessState((), ()), {"orders": "orders-restored"}, {}, merge=False)
+    assert acl("orders") not in plan.create_acls
+    assert acl("orders-restored") in plan.create_acls
+    # bob read every topic starting with "ord", orders among them: the new name starts with it too
+    assert acl("ord", pattern="PREFIXED", principal="User:bob") in plan.create_acls
+    plan = plan_access(SAVED, AccessState((), ()), {"orders": "restored"}, {}, merge=False)
+    assert acl("restored", "User:bob") in plan.create_acls
+    assert any("orders" in note and "restored" in note for note in plan.notes)
+
+
+def test_passwords_come_from_a_file_or_per_user_environment(tmp_path):
+    path = tmp_path / "passwords.json"
+    path.write_text(json.dumps({"alice": "from-file"}))
+    env = {"TOPICVAULT_SCRAM_PASSWORD_BOB_SMITH": "from-env"}
+    assert scram_passwords(str(path), env, ["alice", "bob.smith", "carol"]) == {"alice": "from-file",
+                                                                                "bob.smith": "from-env"}
+    path.write_text("alice=oops")
+    with pytest.raises(TopicvaultError, match="JSON object") as raised:
+        scram_passwords(str(path), {}, ["alice"])
+    assert "oops" not in str(raised.value)
+
+
+# --- on Apache Kafka with StandardAuthorizer and SCRAM -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def source_cluster():
+    with LocalKafka(secured=True) as kafka:
+        yield kafka
+
+
+@pytest.fixture(scope="module")
+def target_cluster():
+    with LocalKafka(secured=True) as kafka:
+        yield kafka
+
+
+def admin_settings(kafka: LocalKafka) -> list[str]:
+    """topicvault's own flags: it authenticates as the admin over SCRAM, as an operator would."""
+    return ["-b", kafka.sasl_bootstrap, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=SCRAM-SHA-512",
+            "-X", f"sasl.username={kafka.admin_user}", "-X", f"sasl.password={kafka.admin_password}"]
+
+
+def as_user(kafka: LocalKafka, user: str, password: str, mechanism: str) -> dict:
+    return {"bootstrap.servers": kafka.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
+
+
+def all_acls(kafka: LocalKafka) -> set[tuple]:
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})  # kept alive until the answer is in
+    found = admin.describe_acls(ANY_ACL).result(30)
+    return {(b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
+             b.permission_type.name) for b in found}
+
+
+def set_acls(kafka: LocalKafka, *acls: Acl) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for future in admin.create_acls([binding_of(a) for a in acls]).values():
+        future.result(30)
+
+
+def drop_everything(kafka: LocalKafka) -> None:
+    """An empty cluster again: no ACLs, no topics, no users but the admin."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for future in admin.delete_acls([ANY_ACL]).values():
+        future.result(30)
+    topics = [t for t in admin.list_topics(timeout=30).topics if not t.startswith("__")]
+    for future in (admin.delete_topics(topics, operation_timeout=30).values() if topics else ()):
+        future.result(60)
+    deletions = [UserScramCredentialDeletion(user, mechanism) for user, mechanisms in scram_users(kafka).items()
+                 if user != kafka.admin_user for mechanism in mechanisms]
+    for future in (admin.alter_user_scram_credentials(deletions).values() if deletions else ()):
+        future.result(30)
+
+
+def scram_users(kafka: LocalKafka) -> dict[str, list]:
+    """Each SCRAM user of the cluster with its mechanisms."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    return {user: [info.mechanism for info in description.scram_credential_infos]
+            for user, description in admin.describe_user_scram_credentials().result(30).items()}
+
+
+def can_produce(config: dict, topic: str) -> KafkaError | None:
+    """None when one record to `topic` is acknowledged, else the error the broker gave."""
+    errors = []
+    producer = Producer({**config, "message.timeout.ms": 15000, "log_level": 0})
+    producer.produce(topic, b"probe", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    return errors[0] if errors and errors[0] is not None else None if errors else KafkaError(KafkaError._TIMED_OUT)
+
+
+def can_consume(config: dict, topic: str, group: str) -> KafkaError | None:
+    """None when the group may commit on `topic` and reads a record of it, else the error seen.
+
+    The commit comes first: it needs Read on the group and the topic, and a refusal is answered
+    at once (a fetch the broker refuses is only logged by librdkafka, and the poll would time out)."""
+    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "log_level": 0})
+    try:
+        refused = [tp.error for tp in consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+                   if tp.error is not None]
+        if refused:
+            return refused[0]
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        for _ in range(60):
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                return message.error()
+            consumer.commit(message, asynchronous=False)
+            return None
+        return KafkaError(KafkaError._TIMED_OUT)
+    except KafkaException as exc:  # a refused commit raises
+        return exc.args[0]
+    finally:
+        consumer.close()
+
+
+# A group the principal may not describe: librdkafka's FindCoordinator is refused and it reports
+# the commit as still waiting for a coordinator (one node: the same one serves bob-g at once).
+DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError._WAIT_COORD}
+
+
+def access_matrix(kafka: LocalKafka, passwords: dict[str, str]) -> dict[str, bool]:
+    """What alice and bob may do, tried with real clients authenticating over SCRAM."""
+    alice = as_user(kafka, "alice", passwords["alice"], "SCRAM-SHA-256")
+    bob = as_user(kafka, "bob", passwords["bob"], "SCRAM-SHA-512")
+    outcomes = {
+        "alice writes orders": can_produce(alice, "orders"),
+        "alice writes payments": can_produce(alice, "payments"),
+        "bob reads orders": can_consume(bob, "orders", "bob-g"),
+        "bob reads payments": can_consume(bob, "payments", "bob-g"),
+        "bob reads orders in another group": can_consume(bob, "orders", "other-g"),
+    }
+    for what, error in outcomes.items():
+        assert error is None or error.code() in DENIED, f"{what}: {error}"
+    return {what: error is None for what, error in outcomes.items()}
+
+
+EXPECTED_MATRIX = {"alice writes orders": True, "alice writes payments": False, "bob reads orders": True,
+                   "bob reads payments": False, "bob reads orders in another group": False}
+
+
+def populate(kafka: LocalKafka) -> None:
+    """Two topics with records, alice (SCRAM-SHA-256) may write one, bob (SCRAM-SHA-512) read one in his group;
+    bob's group has committed offsets."""
+    for topic in ("orders", "payments"):
+        create_topic(kafka.bootstrap, topic, 1, {"retention.ms": "-1"})
+        produce_records(kafka.bootstrap, topic, [Record(topic, 0, i, b"k%d" % i, b"v%d" % i, BASE + i, 0, ())
+                                                for i in range(5)])
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    upserts = [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
+                                            PASSWORDS["alice"].encode()),
+               UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                            PASSWORDS["bob"].encode())]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(30)
+    set_acls(kafka, acl("orders", "User:alice", "WRITE"), acl("ord", "User:bob", "READ", pattern="PREFIXED"),
+             acl("bob-g", "User:bob", "READ", resource="GROUP"))
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "bob-g"})
+    consumer.commit(offsets=[TopicPartition("orders", 0, 3)], asynchronous=False)
+    consumer.close()
+
+
+@pytest.fixture
+def backed_up(source_cluster, target_cluster, tmp_path, spark):
+    drop_everything(source_cluster)
+    drop_everything(target_cluster)
+    populate(source_cluster)
+    location = str(tmp_path / "archive")
+    run_cli("backup", *admin_settings(source_cluster), "--to", location, "-t", "orders", "-t", "payments")
+    return location
+
+
+def test_whole_cluster_restore_gives_the_same_principals_the_same_access(source_cluster, target_cluster,
+                                                                         backed_up, tmp_path, spark, monkeypatch):
+    before = access_matrix(source_cluster, PASSWORDS)
+    assert before == EXPECTED_MATRIX
+    listing = run_cli("ls", backed_up)
+    assert "3 ACL bindings, 3 SCRAM users (admin, alice, bob)" in listing, listing
+    passwords = tmp_path / "passwords.json"
+    passwords.write_text(json.dumps({"alice": PASSWORDS["alice"]}))
+    monkeypatch.setenv("TOPICVAULT_SCRAM_PASSWORD_BOB", PASSWORDS["bob"])
+    out = run_cli("restore", "--from", backed_up, *admin_settings(target_cluster), "--cluster-state",
+                  "--scram-passwords", str(passwords))
+    assert PASSWORDS["alice"] not in out and PASSWORDS["bob"] not in out
+    assert all_acls(target_cluster) == all_acls(source_cluster)
+    # bob's group resumes at the same record (before the checks below commit in it)
+    found = Consumer({"bootstrap.servers": target_cluster.bootstrap, "group.id": "bob-g"})
+    assert [tp.offset for tp in found.committed([TopicPartition("orders", 0)], timeout=30)] == [3]
+    found.close()
+    assert access_matrix(target_cluster, PASSWORDS) == EXPECTED_MATRIX
+    assert [r.value for r in consume_all(target_cluster.bootstrap, "orders")[0]][:5] == [b"v%d" % i for i in range(5)]
+    archive_text = "".join(p.read_text(errors="replace") for p in (tmp_path / "archive").rglob("*.json"))
+    assert PASSWORDS["alice"] not in archive_text and "salt" not in archive_text
+
+
+def test_users_without_a_password_are_listed_and_nothing_else_is_held_back(source_cluster, target_cluster,
+                                                                           backed_up, spark):
+    out = run_cli("restore", "--from", backed_up, *admin_settings(target_cluster), "--cluster-state")
+    line = next(line for line in out.splitlines() if "without a password" in line)
+    assert "alice" in line and "bob" in line
+    assert all_acls(target_cluster) == all_acls(source_cluster)
+    assert set(scram_users(target_cluster)) == {target_cluster.admin_user}
+
+
+def test_conflicting_acls_on_the_target_are_refused_unless_merging(source_cluster, target_cluster, backed_up, spark):
+    intruder = acl("payments", "User:mallory", "READ")
+    set_acls(target_cluster, intruder)
+    out = run_cli("restore", "--from", backed_up, *admin_settings(target_cluster), "--cluster-state",
+                  expect_exit=1)
+    assert_one_line_error(out, "User:mallory", "--merge-acls")
+    admin = AdminClient({"bootstrap.servers": target_cluster.bootstrap})
+    assert "orders" not in admin.list_topics(timeout=30).topics  # nothing written
+    assert len(all_acls(target_cluster)) == 1
+    run_cli("restore", "--from", backed_up, *admin_settings(target_cluster), "--cluster-state", "--merge-acls")
+    assert all_acls(target_cluster) == all_acls(source_cluster) | {intruder.key()}
+
+
+def test_dry_run_prints_the_difference_and_applies_nothing(source_cluster, target_cluster, backed_up):
+    set_acls(target_cluster, acl("orders", "User:alice", "WRITE"))
+    out = run_cli("restore", "--from", backed_up, *admin_settings(target_cluster), "--cluster-state", "--dry-run")
+    assert "ACL to create: ALLOW User:bob READ on TOPIC prefixed 'ord'" in out, out
+    assert "ALLOW User:alice WRITE on TOPIC 'orders'" not in out.split("ACL to create")[-1]
+    assert "SCRAM user alice: no password given" in out
+    assert len(all_acls(target_cluster)) == 1
+
+
+def test_rename_renames_the_topics_acls_and_says_so(source_cluster, target_cluster, backed_up, spark):
+    out = run_cli("restore", "--from", backed_up, *admin_settings(target_cluster), "--cluster-state",
+                  "-t", "orders", "--rename", "orders=sales")
+    assert "ACL" in out and "'orders'" in out and "'sales'" in out
+    acls = all_acls(target_cluster)
+    assert acl("sales", "User:alice", "WRITE").key() in acls
+    assert acl("orders", "User:alice", "WRITE").key() not in acls
+    assert acl("sales", "User:bob", "READ").key() in acls  # bob read it through prefix "ord"
+
+
+def test_until_restores_the_access_of_that_time(source_cluster, target_cluster, backed_up, spark):
+    import time
+
+    first_ms = int(time.time() * 1000)
+    time.sleep(1.1)
+    admin = AdminClient({"bootstrap.servers": source_cluster.bootstrap})
+    for future in admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
+                                                           AclOperation.WRITE, AclPermissionType.ALLOW)]).values():
+        future.result(30)
+    run_cli("backup", *admin_settings(source_cluster), "--to", backed_up, "-t", "orders", "-t", "payments")
+    assert "saved 2 times" in run_cli("ls", backed_up)
+    run_cli("restore", "--from", backed_up, *admin_settings(target_cluster), "--cluster-state",
+            "--until", str(first_ms), "--restore-id", f"until-{uuid.uuid4().hex[:6]}")
+    assert acl("orders", "User:alice", "WRITE").key() in all_acls(target_cluster)
