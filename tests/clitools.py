@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
 from topicvault.cli import app
 from typer.testing import CliRunner
+
+CLI = str(Path(sys.executable).with_name("topicvault"))
 
 
 def run_cli(*args: str, expect_exit: int = 0) -> str:
@@ -29,3 +39,19 @@ def run_cli_stdout(*args: str, expect_exit: int = 0) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exit_code == expect_exit, f"exit {result.exit_code} for {args}:\n{result.output}\n{result.exception!r}"
     return result.stdout
+
+
+@contextmanager
+def followed_backup(bootstrap: str, location: Path, topic: str, log: Path) -> Iterator[subprocess.Popen]:
+    """`topicvault backup --follow` of `topic` (1 s micro-batches, local[1]) as a process in its own
+    session writing to `log`, never to the test's pipes; killed with its group on leaving if it runs."""
+    with open(log, "ab") as out:
+        follower = subprocess.Popen(
+            [CLI, "backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, "--flush-interval", "1",
+             "--master", "local[1]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    try:
+        yield follower
+    finally:
+        if follower.poll() is None:
+            os.killpg(follower.pid, signal.SIGKILL)
+            follower.wait(30)

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from clitools import assert_one_line_error, run_cli, run_cli_stdout
+from clitools import assert_one_line_error, followed_backup, run_cli, run_cli_stdout
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from harness_broker import TANSU_KINDS
@@ -25,7 +21,6 @@ from topicvault.core.locations import open_store
 from topicvault.sink.kafka_reader import OffsetRange
 from topicvault.sink.plan import PartitionPlan, plan_backup
 
-CLI = str(Path(sys.executable).with_name("topicvault"))
 BASE = 1_700_000_000_000
 
 
@@ -77,11 +72,7 @@ def test_recreated_topic_stops_a_followed_backup(bootstrap, spark, topic_factory
     produce_records(bootstrap, topic, records(topic, 0, 100, "old"))
     location = tmp_path / "b"
     log = tmp_path / "follow.log"
-    with open(log, "ab") as out:
-        follower = subprocess.Popen(
-            [CLI, "backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, "--flush-interval", "1",
-             "--master", "local[1]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    try:
+    with followed_backup(bootstrap, location, topic, log) as follower:
         deadline = time.monotonic() + 180
         while not any(r["end"] == 100 for c in commits(location) for r in c["ranges"]):
             assert time.monotonic() < deadline and follower.poll() is None, log.read_text()[-3000:]
@@ -89,10 +80,6 @@ def test_recreated_topic_stops_a_followed_backup(bootstrap, spark, topic_factory
         recreate(bootstrap, topic)
         produce_records(bootstrap, topic, records(topic, 0, 150, "new"))
         assert follower.wait(180) == 1, log.read_text()[-3000:]
-    finally:
-        if follower.poll() is None:
-            os.killpg(follower.pid, signal.SIGKILL)
-            follower.wait(30)
     output = log.read_text()
     # "deleted and re-created", or "deleted ... now none" when a trigger met the topic while it was gone.
     assert f"topic {topic} was deleted" in output and "topic id " in output, output[-3000:]

@@ -9,20 +9,14 @@ The live producer keeps writing through the deletion; the broker may re-create t
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from clitools import assert_one_line_error, run_cli
+from clitools import assert_one_line_error, followed_backup, run_cli
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafkatools import LiveTraffic, consume_all, produce_records
 from topicvault.core.envelope import Record
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
 
 
 def topic_id(bootstrap: str, topic: str) -> str | None:
@@ -113,11 +107,7 @@ def test_a_topic_recreated_under_a_followed_backup_and_live_traffic_stops_it(clu
     log = tmp_path / "follow.log"
     with LiveTraffic(bootstrap, topic) as traffic:
         wait_for(lambda: traffic.count() >= 100, "100 records of live traffic")
-        with open(log, "ab") as out:
-            follower = subprocess.Popen(
-                [CLI, "backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, "--flush-interval",
-                 "1", "--master", "local[1]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-        try:
+        with followed_backup(bootstrap, location, topic, log) as follower:
             deadline = time.monotonic() + 240
             while archived_end(location) < 300:
                 assert time.monotonic() < deadline and follower.poll() is None, log.read_text()[-3000:]
@@ -127,10 +117,6 @@ def test_a_topic_recreated_under_a_followed_backup_and_live_traffic_stops_it(clu
             delete_and_recreate(bootstrap, topic)
             fill_new_topic(bootstrap, topic, archived_end(location) + 100)
             assert follower.wait(180) == 1, log.read_text()[-3000:]
-        finally:
-            if follower.poll() is None:
-                os.killpg(follower.pid, signal.SIGKILL)
-                follower.wait(30)
     output = log.read_text()
     # "deleted and re-created", or "deleted ... now none" when a trigger met the topic while it was gone.
     assert f"topic {topic} was deleted" in output and old_id in output and "Traceback" not in output, output[-3000:]

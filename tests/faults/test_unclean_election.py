@@ -9,23 +9,16 @@ own cluster of four nodes, node 1 the only controller, the topic's three replica
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
-from clitools import assert_one_line_error, run_cli
+from clitools import assert_one_line_error, followed_backup, run_cli
 from confluent_kafka import TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafkatools import LiveTraffic, consume_all, produce_records
 from topicvault.core.envelope import Record
 from topicvault.core.local_kafka import LocalKafka
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
 
 
 @pytest.fixture(scope="module")
@@ -148,11 +141,7 @@ def test_a_log_truncated_by_an_unclean_election_under_a_followed_backup_stops_it
         "unclean.leader.election.enable": "true", "min.insync.replicas": "1"})])[topic].result(30)
     _wait(lambda: len(_partition(kafka, topic)[1]) == 3, "the topic's three replicas in sync")
     location, log = tmp_path / "b", tmp_path / "follow.log"
-    with open(log, "ab") as out:
-        follower = subprocess.Popen(
-            [CLI, "backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, "--flush-interval", "1",
-             "--master", "local[1]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    try:
+    with followed_backup(bootstrap, location, topic, log) as follower:
         with LiveTraffic(bootstrap, topic) as traffic:
             _wait(lambda: traffic.count() >= 200 and _archived_end(location) >= 100, "the follower committing", 240)
             leader, in_sync = _partition(kafka, topic)
@@ -179,10 +168,6 @@ def test_a_log_truncated_by_an_unclean_election_under_a_followed_backup_stops_it
         produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"new-%d" % i, 1_700_000_000_000 + i, 0, ())
                                            for i in range(end - truncated_at + 50)])
         assert follower.wait(180) == 1, log.read_text()[-3000:]
-    finally:
-        if follower.poll() is None:
-            os.killpg(follower.pid, signal.SIGKILL)
-            follower.wait(30)
     output = log.read_text()
     assert "Traceback" not in output, output[-3000:]
     assert_one_line_error(output, f"{topic}[0]", f"offsets {truncated_at}..{end - 1}",
