@@ -92,22 +92,22 @@ def topic_settings(settings: KafkaSettings, topics: Mapping[str, int]) -> dict[s
     """Partition count, replication factor and config overrides of each topic."""
     if not topics:
         return {}
-    admin = admin_client(settings)
-    metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
-    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
-    described: dict[str, Mapping] = {}
-    for resource, future in futures.items():
-        try:
-            described[resource.name] = future.result()
-        except KafkaException:
-            described[resource.name] = {}
-    result = {}
-    for topic, partitions in topics.items():
-        topic_metadata = metadata.topics.get(topic)
-        replicas = [len(p.replicas) for p in topic_metadata.partitions.values()] if topic_metadata else []
-        entries = described.get(topic, {})
-        result[topic] = TopicSettings(partitions, max(replicas, default=-1), topic_overrides(entries), bool(entries))
-    return result
+    with admin_client(settings) as admin:
+        metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
+        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics])
+        described: dict[str, Mapping] = {}
+        for resource, future in futures.items():
+            try:
+                described[resource.name] = future.result()
+            except KafkaException:
+                described[resource.name] = {}
+        result = {}
+        for topic, partitions in topics.items():
+            topic_metadata = metadata.topics.get(topic)
+            replicas = [len(p.replicas) for p in topic_metadata.partitions.values()] if topic_metadata else []
+            entries = described.get(topic, {})
+            result[topic] = TopicSettings(partitions, max(replicas, default=-1), topic_overrides(entries), bool(entries))
+        return result
 
 
 # A topic being restored must keep every record it is given, unchanged, until the restore is done:
@@ -169,16 +169,16 @@ def apply_topic_configs(settings: KafkaSettings, configs_by_topic: Mapping[str, 
         entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
                     for name in sorted(loading) if name not in configs]
         resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
-    admin = admin_client(settings)  # kept alive until every future resolved
-    for resource, future in admin.incremental_alter_configs(resources).items():
-        try:
-            future.result(METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            raise TopicvaultError(
-                f"restored {resource.name!r} but could not set its configs ({exc.args[0].str() if exc.args else exc}): "
-                "set them by hand (they are in the backup's commit records) and remove its loading overrides "
-                f"({', '.join(f'{k}={v}' for k, v in loading.items())})"
-            ) from None
+    with admin_client(settings) as admin:  # kept alive until every future resolved
+        for resource, future in admin.incremental_alter_configs(resources).items():
+            try:
+                future.result(METADATA_TIMEOUT_S)
+            except KafkaException as exc:
+                raise TopicvaultError(
+                    f"restored {resource.name!r} but could not set its configs ({exc.args[0].str() if exc.args else exc}): "
+                    "set them by hand (they are in the backup's commit records) and remove its loading overrides "
+                    f"({', '.join(f'{k}={v}' for k, v in loading.items())})"
+                ) from None
 
 
 def retention_ms(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, int | None]:
@@ -200,30 +200,30 @@ def effective_topic_config(settings: KafkaSettings, topics: Iterable[str], name:
     topics = sorted(topics)
     if not topics:
         return {}
-    admin = admin_client(settings)
-    result: dict[str, str | None] = {}
-    for resource, future in admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics]).items():
-        try:
-            entry = future.result(METADATA_TIMEOUT_S).get(name)
-        except (KafkaException, concurrent.futures.TimeoutError):
-            entry = None
-        result[resource.name] = entry.value if entry is not None else None
-    return result
+    with admin_client(settings) as admin:
+        result: dict[str, str | None] = {}
+        for resource, future in admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics]).items():
+            try:
+                entry = future.result(METADATA_TIMEOUT_S).get(name)
+            except (KafkaException, concurrent.futures.TimeoutError):
+                entry = None
+            result[resource.name] = entry.value if entry is not None else None
+        return result
 
 
 def broker_configs(settings: KafkaSettings) -> dict[str, str | None] | None:
     """One broker's configs by name (it speaks for the cluster's defaults), or None when they
     cannot be described (no broker, no permission); tansu describes none."""
-    admin = admin_client(settings)
-    brokers = admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers
-    if not brokers:
-        return None
-    resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
-    try:
-        entries = admin.describe_configs([resource])[resource].result(METADATA_TIMEOUT_S)
-    except (KafkaException, concurrent.futures.TimeoutError):  # a broker stopped since the metadata said it was there
-        return None
-    return {name: entry.value for name, entry in entries.items()}
+    with admin_client(settings) as admin:
+        brokers = admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers
+        if not brokers:
+            return None
+        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+        try:
+            entries = admin.describe_configs([resource])[resource].result(METADATA_TIMEOUT_S)
+        except (KafkaException, concurrent.futures.TimeoutError):  # a broker stopped since the metadata said it was there
+            return None
+        return {name: entry.value for name, entry in entries.items()}
 
 
 # Kafka's replica.lag.time.max.ms: how long a follower may lag before the leader drops it from
@@ -313,27 +313,27 @@ def group_offsets(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, d
     in between); see with_clock_skew for the broker's side.
     """
     wanted = set(topics)
-    admin = admin_client(settings)
-    try:
-        listed = admin.list_consumer_groups(request_timeout=METADATA_TIMEOUT_S).result()
-    except KafkaException as exc:
-        raise TopicvaultError(f"cannot list consumer groups on {settings.bootstrap_servers}: {exc}") from None
-    result: dict[str, dict] = {}
-    for listing in sorted(listed.valid, key=lambda g: g.group_id):
-        read_ms = int(time.time() * 1000)
-        future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(listing.group_id)])
+    with admin_client(settings) as admin:
         try:
-            committed = future[listing.group_id].result().topic_partitions
+            listed = admin.list_consumer_groups(request_timeout=METADATA_TIMEOUT_S).result()
         except KafkaException as exc:
-            raise TopicvaultError(f"cannot read offsets of consumer group {listing.group_id!r}: {exc}") from None
-        took_ms = int(time.time() * 1000) - read_ms
-        offsets: dict[str, dict[str, int]] = {}
-        for tp in committed:
-            if tp.topic in wanted and tp.offset >= 0 and tp.error is None:
-                offsets.setdefault(tp.topic, {})[str(tp.partition)] = tp.offset
-        if offsets:
-            result[listing.group_id] = {"read_ms": read_ms, "uncertain_ms": max(0, took_ms), "offsets": offsets}
-    return result
+            raise TopicvaultError(f"cannot list consumer groups on {settings.bootstrap_servers}: {exc}") from None
+        result: dict[str, dict] = {}
+        for listing in sorted(listed.valid, key=lambda g: g.group_id):
+            read_ms = int(time.time() * 1000)
+            future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(listing.group_id)])
+            try:
+                committed = future[listing.group_id].result().topic_partitions
+            except KafkaException as exc:
+                raise TopicvaultError(f"cannot read offsets of consumer group {listing.group_id!r}: {exc}") from None
+            took_ms = int(time.time() * 1000) - read_ms
+            offsets: dict[str, dict[str, int]] = {}
+            for tp in committed:
+                if tp.topic in wanted and tp.offset >= 0 and tp.error is None:
+                    offsets.setdefault(tp.topic, {})[str(tp.partition)] = tp.offset
+            if offsets:
+                result[listing.group_id] = {"read_ms": read_ms, "uncertain_ms": max(0, took_ms), "offsets": offsets}
+        return result
 
 
 def with_clock_skew(groups: dict[str, dict] | None, newest_record_ms: int | None, now_ms: int) -> dict[str, dict] | None:
@@ -356,16 +356,16 @@ def with_clock_skew(groups: dict[str, dict] | None, newest_record_ms: int | None
 
 def check_group_inactive(settings: KafkaSettings, group: str) -> None:
     """Fail when a consumer group has members: its consumers would overwrite what restore commits."""
-    admin = admin_client(settings)
-    try:
-        description = admin.describe_consumer_groups([group], request_timeout=METADATA_TIMEOUT_S)[group].result()
-    except KafkaException as exc:
-        raise TopicvaultError(f"cannot describe consumer group {group!r} on the target: {exc}") from None
-    if description.members or description.state in _ACTIVE_GROUP_STATES:
-        raise TopicvaultError(
-            f"consumer group {group!r} is active on the target ({description.state.name.lower()}, "
-            f"{len(description.members)} members): stop its consumers, then run the restore again with --groups"
-        )
+    with admin_client(settings) as admin:
+        try:
+            description = admin.describe_consumer_groups([group], request_timeout=METADATA_TIMEOUT_S)[group].result()
+        except KafkaException as exc:
+            raise TopicvaultError(f"cannot describe consumer group {group!r} on the target: {exc}") from None
+        if description.members or description.state in _ACTIVE_GROUP_STATES:
+            raise TopicvaultError(
+                f"consumer group {group!r} is active on the target ({description.state.name.lower()}, "
+                f"{len(description.members)} members): stop its consumers, then run the restore again with --groups"
+            )
 
 
 def commit_group_offsets(settings: KafkaSettings, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
@@ -405,32 +405,32 @@ def binding_of(acl: Acl) -> AclBinding:
 def read_access(settings: KafkaSettings) -> tuple[AccessState, list[str]]:
     """The cluster's ACL bindings and SCRAM users, with a warning for each part that could not be
     read. A cluster without an authorizer has no ACLs to save (an empty part, no warning)."""
-    admin = admin_client(settings)
-    warnings = []
-    try:
-        bindings = admin.describe_acls(ALL_ACLS, request_timeout=METADATA_TIMEOUT_S).result()
-        unknown = [b for b in bindings if b.restype.name not in RESOURCE_TYPES
-                   or b.resource_pattern_type.name not in PATTERN_TYPES]
-        if unknown:
-            warnings.append(f"{len(unknown)} ACL bindings on resource types confluent-kafka cannot name were not "
-                            "saved (e.g. DELEGATION_TOKEN, USER): set them again by hand after a restore")
-        acls: tuple[Acl, ...] | None = tuple(acl_of(b) for b in bindings if all(b is not u for u in unknown))
-    except KafkaException as exc:
-        acls = None if _code(exc) != KafkaError.SECURITY_DISABLED else ()
-        if acls is None:
-            warnings.append(f"ACLs not saved: {_reason(exc)} (the backup's principal needs Describe on the cluster)")
-    try:
-        # Without a list of users, one future of every user's description.
-        described = admin.describe_user_scram_credentials(request_timeout=METADATA_TIMEOUT_S).result()
-        users: tuple[ScramUser, ...] | None = tuple(
-            ScramUser(user, info.mechanism.name.replace("_", "-"), info.iterations)
-            for user, description in described.items() for info in description.scram_credential_infos)
-    except KafkaException as exc:
-        users = None
-        if _code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
-            warnings.append(f"SCRAM users not saved: {_reason(exc)} (the backup's principal needs Describe on "
-                            "the cluster)")
-    return AccessState(acls, users), warnings
+    with admin_client(settings) as admin:
+        warnings = []
+        try:
+            bindings = admin.describe_acls(ALL_ACLS, request_timeout=METADATA_TIMEOUT_S).result()
+            unknown = [b for b in bindings if b.restype.name not in RESOURCE_TYPES
+                       or b.resource_pattern_type.name not in PATTERN_TYPES]
+            if unknown:
+                warnings.append(f"{len(unknown)} ACL bindings on resource types confluent-kafka cannot name were not "
+                                "saved (e.g. DELEGATION_TOKEN, USER): set them again by hand after a restore")
+            acls: tuple[Acl, ...] | None = tuple(acl_of(b) for b in bindings if all(b is not u for u in unknown))
+        except KafkaException as exc:
+            acls = None if _code(exc) != KafkaError.SECURITY_DISABLED else ()
+            if acls is None:
+                warnings.append(f"ACLs not saved: {_reason(exc)} (the backup's principal needs Describe on the cluster)")
+        try:
+            # Without a list of users, one future of every user's description.
+            described = admin.describe_user_scram_credentials(request_timeout=METADATA_TIMEOUT_S).result()
+            users: tuple[ScramUser, ...] | None = tuple(
+                ScramUser(user, info.mechanism.name.replace("_", "-"), info.iterations)
+                for user, description in described.items() for info in description.scram_credential_infos)
+        except KafkaException as exc:
+            users = None
+            if _code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+                warnings.append(f"SCRAM users not saved: {_reason(exc)} (the backup's principal needs Describe on "
+                                "the cluster)")
+        return AccessState(acls, users), warnings
 
 
 def target_access(settings: KafkaSettings) -> AccessState:
@@ -454,22 +454,22 @@ def _reason(exc: KafkaException) -> str:
 
 def apply_access(settings: KafkaSettings, plan: AccessPlan) -> AccessApplied:
     """Create the planned bindings and SCRAM users (the broker salts each password itself)."""
-    admin = admin_client(settings)
-    if plan.create_acls:
-        for binding, future in admin.create_acls([binding_of(a) for a in plan.create_acls],
-                                                 request_timeout=METADATA_TIMEOUT_S).items():
-            try:
-                future.result()
-            except KafkaException as exc:
-                raise TopicvaultError(f"creating ACL {acl_of(binding).describe()} on the target failed: "
-                                      f"{_reason(exc)}") from None
-    if plan.create_users:
-        upserts = [UserScramCredentialUpsertion(u.name, ScramCredentialInfo(ScramMechanism[u.mechanism.replace('-', '_')], u.iterations),
-                                                plan.passwords[u.name].encode()) for u in plan.create_users]
-        for user, future in admin.alter_user_scram_credentials(upserts).items():
-            try:
-                future.result(METADATA_TIMEOUT_S)
-            except KafkaException as exc:
-                raise TopicvaultError(f"creating SCRAM user {user} on the target failed: {_reason(exc)}") from None
-    return AccessApplied(len(plan.create_acls), tuple(sorted({u.name for u in plan.create_users})))
+    with admin_client(settings) as admin:
+        if plan.create_acls:
+            for binding, future in admin.create_acls([binding_of(a) for a in plan.create_acls],
+                                                     request_timeout=METADATA_TIMEOUT_S).items():
+                try:
+                    future.result()
+                except KafkaException as exc:
+                    raise TopicvaultError(f"creating ACL {acl_of(binding).describe()} on the target failed: "
+                                          f"{_reason(exc)}") from None
+        if plan.create_users:
+            upserts = [UserScramCredentialUpsertion(u.name, ScramCredentialInfo(ScramMechanism[u.mechanism.replace('-', '_')], u.iterations),
+                                                    plan.passwords[u.name].encode()) for u in plan.create_users]
+            for user, future in admin.alter_user_scram_credentials(upserts).items():
+                try:
+                    future.result(METADATA_TIMEOUT_S)
+                except KafkaException as exc:
+                    raise TopicvaultError(f"creating SCRAM user {user} on the target failed: {_reason(exc)}") from None
+        return AccessApplied(len(plan.create_acls), tuple(sorted({u.name for u in plan.create_users})))
 

@@ -192,19 +192,19 @@ CLI_CONNECTION_SETTINGS = "--bootstrap-servers and the network/security settings
 def list_topic_partitions(settings: KafkaSettings, connection_settings: str = CLI_CONNECTION_SETTINGS) -> dict[str, int]:
     """Every topic of the cluster with its partition count; unreachable cluster is a clear error
     (naming `connection_settings` as the user gives them)."""
-    admin = admin_client(settings)
-    try:
-        metadata = _cluster_metadata(admin, settings)
-    except KafkaException as exc:
-        raise TopicvaultError(
-            f"cannot reach Kafka at {settings.bootstrap_servers} ({exc.args[0].str() if exc.args else exc}): "
-            f"check {connection_settings}"
-        ) from None
-    return {
-        name: len(topic.partitions)
-        for name, topic in metadata.topics.items()
-        if topic.error is None or topic.error.code() == KafkaError.NO_ERROR
-    }
+    with admin_client(settings) as admin:
+        try:
+            metadata = _cluster_metadata(admin, settings)
+        except KafkaException as exc:
+            raise TopicvaultError(
+                f"cannot reach Kafka at {settings.bootstrap_servers} ({exc.args[0].str() if exc.args else exc}): "
+                f"check {connection_settings}"
+            ) from None
+        return {
+            name: len(topic.partitions)
+            for name, topic in metadata.topics.items()
+            if topic.error is None or topic.error.code() == KafkaError.NO_ERROR
+        }
 
 
 def _cluster_metadata(admin, settings: KafkaSettings):
@@ -252,20 +252,20 @@ def topic_ids(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, str]:
     names = sorted(set(topics))
     if not names:
         return {}
-    admin = admin_client(settings)
-    result = {}
-    for name, future in admin.describe_topics(TopicCollection(names), request_timeout=METADATA_TIMEOUT_S).items():
-        try:
-            description = future.result()
-        except KafkaException as exc:
-            raise TopicvaultError(
-                f"cannot describe topic {name!r} on {settings.bootstrap_servers} "
-                f"({exc.args[0].str() if exc.args else exc}): was it deleted? check the name and the Describe ACL"
-            ) from None
-        topic_id = str(description.topic_id) if description.topic_id is not None else ""
-        if topic_id and topic_id != _NO_TOPIC_ID:
-            result[name] = topic_id
-    return result
+    with admin_client(settings) as admin:
+        result = {}
+        for name, future in admin.describe_topics(TopicCollection(names), request_timeout=METADATA_TIMEOUT_S).items():
+            try:
+                description = future.result()
+            except KafkaException as exc:
+                raise TopicvaultError(
+                    f"cannot describe topic {name!r} on {settings.bootstrap_servers} "
+                    f"({exc.args[0].str() if exc.args else exc}): was it deleted? check the name and the Describe ACL"
+                ) from None
+            topic_id = str(description.topic_id) if description.topic_id is not None else ""
+            if topic_id and topic_id != _NO_TOPIC_ID:
+                result[name] = topic_id
+        return result
 
 
 # Errors of an offsets query sent while a partition's leader moves (a failover): the query went to
@@ -323,18 +323,18 @@ def partition_watermarks(
     if not wanted:
         return {}
     level = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
-    admin = admin_client(settings)
-    offsets: dict[tuple[str, int], tuple[int, int]] = {}
-    deadline = time.monotonic() + METADATA_TIMEOUT_S
-    try:
-        while wanted:
-            wanted = _ask_watermarks(admin, wanted, level, offsets, final=time.monotonic() >= deadline)
-            if wanted:  # a leader moving, or a broker that has not applied a new topic's metadata yet
-                time.sleep(0.5)
-                _refresh_leaders(admin, {tp.topic for tp in wanted})
-    finally:
-        admin.poll(0)  # serve the client's queued log lines (see CLIENT_LOG)
-    return offsets
+    with admin_client(settings) as admin:
+        offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        try:
+            while wanted:
+                wanted = _ask_watermarks(admin, wanted, level, offsets, final=time.monotonic() >= deadline)
+                if wanted:  # a leader moving, or a broker that has not applied a new topic's metadata yet
+                    time.sleep(0.5)
+                    _refresh_leaders(admin, {tp.topic for tp in wanted})
+        finally:
+            admin.poll(0)  # serve the client's queued log lines (see CLIENT_LOG)
+        return offsets
 
 
 def _ask_watermarks(admin: AdminClient, wanted: list[TopicPartition], level: IsolationLevel,
@@ -469,23 +469,23 @@ def create_topics(
     """Create topics with the given partition counts, configs and replication (default: broker's), and wait."""
     if not partitions_by_topic:
         return
-    admin = admin_client(settings)
-    new_topics = [
-        NewTopic(
-            t,
-            num_partitions=n,
-            replication_factor=(replication_by_topic or {}).get(t, replication_factor),
-            config=dict((configs_by_topic or {}).get(t, {})),
-        )
-        for t, n in partitions_by_topic.items()
-    ]
-    futures = admin.create_topics(new_topics, operation_timeout=METADATA_TIMEOUT_S)
-    for topic, future in futures.items():
-        try:
-            future.result()
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise TopicvaultError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from None
+    with admin_client(settings) as admin:
+        new_topics = [
+            NewTopic(
+                t,
+                num_partitions=n,
+                replication_factor=(replication_by_topic or {}).get(t, replication_factor),
+                config=dict((configs_by_topic or {}).get(t, {})),
+            )
+            for t, n in partitions_by_topic.items()
+        ]
+        futures = admin.create_topics(new_topics, operation_timeout=METADATA_TIMEOUT_S)
+        for topic, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise TopicvaultError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from None
 
 
 def broker_count(settings: KafkaSettings) -> int:
