@@ -121,7 +121,7 @@ def test_testcontainers_broker_round_trips_records(tmp_path):
         records = [Record(topic, 0, 0, None, b"v0", 1_700_000_000_000, 0, (("a", b"1"), ("a", None))),
                    Record(topic, 0, 0, b"", b"", 1_700_000_000_001, 0, ())]
         produce_records(servers, topic, records)
-        found = consume_all(servers, topic)[0]
+        found = consume_all(servers, topic, to_eof=True)[0]
         assert [(r.key, r.value, r.headers, r.timestamp_ms) for r in found] == \
             [(r.key, r.value, r.headers, r.timestamp_ms) for r in records]
     finally:
