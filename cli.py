@@ -67,14 +67,27 @@ class Interrupted(Exception):
     """Ctrl-C ended a command; the message is the one line saying what it leaves behind."""
 
 
+# Set by the handler quiet_spark_interrupts installs: Ctrl-C arrived during this command.
+_interrupt_received = threading.Event()
+
+
 @contextmanager
 def interrupt_says(line: Callable[[], str]) -> Iterator[None]:
-    """Turn Ctrl-C (SIGINT) inside the block into one line, `line()`, and exit status 130."""
+    """Turn Ctrl-C (SIGINT) inside the block into one line, `line()`, and exit status 130.
+
+    Also an error raised after Ctrl-C arrived: the KeyboardInterrupt can land in the middle of a
+    py4j call, leaving that connection's answer unread, and the next call on it (a job's clean-up)
+    then fails with "Py4JNetworkError: Answer from Java side is empty" instead (seen in CI)."""
     previous = signal.getsignal(signal.SIGINT)
+    _interrupt_received.clear()
     try:
         yield
     except KeyboardInterrupt:
         raise Interrupted(line()) from None
+    except Exception:
+        if _interrupt_received.is_set():
+            raise Interrupted(line()) from None
+        raise
     finally:
         if _in_main_thread():
             signal.signal(signal.SIGINT, previous)
@@ -99,6 +112,7 @@ def quiet_spark_interrupts() -> None:
     import logging
 
     def interrupt(signum, frame) -> None:
+        _interrupt_received.set()
         logging.disable(logging.CRITICAL)
         raise KeyboardInterrupt
 
