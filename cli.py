@@ -19,8 +19,8 @@ from typing import Callable, List, Optional
 import click
 import typer
 
-from . import __version__
-from .core import report
+from . import __version__, report
+from .core import text
 from .core.errors import NoBackup, TopicvaultError
 
 # Option defaults are the library's own (one place each).
@@ -455,85 +455,119 @@ def restore(
     quiet: bool = QUIET,
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
-    from .source.object_reader import check_on_error
-    from .source.restore import RestoreJob, parse_renames, plan_restore, run_restore
-    from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
+    from .source.follow import DEFAULT_POLL_INTERVAL_S, StandbyRequest, check_follow_options
+    from .source.restore import parse_renames
     from .source.throttle import RateLimit
 
     rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option,
                          encryption_key)
     _keyring_of(settings)  # an unreadable key file or unknown KMS key fails before anything else
-    job = RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
-                     key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
-                     encryption_keys=settings.encryption_keys,
-                     peer_options=PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
-                                              peer_value_encoding, peer_header_encoding, peer_key_encoding),
-                     rate=rate)
-    selection = Selection(
-        until_ms=parse_until(until) if until else None,
-        until_mode=check_until_mode(until_mode),
-        from_offsets=parse_offset_bounds(from_offset, "--from-offset"),
-        to_offsets=parse_offset_bounds(to_offset, "--to-offset"),
-    )
-    if (scram_passwords or merge_acls) and not cluster_state:
-        raise TopicvaultError("--scram-passwords and --merge-acls work with --cluster-state: add --cluster-state")
-    if cluster_state and follow:
-        raise TopicvaultError("--cluster-state works with a one-shot restore, not --follow: restore the cluster "
-                              "state once, then start the standby")
+    job = _restore_job(settings, layout, key_template, state, on_error, rate,
+                       PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
+                                   peer_value_encoding, peer_header_encoding, peer_key_encoding))
+    _check_restore_flags(cluster_state, scram_passwords, merge_acls, follow, poll_interval)
     groups = groups or cluster_state  # group offsets are part of the cluster's state
     if group and not groups:
         raise TopicvaultError("--group works with --groups: add --groups")
+    request = StandbyRequest(tuple(topic), parse_renames(rename), restore_id,
+                             _selection(until, until_mode, from_offset, to_offset), allow_nonempty, create_topics,
+                             configs, groups, tuple(group),
+                             DEFAULT_POLL_INTERVAL_S if poll_interval is None else poll_interval)
     if import_state:
         _import_state(job, restore_id, import_state, settings.store_options)
-    if poll_interval is not None and not follow:
-        raise TopicvaultError("--poll-interval works with --follow: add --follow")
     if follow:
-        from .source.follow import DEFAULT_POLL_INTERVAL_S, StandbyRequest, check_follow_options
-
-        interval = DEFAULT_POLL_INTERVAL_S if poll_interval is None else poll_interval
-        check_follow_options(selection, interval, dry_run)
-        _follow_restore(job, StandbyRequest(tuple(topic), parse_renames(rename), restore_id, selection,
-                                            allow_nonempty, create_topics, configs, groups, tuple(group), interval),
-                        master, as_json, quiet)
+        check_follow_options(request.selection, request.poll_interval_s, dry_run)
+        _follow_restore(job, request, master, as_json, quiet)
         return
-    restore_plan = plan_restore(
-        job, topic, parse_renames(rename), restore_id, allow_nonempty, create_topics, selection, configs
-    )
-    if groups:  # a --group it cannot commit is refused before anything is written
-        from .source.groups import check_groups
-
-        restore_plan.notes.extend(check_groups(restore_plan, group or None))
-    if cluster_state:  # target ACLs the archive does not hold are refused here, before anything is written
-        from .source.access import plan_cluster_access
-
-        restore_plan.access = plan_cluster_access(job, restore_plan, scram_passwords, merge_acls)
-        restore_plan.notes.extend(restore_plan.access.notes)
-    _print(report.restore_plan_notes(restore_plan))
+    restore_plan = _plan_one_restore(job, request, cluster_state, scram_passwords, merge_acls)
     if dry_run:
         _print(report.restore_dry_run(restore_plan, as_json))
         if restore_plan.access is not None:
             _print(report.access_dry_run(restore_plan.access, as_json))
         return
-    _print(report.restore_started(restore_plan))
-    from .core.progress import ProgressMonitor
-    from .core.spark import get_task_session
-
-    with interrupt_says(lambda: report.restore_interrupted(restore_plan.restore_id)):
-        spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
-        quiet_spark_interrupts()
-        with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
-                             quiet=quiet or as_json) as progress:
-            result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)
-    committed_groups = None  # --groups not given
-    if groups:
-        from .source.groups import restore_groups
-
-        committed_groups = restore_groups(job, restore_plan.restore_id, group or None)
+    result, committed_groups = _run_one_restore(job, restore_plan, request, master, as_json or quiet)
     _print(report.access_restored(result))
     _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))
     if result.skipped:
         raise typer.Exit(EXIT_SKIPPED)
+
+
+def _restore_job(settings, layout: str, key_template: Optional[str], state: Optional[str], on_error: str, rate,
+                 peer_options: PeerOptions):
+    """The restore's job: where from, where to, how to read the archive (checked before anything is read)."""
+    from .source.object_reader import check_on_error
+    from .source.restore import RestoreJob
+
+    return RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
+                      key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
+                      encryption_keys=settings.encryption_keys, peer_options=peer_options, rate=rate)
+
+
+def _selection(until: Optional[str], until_mode: str, from_offset: list[str], to_offset: list[str]):
+    """Which records of each partition: --until, --until-mode, --from-offset, --to-offset."""
+    from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
+
+    return Selection(
+        until_ms=parse_until(until) if until else None,
+        until_mode=check_until_mode(until_mode),
+        from_offsets=parse_offset_bounds(from_offset, "--from-offset"),
+        to_offsets=parse_offset_bounds(to_offset, "--to-offset"),
+    )
+
+
+def _check_restore_flags(cluster_state: bool, scram_passwords: Optional[str], merge_acls: bool, follow: bool,
+                         poll_interval: Optional[float]) -> None:
+    """Refuse flags that only work with another one, naming the one to add or drop."""
+    if (scram_passwords or merge_acls) and not cluster_state:
+        raise TopicvaultError("--scram-passwords and --merge-acls work with --cluster-state: add --cluster-state")
+    if cluster_state and follow:
+        raise TopicvaultError("--cluster-state works with a one-shot restore, not --follow: restore the cluster "
+                              "state once, then start the standby")
+    if poll_interval is not None and not follow:
+        raise TopicvaultError("--poll-interval works with --follow: add --follow")
+
+
+def _plan_one_restore(job, request, cluster_state: bool, scram_passwords: Optional[str], merge_acls: bool):
+    """Plan a one-shot restore, with what --groups and --cluster-state add; print its notes. Groups it
+    cannot commit and target ACLs the archive does not hold are refused here, before anything is written."""
+    from .source.restore import plan_restore
+
+    restore_plan = plan_restore(job, list(request.topics), request.renames, request.restore_id,
+                                request.allow_nonempty, request.create_missing, request.selection,
+                                request.apply_configs)
+    if request.groups:
+        from .source.groups import check_groups
+
+        restore_plan.notes.extend(check_groups(restore_plan, list(request.only_groups) or None))
+    if cluster_state:
+        from .source.access import plan_cluster_access
+
+        restore_plan.access = plan_cluster_access(job, restore_plan, scram_passwords, merge_acls)
+        restore_plan.notes.extend(restore_plan.access.notes)
+    _print(report.restore_plan_notes(restore_plan))
+    return restore_plan
+
+
+def _run_one_restore(job, restore_plan, request, master: Optional[str], quiet: bool):
+    """Run a planned restore in Spark, then commit the translated group offsets (--groups); return the
+    result and the offsets committed (None: --groups not given)."""
+    from .core.progress import ProgressMonitor
+    from .core.spark import get_task_session
+    from .source.restore import run_restore
+
+    _print(report.restore_started(restore_plan))
+    with interrupt_says(lambda: report.restore_interrupted(restore_plan.restore_id)):
+        spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
+        quiet_spark_interrupts()
+        with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
+                             quiet=quiet) as progress:
+            result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)
+    if not request.groups:
+        return result, None
+    from .source.groups import restore_groups
+
+    return result, restore_groups(job, restore_plan.restore_id, list(request.only_groups) or None)
 
 
 def _import_state(job, restore_id: Optional[str], uri: str, store_options) -> None:
@@ -777,7 +811,7 @@ def show_config(
 ) -> None:
     """Show the settings a command would use (flags > TOPICVAULT_* environment > config file); secrets as ***."""
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option)
-    typer.echo(report.to_json(settings.redacted()))
+    typer.echo(text.to_json(settings.redacted()))
 
 
 @app.command()

@@ -18,9 +18,9 @@ from typing import Callable
 from ..core.checkpoints import load_state, read_forward
 from ..core.commits import CommitRecord
 from ..core.errors import TopicvaultError
-from ..core.report import backup_follow_commit
 from ..core.restarts import RestartBudget, pause
 from ..core.spark import failure_reason
+from ..core.text import backup_follow_commit
 from .backup import BackupJob, commit_unread, plan_run
 from .metrics import FollowMetrics, batch_durations, own_commits
 

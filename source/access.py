@@ -9,7 +9,7 @@ from typing import Mapping
 
 from ..core.access import AccessPlan, AccessState, plan_access, scram_passwords
 from ..core.cluster import target_access
-from ..core.report import iso
+from ..core.text import iso
 from .restore import RestoreJob, RestorePlan
 
 

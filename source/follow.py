@@ -60,9 +60,9 @@ from ..core.checkpoints import read_forward
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
 from ..core.commits import BackupState, CommitRecord, PartitionRange, commit_key, lost_note
 from ..core.errors import NoBackup, ObjectNotFound, TopicvaultError
-from ..core.report import plural
 from ..core.restarts import RestartBudget, pause
 from ..core.spark import failure_reason
+from ..core.text import plural
 from ..formats.peers import PeerKey, peer_layout
 from .object_reader import SkippedObject
 from .offset_map import OffsetMap, continued

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..core.checkpoints import load_state
 from ..core.cluster import check_group_inactive, commit_group_offsets
 from ..core.errors import TopicvaultError
-from ..core.report import iso
+from ..core.text import iso
 from .offset_map import load_offset_maps
 from .restore import RestoreJob, RestorePlan
 from .restore_state import load_restore_state

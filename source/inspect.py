@@ -11,8 +11,8 @@ from ..core.commits import ObjectEntry
 from ..core.crypto import Keyring, ObjectBinding, is_sealed
 from ..core.envelope import Record, batch_to_records
 from ..core.errors import NoBackup, TopicvaultError
-from ..core.report import iso, show_text
 from ..core.store import ObjectStore
+from ..core.text import iso, show_text
 from ..formats import extension_of, format_for_extension
 from .object_reader import object_bytes, read_partition
 

@@ -1,4 +1,4 @@
-"""What each command prints, byte for byte (#21): core.report turns fixed result objects into the
+"""What each command prints, byte for byte (#21): report turns fixed result objects into the
 same stdout and stderr the CLI printed before the report assembly moved out of cli.py.
 
 tests/data/report_golden.json was captured from the CLI of commit 86c42f8 (report assembly still
@@ -13,7 +13,8 @@ import types
 from pathlib import Path
 
 import pytest
-from topicvault.core import report
+from topicvault import report
+from topicvault.core import text
 from topicvault.core.commits import BackupState, ObjectEntry, PartitionRange, PartitionState
 from topicvault.sink.backup import BackupResult
 from topicvault.sink.expire import ExpireResult, Expiry
@@ -188,5 +189,5 @@ def test_report_prints_what_the_cli_printed(name):
 
 
 def test_rate_of_no_time_is_a_dash():
-    assert report.rate(10, 0) == "-"
-    assert report.rate(1500, 2.0) == "750/s"
+    assert text.rate(10, 0) == "-"
+    assert text.rate(1500, 2.0) == "750/s"

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import types
 
-from topicvault.core import report
+from topicvault import report
+from topicvault.core import text
 from topicvault.core.cluster import TopicSettings
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionState
 from topicvault.core.kafka import KafkaSettings
@@ -24,13 +25,13 @@ def commit(sequence: int, *entries: ObjectEntry) -> CommitRecord:
 
 
 def test_a_follower_line_gives_the_records_of_its_commit_and_the_archive_total_apart():
-    line = report.backup_follow_commit([commit(3, entry(2502, 3752))], 3753, {"orders:0": 0})
+    line = text.backup_follow_commit([commit(3, entry(2502, 3752))], 3753, {"orders:0": 0})
     assert line == "commit 3: 1,251 records backed up (3,753 in the archive); lag 0 records"
-    line = report.backup_follow_commit([commit(4, entry(0, 0)), commit(5, entry(1, 9, 1))], 10,
+    line = text.backup_follow_commit([commit(4, entry(0, 0)), commit(5, entry(1, 9, 1))], 10,
                                        {"orders:0": 1, "orders:1": 7})
     assert line == ("commits 4..5: 10 records backed up (10 in the archive); lag 8 records "
                     "(most behind: orders:1 by 7)")
-    assert report.backup_follow_commit([commit(6, entry(0, 0))], 1, {"orders:0": 1}).startswith(
+    assert text.backup_follow_commit([commit(6, entry(0, 0))], 1, {"orders:0": 1}).startswith(
         "commit 6: 1 record backed up (1 in the archive); lag 1 record ")
 
 
@@ -48,7 +49,7 @@ def test_counts_of_one_are_singular():
     assert report.ls(state, False)[1].text == "1 partition, 1 record, 1 object (median 10 bytes), 1 commit"
     stopped = report.backup_follow_stopped(types.SimpleNamespace(commits=1, records=1, lag={("pay", 0): 1}))
     assert stopped.text == "stopped: 1 commit, 1 record backed up in this run; lag 1 record at the last commit"
-    assert report.plural(0, "record") == "0 records" and report.plural(2002, "record") == "2,002 records"
+    assert text.plural(0, "record") == "0 records" and text.plural(2002, "record") == "2,002 records"
 
 
 def test_a_backup_that_only_saved_group_offsets_lists_no_empty_offset_range():

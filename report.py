@@ -1,21 +1,37 @@
 """What the CLI prints: summaries and listings as plain data, rendered as a table or JSON.
 
 Each command's report is a list of `Line`s (stdout or stderr, in the order they are printed),
-built from the plain result objects the library returns. Results of sink/ and source/ are read
-by attribute (duck typing): core/ sits below them and imports neither.
+built from the result objects the library returns. It sits beside cli.py, above sink/ and
+source/, so it names their types; the wording every module shares is core.text.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from .access import PASSWORD_ENV_PREFIX, AccessState
-from .commits import BackupState, CommitRecord, ObjectEntry
+from .core.access import PASSWORD_ENV_PREFIX, AccessPlan, AccessState
+from .core.commits import BackupState, ObjectEntry
+from .core.text import iso, plural, rate, show_text, table, terminal_text, to_json
+
+if TYPE_CHECKING:  # the CLI imports this module at start; the library's modules only when a command runs
+    from .core.sandbox import Sandbox
+    from .sink.backup import BackupResult
+    from .sink.expire import ExpireResult
+    from .sink.follow import FollowResult
+    from .sink.plan import BackupPlan, PartitionPlan
+    from .sink.retire import Collected
+    from .source.compact import CompactResult
+    from .source.follow import FollowRestart, FollowRound, FollowSummary
+    from .source.groups import GroupOffset
+    from .source.object_reader import SkippedObject
+    from .source.restore import RestorePlan, RestoreResult
+    from .source.verify import VerifyReport
+
+__all__ = ["Line", "show_text", "terminal_text"]  # the CLI prints through these two too
 
 
 @dataclass(frozen=True)
@@ -32,48 +48,6 @@ def _out(text: str) -> Line:
 
 def _err(text: str) -> Line:
     return Line(text, err=True)
-
-
-def show_text(text: str) -> str:
-    """`text` with control and other non-printable characters escaped, so a terminal shows it as is."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def terminal_text(text: str) -> str:
-    """A report's text as printed: names in it come from the archive (topics, object keys), which
-    whoever writes the bucket chooses, so control characters (escape sequences) are escaped; the
-    line breaks of a multi-line report (a table) are kept."""
-    return "\n".join(show_text(line) for line in text.split("\n"))
-
-
-def iso(millis: int | None) -> str | None:
-    """Kafka milliseconds as ISO-8601 UTC."""
-    if millis is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(millis / 1000)) + f".{millis % 1000:03d}Z"
-
-
-def to_json(data: object) -> str:
-    """Stable, parseable JSON for --json."""
-    return json.dumps(data, indent=1, sort_keys=True)
-
-
-def table(rows: list[dict], columns: list[str]) -> str:
-    """A plain text table with a header; numbers right-aligned with thousands separators."""
-    def cell(value: object) -> str:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return f"{value:,}"
-        return "-" if value is None else str(value)
-
-    cells = [[cell(row.get(c)) for c in columns] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(row.get(c), int) for row in rows) and rows for c in columns]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
-    for r in cells:
-        lines.append("  ".join(v.rjust(w) if numeric[i] else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))).rstrip())
-    return "\n".join(lines)
 
 
 def topic_summary(objects: Iterable[ObjectEntry], elapsed_s: float) -> list[dict]:
@@ -149,11 +123,6 @@ def listing(state: BackupState) -> dict:
     }
 
 
-def plural(count: int, noun: str) -> str:
-    """`count` (thousands separated) and `noun`, plural unless count is 1: "1 commit", "2,002 records"."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
 def _access_listing(state: BackupState) -> dict:
     """The saved ACLs and SCRAM users (restore --cluster-state) and how often they changed; nothing
     when no backup saved any."""
@@ -164,19 +133,14 @@ def _access_listing(state: BackupState) -> dict:
                        "first_time": iso(history[0]["read_ms"]), "last_time": iso(history[-1]["read_ms"])}}
 
 
-def rate(count: float, seconds: float) -> str:
-    """Records (or bytes) per second, or "-" when no time passed."""
-    return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
-
-
 # --- backup ------------------------------------------------------------------------------------
 
-def backup_plan_warnings(plan: Any, as_json: bool) -> list[Line]:
+def backup_plan_warnings(plan: BackupPlan, as_json: bool) -> list[Line]:
     """A sink.plan.BackupPlan's warnings on stderr (with --json they are part of the JSON instead)."""
     return [] if as_json else [_err(f"warning: {warning}") for warning in plan.warnings]
 
 
-def backup_plan(plan: Any, dry_run: bool, committed: str | None, as_json: bool) -> list[Line]:
+def backup_plan(plan: BackupPlan, dry_run: bool, committed: str | None, as_json: bool) -> list[Line]:
     """A backup that reads no records: the plan of a --dry-run, or "nothing new" (and the commit of
     changed topic settings and group offsets, if one was written)."""
     if as_json:
@@ -192,7 +156,7 @@ def backup_plan(plan: Any, dry_run: bool, committed: str | None, as_json: bool) 
     return lines
 
 
-def _partition_plan(p: Any) -> str:
+def _partition_plan(p: PartitionPlan) -> str:
     """What a backup reads of one partition (a sink.plan.PartitionPlan): its offsets, or that nothing is new
     (a plan made only to save group offsets lists partitions with an empty range)."""
     if p.records_at_most > 0:
@@ -200,7 +164,7 @@ def _partition_plan(p: Any) -> str:
     return f"nothing new (backed up to offset {p.start - 1})" if p.start > 0 else "no records"
 
 
-def backup_summary(result: Any, spark_start_s: float, as_json: bool) -> list[Line]:
+def backup_summary(result: BackupResult, spark_start_s: float, as_json: bool) -> list[Line]:
     """A finished backup (a sink.backup.BackupResult): per-topic table and totals, or JSON."""
     summary = topic_summary(result.objects, result.elapsed_s)
     if as_json:
@@ -223,24 +187,10 @@ def backup_following(topics: list[str], topics_regex: str | None, store_uri: str
                 f"(a micro-batch every {flush_interval_s:g} s); SIGTERM or Ctrl-C stops")
 
 
-def backup_follow_stopped(result: Any) -> Line:
+def backup_follow_stopped(result: FollowResult) -> Line:
     """The last line of `backup --follow` (a sink.follow result: commits, records, lag)."""
     return _out(f"stopped: {plural(result.commits, 'commit')}, {plural(result.records, 'record')} backed up in this "
                 f"run; lag {plural(sum(result.lag.values()), 'record')} at the last commit")
-
-
-def backup_follow_commit(commits: list[CommitRecord], archive_records: int, lag: dict[str, int]) -> str:
-    """A follower's line for the commit records its micro-batches wrote since the last line: the records
-    those added, then the archive's total (a sum, not an offset) and the lag behind the topics."""
-    first, last = commits[0].sequence, commits[-1].sequence
-    added = sum(entry.records for commit in commits for entry in commit.objects)
-    which = f"commit {last}" if first == last else f"commits {first}..{last}"
-    worst = ""
-    if any(lag.values()):
-        key, value = max(lag.items(), key=lambda item: item[1])
-        worst = f" (most behind: {key} by {value:,})"
-    return (f"{which}: {plural(added, 'record')} backed up ({archive_records:,} in the archive); "
-            f"lag {plural(sum(lag.values()), 'record')}{worst}")
 
 
 # --- restore -----------------------------------------------------------------------------------
@@ -248,12 +198,12 @@ def backup_follow_commit(commits: list[CommitRecord], archive_records: int, lag:
 RESTORE_COLUMNS = ["topic", "partitions", "records", "bytes", "elapsed_s"]
 
 
-def restore_plan_notes(plan: Any) -> list[Line]:
+def restore_plan_notes(plan: RestorePlan) -> list[Line]:
     """A source.restore.RestorePlan's notes on stderr (with --json, in its JSON too)."""
     return [_err(f"note: {note}") for note in plan.notes]
 
 
-def restore_dry_run(plan: Any, as_json: bool) -> list[Line]:
+def restore_dry_run(plan: RestorePlan, as_json: bool) -> list[Line]:
     """What `restore --dry-run` would restore."""
     if as_json:
         return [_out(to_json({
@@ -269,7 +219,7 @@ def restore_dry_run(plan: Any, as_json: bool) -> list[Line]:
         for task in plan.tasks]
 
 
-def access_dry_run(access: Any, as_json: bool) -> list[Line]:
+def access_dry_run(access: AccessPlan, as_json: bool) -> list[Line]:
     """What `restore --cluster-state --dry-run` would change (a core.access.AccessPlan): the
     difference between the archive's ACLs and SCRAM users and the target's (on stderr with --json)."""
     line = _err if as_json else _out
@@ -286,7 +236,7 @@ def access_dry_run(access: Any, as_json: bool) -> list[Line]:
     return lines
 
 
-def access_restored(result: Any) -> list[Line]:
+def access_restored(result: RestoreResult) -> list[Line]:
     """What `restore --cluster-state` created (result.access, a core.access.AccessApplied), and
     the users it could not create (on stderr: they need the operator)."""
     plan, applied = result.plan.access, result.access
@@ -304,7 +254,7 @@ def access_restored(result: Any) -> list[Line]:
     return lines
 
 
-def restore_started(plan: Any) -> list[Line]:
+def restore_started(plan: RestorePlan) -> list[Line]:
     """The restore id to resume with, printed before anything is produced (on stderr, so that
     it is there with --json too, whose stdout carries JSON only)."""
     return [_err(f"restore id {plan.restore_id}{' (resuming)' if plan.resumed else ''}: "
@@ -316,7 +266,7 @@ def restore_interrupted(restore_id: str) -> str:
     return f"interrupted; resume with --restore-id {restore_id}"
 
 
-def _restore_rows(result: Any) -> list[dict]:
+def _restore_rows(result: RestoreResult) -> list[dict]:
     rows: dict[str, dict] = {}
     for r in result.results:
         row = rows.setdefault(r.target_topic, {"topic": r.target_topic, "partitions": 0, "records": 0, "bytes": 0,
@@ -327,12 +277,12 @@ def _restore_rows(result: Any) -> list[dict]:
     return [rows[t] for t in sorted(rows)]
 
 
-def _skipped_lines(skipped: Iterable[Any]) -> list[Line]:
+def _skipped_lines(skipped: Iterable[SkippedObject]) -> list[Line]:
     # On stderr with --json too: a hole must not go unnoticed.
     return [_err(f"skipped: {left_out.describe()}") for left_out in skipped]
 
 
-def _group_lines(committed_groups: list[Any]) -> list[Line]:
+def _group_lines(committed_groups: list[GroupOffset]) -> list[Line]:
     lines = []
     for name in sorted({g.group for g in committed_groups}):
         moved = [g for g in committed_groups if g.group == name]
@@ -344,7 +294,7 @@ def _group_lines(committed_groups: list[Any]) -> list[Line]:
     return lines
 
 
-def restore_summary(result: Any, committed_groups: list[Any] | None, as_json: bool, skipped_exit: int) -> list[Line]:
+def restore_summary(result: RestoreResult, committed_groups: list[GroupOffset] | None, as_json: bool, skipped_exit: int) -> list[Line]:
     """A finished restore (a source.restore.RestoreResult) and the group offsets it committed (None:
     --groups not given); ends naming `skipped_exit`, the exit status, when objects were left out."""
     plan = result.plan
@@ -391,7 +341,7 @@ def standby_waiting(nothing_yet: Exception, poll_interval_s: float) -> Line:
     return _err(f"waiting for the first backup ({nothing_yet}; looking again every {poll_interval_s:g} s)")
 
 
-def follow_round(finished: Any, as_json: bool, quiet: bool) -> list[Line]:
+def follow_round(finished: FollowRound, as_json: bool, quiet: bool) -> list[Line]:
     """One round of `restore --follow` (a source.follow.FollowRound): a line, or a JSON line."""
     lines = _skipped_lines(finished.skipped)
     if as_json:
@@ -400,12 +350,12 @@ def follow_round(finished: Any, as_json: bool, quiet: bool) -> list[Line]:
     return lines + ([] if quiet else [_out(finished.line())])
 
 
-def follow_restart(restart: Any, as_json: bool) -> list[Line]:
+def follow_restart(restart: FollowRestart, as_json: bool) -> list[Line]:
     """A restart of a failed `restore --follow` round (a source.follow.FollowRestart): a line, or a JSON line."""
     return [_out(json.dumps(restart.to_json(), sort_keys=True))] if as_json else [_err(restart.line())]
 
 
-def follow_stopped(summary: Any, skipped_exit: int) -> list[Line]:
+def follow_stopped(summary: FollowSummary, skipped_exit: int) -> list[Line]:
     """The end of `restore --follow` (a source.follow.FollowSummary); names `skipped_exit`, the exit
     status, when objects were left out."""
     if summary.restore_id is None:
@@ -479,7 +429,7 @@ def ls(state: BackupState, as_json: bool) -> list[Line]:
     return lines
 
 
-def verify(verified: Any, compared_live: bool, as_json: bool, strict: bool = False) -> list[Line]:
+def verify(verified: VerifyReport, compared_live: bool, as_json: bool, strict: bool = False) -> list[Line]:
     """`verify` (a source.verify.VerifyReport); `compared_live`: the live topics were compared too;
     `strict`: a damaged file fails it."""
     if as_json:
@@ -504,17 +454,17 @@ def verify(verified: Any, compared_live: bool, as_json: bool, strict: bool = Fal
 
 # --- compact, expire ---------------------------------------------------------------------------
 
-def collected_line(collected: Any, verb: str = "deleted") -> str:
+def collected_line(collected: Collected, verb: str = "deleted") -> str:
     """What a garbage collection (a sink.retire.Collected) deleted, or with another verb would delete."""
     return (f"{verb} {collected.deleted} unreferenced objects ({len(collected.retired)} retired, "
             f"{len(collected.orphans)} never committed); {collected.waiting} wait for the grace period")
 
 
-def _collected_json(collected: Any) -> dict:
+def _collected_json(collected: Collected) -> dict:
     return {"deleted_retired": collected.retired, "deleted_orphans": collected.orphans, "waiting": collected.waiting}
 
 
-def _maintenance_end(collected: Any, dry_run: bool, plan: str, done: str) -> list[Line]:
+def _maintenance_end(collected: Collected, dry_run: bool, plan: str, done: str) -> list[Line]:
     """The end of compact's and expire's text: the plan and what would be deleted, or what was
     committed and what was deleted."""
     if dry_run:
@@ -522,7 +472,7 @@ def _maintenance_end(collected: Any, dry_run: bool, plan: str, done: str) -> lis
     return [_out(done), _out(collected_line(collected))]
 
 
-def compact(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
+def compact(result: CompactResult, dry_run: bool, as_json: bool) -> list[Line]:
     """`compact` (a source.compact.CompactResult): each run of objects merged, and what was deleted."""
     if as_json:
         return [_out(to_json({
@@ -541,7 +491,7 @@ def compact(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
         + (f"; committed {result.commit_key}" if result.commit_key else "; nothing to commit"))
 
 
-def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
+def expire(result: ExpireResult, dry_run: bool, as_json: bool) -> list[Line]:
     """`expire` (a sink.expire.ExpireResult): each partition's dropped prefix, and what was deleted."""
     before = iso(result.before_ms)
     if as_json:
@@ -567,7 +517,7 @@ def expire(result: Any, dry_run: bool, as_json: bool) -> list[Line]:
         + (f"; committed {result.commit_key}" if result.commit_key else ": nothing that old"))
 
 
-def sandbox_started(sandbox: Any, sample_topic: str | None = None, sample_records: int = 0) -> list[Line]:
+def sandbox_started(sandbox: Sandbox, sample_topic: str | None = None, sample_records: int = 0) -> list[Line]:
     """What `topicvault sandbox` prints once both servers answer (and its sample topic holds its records):
     the lines to paste."""
     store = f"s3://{sandbox.bucket}/backups"
