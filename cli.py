@@ -294,17 +294,16 @@ def backup(
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
     from .core.rotation import Rotation
-    from .sink.backup import BackupJob, commit_unread, plan_run, run_backup
+    from .sink.backup import BackupJob, commit_unread, plan_run
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
-    key_template = _key_template_of(key_template, time_partition)
     job = BackupJob(
         kafka=_kafka_of(settings),
         store_uri=_uri_of(settings, "--to"),
         store_options=_store_of(settings),
         format_name=format_name,
         compression=compression,
-        key_template=key_template,
+        key_template=_key_template_of(key_template, time_partition),
         rotation=Rotation(max_records, max_bytes),
         encryption_keys=settings.encryption_keys,
     )
@@ -320,8 +319,15 @@ def backup(
         committed = None if dry_run else commit_unread(job, backup_plan)
         _print(report.backup_plan(backup_plan, dry_run, committed, as_json))
         return
+    result, spark_s = _run_one_backup(job, backup_plan, master, quiet or as_json)
+    _print(report.backup_summary(result, spark_s, as_json))
+
+
+def _run_one_backup(job, backup_plan, master: Optional[str], quiet: bool):
+    """Run a planned backup in Spark; return its result and the seconds Spark took to start."""
     from .core.progress import ProgressMonitor
     from .core.spark import get_task_session
+    from .sink.backup import run_backup
 
     # The run commits once, at its end: interrupted before, it leaves the location as it was.
     with interrupt_says(lambda: f"interrupted: this run committed nothing; {job.store_uri} holds what earlier "
@@ -332,9 +338,8 @@ def backup(
         spark_s = time.monotonic() - spark_started
         total = sum(p.records_at_most for p in backup_plan.partitions)
         spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
-        with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet or as_json) as progress:
-            result = run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan)
-    _print(report.backup_summary(result, spark_s, as_json))
+        with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet) as progress:
+            return run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan), spark_s
 
 
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,

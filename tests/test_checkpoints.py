@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from clitools import run_cli
 from harness_s3 import logged_requests, moto_server
+from stores import CountingStore, FaultyStore
 from topicvault.core.checkpoints import (
     CHECKPOINT_INTERVAL,
     LAST_CHECKPOINT_KEY,
@@ -100,46 +101,31 @@ def test_a_micro_batch_commit_that_makes_commit_50_writes_the_checkpoint(tmp_pat
     assert load_state(store).last_stream["id"] == "s2"
 
 
-class CountingStore(LocalStore):
-    """A real local store that remembers which keys were read and listed."""
-
-    def __init__(self, uri: str) -> None:
-        super().__init__(uri)
-        self.gets: list[str] = []
-        self.lists: list[tuple[str, str | None]] = []
-
-    def get(self, key: str) -> bytes:
-        self.gets.append(key)
-        return super().get(key)
-
-    def list(self, prefix: str = "", start_after: str | None = None):
-        self.lists.append((prefix, start_after))
-        return super().list(prefix, start_after)
 
 
 def test_reader_reads_the_newest_checkpoint_and_only_later_commits(tmp_path):
-    store = CountingStore(str(tmp_path / "loc"))
+    store = CountingStore(LocalStore(str(tmp_path / "loc")))
     make_commits(store, 3 * CHECKPOINT_INTERVAL + 4)
-    store.gets.clear()
+    store.calls["get"].clear()
     state = load_state(store)
-    assert store.gets == [LAST_CHECKPOINT_KEY, checkpoint_key(3 * CHECKPOINT_INTERVAL)] + [
+    assert store.calls["get"] == [LAST_CHECKPOINT_KEY, checkpoint_key(3 * CHECKPOINT_INTERVAL)] + [
         commit_key(3 * CHECKPOINT_INTERVAL + n) for n in range(0, 5)]
     assert state == fold_commits(store)
 
 
 def test_lagging_or_missing_pointer_still_finds_the_newest_checkpoint(tmp_path):
-    store = CountingStore(str(tmp_path / "loc"))
+    store = CountingStore(LocalStore(str(tmp_path / "loc")))
     make_commits(store, 2 * CHECKPOINT_INTERVAL + 1)
     store.put(LAST_CHECKPOINT_KEY, json.dumps({"sequence": CHECKPOINT_INTERVAL}).encode())  # a lost pointer update
-    store.gets.clear()
+    store.calls["get"].clear()
     state = load_state(store)
-    assert checkpoint_key(2 * CHECKPOINT_INTERVAL) in store.gets
-    assert checkpoint_key(CHECKPOINT_INTERVAL) not in store.gets
+    assert checkpoint_key(2 * CHECKPOINT_INTERVAL) in store.calls["get"]
+    assert checkpoint_key(CHECKPOINT_INTERVAL) not in store.calls["get"]
     assert state == fold_commits(store)
     store.delete(LAST_CHECKPOINT_KEY)
-    store.gets.clear()
+    store.calls["get"].clear()
     state = load_state(store)
-    assert commit_key(1) not in store.gets
+    assert commit_key(1) not in store.calls["get"]
     assert state == fold_commits(store)
 
 
@@ -174,17 +160,14 @@ def test_damaged_commit_after_a_checkpoint_is_still_an_error(tmp_path):
         load_state(store)
 
 
-class FailingCheckpointStore(LocalStore):
+def refuse_checkpoints(key: str, data: bytes) -> None:
     """Writes to _topicvault/checkpoints/ and the pointer fail, as on a bucket policy that denies them."""
-
-    def put(self, key, data, **conditions):
-        if key.startswith("_topicvault/checkpoints/") or key == LAST_CHECKPOINT_KEY:
-            raise TopicvaultError(f"access denied writing {key}")
-        return super().put(key, data, **conditions)
+    if key.startswith("_topicvault/checkpoints/") or key == LAST_CHECKPOINT_KEY:
+        raise TopicvaultError(f"access denied writing {key}")
 
 
 def test_a_failed_checkpoint_write_never_fails_the_commit(tmp_path):
-    store = FailingCheckpointStore(str(tmp_path / "loc"))
+    store = FaultyStore(LocalStore(str(tmp_path / "loc")), before_put=refuse_checkpoints)
     make_commits(store, CHECKPOINT_INTERVAL + 1)
     assert store.head(commit_key(CHECKPOINT_INTERVAL + 1)) is not None
     assert store.head(checkpoint_key(CHECKPOINT_INTERVAL)) is None
@@ -192,13 +175,13 @@ def test_a_failed_checkpoint_write_never_fails_the_commit(tmp_path):
 
 
 def test_read_forward_folds_only_new_commits(tmp_path):
-    store = CountingStore(str(tmp_path / "loc"))
+    store = CountingStore(LocalStore(str(tmp_path / "loc")))
     state = make_commits(store, 3)
     held = load_state(store)
     make_commits(store, 2, state)
-    store.gets.clear()
+    store.calls["get"].clear()
     held = read_forward(store, held)
-    assert store.gets == [commit_key(4), commit_key(5)]
+    assert store.calls["get"] == [commit_key(4), commit_key(5)]
     assert held == fold_commits(store)
 
 
@@ -348,23 +331,12 @@ def test_local_listing_does_not_read_the_objects(tmp_path):
     assert elapsed < 0.5, f"listing two files took {elapsed:.2f} s: it read them"
 
 
-class ListCountingStore(LocalStore):
-    """A real local store that counts the listed entries callers consumed."""
-
-    def __init__(self, uri: str) -> None:
-        super().__init__(uri)
-        self.listed: list[str] = []
-
-    def list(self, prefix: str = "", start_after: str | None = None):
-        for info in super().list(prefix, start_after):
-            self.listed.append(info.key)
-            yield info
 
 
 def test_layout_auto_does_not_list_the_whole_location_when_commits_exist(tmp_path):
     from topicvault.source.peer_layout import resolve_layout
 
-    store = ListCountingStore(str(tmp_path / "loc"))
+    store = CountingStore(LocalStore(str(tmp_path / "loc")))
     for n in range(200):
         store.put(f"topic=t/partition=0/{n:019d}.parquet", b"x")
     make_commits(store, 3)

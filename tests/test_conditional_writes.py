@@ -17,6 +17,7 @@ import time
 
 import pytest
 from clitools import run_cli
+from stores import FaultyStore
 from test_maintenance_commits import T, backup, commit, entry, three_small_objects
 from topicvault.core import conditional_writes as cw
 from topicvault.core.checkpoints import commit_next, load_state
@@ -32,26 +33,12 @@ from topicvault.core.errors import PreconditionFailed, TopicvaultError
 from topicvault.core.local_store import LocalStore
 
 
-class ConditionDroppingStore(LocalStore):
+def condition_dropping_store(uri: str) -> FaultyStore:
     """A directory store that ignores If-None-Match and If-Match, as some S3-compatible stores do:
-    every put simply replaces the object."""
-
-    def __init__(self, uri: str) -> None:
-        super().__init__(uri)
-        self.puts: list[str] = []
-
-    def put(self, key, data, *, if_none_match=False, if_match=None):
-        self.puts.append(key)
-        return super().put(key, data)
+    every put simply replaces the object (`.puts`: the keys put)."""
+    return FaultyStore(LocalStore(uri), drop_conditions=True)
 
 
-class MultipartDroppingStore(LocalStore):
-    """A store with two upload paths where only the multipart one ignores the condition."""
-
-    upload_kinds = ("put", "multipart")
-
-    def put_through(self, kind, key, data, *, if_none_match=False):
-        return super().put(key, data, if_none_match=if_none_match and kind == "put")
 
 
 def compact_of_the_first_two(current: BackupState) -> CommitRecord:
@@ -72,7 +59,7 @@ def test_a_directory_store_honours_the_condition_and_the_answer_is_remembered(tm
 
 
 def test_a_store_that_ignores_the_condition_is_found_out_once(tmp_path):
-    store = ConditionDroppingStore(str(tmp_path / "loc"))
+    store = condition_dropping_store(str(tmp_path / "loc"))
     found = cw.conditional_writes(store)
     assert not found.holds and not found.put
     assert "If-None-Match" in found.behaviour()
@@ -82,7 +69,7 @@ def test_a_store_that_ignores_the_condition_is_found_out_once(tmp_path):
 
 
 def test_a_store_that_ignores_the_condition_only_on_multipart_uploads_is_found_out(tmp_path):
-    found = cw.conditional_writes(MultipartDroppingStore(str(tmp_path / "loc")))
+    found = cw.conditional_writes(FaultyStore(LocalStore(str(tmp_path / "loc")), drop_conditions="multipart"))
     assert found.put and found.multipart is False and not found.holds
     assert "multipart" in found.behaviour()
 
@@ -92,7 +79,7 @@ def test_a_store_that_ignores_the_condition_only_on_multipart_uploads_is_found_o
 
 def test_a_compact_on_a_stale_state_never_replaces_a_followers_commit(tmp_path):
     """The reproduction of item 1: without turns the compact's commit 4 replaced the follower's."""
-    store = ConditionDroppingStore(str(tmp_path / "loc"))
+    store = condition_dropping_store(str(tmp_path / "loc"))
     state = three_small_objects(store)
     stale = load_state(store)  # the compact reads the state ...
     commit(store, state, backup(state, [entry(30, 39)], stream={"id": "f", "batch": 3}))  # ... a batch lands ...
@@ -107,7 +94,7 @@ def test_a_compact_on_a_stale_state_never_replaces_a_followers_commit(tmp_path):
 
 
 def test_committers_take_turns_and_wait_for_the_one_committing(tmp_path, monkeypatch):
-    store = ConditionDroppingStore(str(tmp_path / "loc"))
+    store = condition_dropping_store(str(tmp_path / "loc"))
     three_small_objects(store)
     store.put(entry(30, 39).key, b"batch")
     monkeypatch.setattr(cw, "TURN_RENEW_S", 0.05)
@@ -131,7 +118,7 @@ def test_committers_take_turns_and_wait_for_the_one_committing(tmp_path, monkeyp
 
 
 def test_a_turn_held_for_too_long_is_a_one_line_refusal_naming_the_store_behaviour(tmp_path, monkeypatch):
-    store = ConditionDroppingStore(str(tmp_path / "loc"))
+    store = condition_dropping_store(str(tmp_path / "loc"))
     state = three_small_objects(store)
     monkeypatch.setattr(cw, "TURN_WAIT_S", 0.5)
     monkeypatch.setattr(cw, "TURN_RENEW_S", 0.05)
@@ -158,7 +145,7 @@ def test_a_turn_held_for_too_long_is_a_one_line_refusal_naming_the_store_behavio
 
 
 def test_a_killed_committers_turn_expires_once_seen_unchanged_for_its_ttl(tmp_path, monkeypatch):
-    store = ConditionDroppingStore(str(tmp_path / "loc"))
+    store = condition_dropping_store(str(tmp_path / "loc"))
     state = three_small_objects(store)
     store.put(entry(30, 39).key, b"batch")
     store.put(cw.COMMIT_TURNS_PREFIX + "c0123456789ab", b'{"renewed_ms": 1}')  # a killed run's
@@ -169,7 +156,7 @@ def test_a_killed_committers_turn_expires_once_seen_unchanged_for_its_ttl(tmp_pa
 
 
 def test_where_the_condition_holds_no_turn_is_taken(tmp_path):
-    store = ConditionDroppingStore(str(tmp_path / "loc"))
+    store = condition_dropping_store(str(tmp_path / "loc"))
     store.put(CONDITIONAL_WRITES_KEY, json.dumps({"put": True, "multipart": None, "probed_ms": 1}).encode())
     state = three_small_objects(store)
     store.puts.clear()
@@ -201,23 +188,21 @@ def test_a_batch_whose_rows_start_past_the_committed_end_fails_whatever_allow_of
 # --- item 7: a commit whose reply was lost -----------------------------------------------------
 
 
-class ReplyLostStore(LocalStore):
+def reply_lost(key: str, data: bytes) -> None:
     """The commit record lands, but its reply is lost: the retried put finds the object there
-    (PreconditionFailed) and the read that would confirm it is ours fails too."""
+    (PreconditionFailed)..."""
+    if key.startswith("_topicvault/commits/"):
+        raise PreconditionFailed(f"conditional write of {key} failed (PreconditionFailed)")
 
-    def put(self, key, data, *, if_none_match=False, if_match=None):
-        super().put(key, data, if_none_match=if_none_match, if_match=if_match)
-        if key.startswith("_topicvault/commits/"):
-            raise PreconditionFailed(f"conditional write of {key} failed (PreconditionFailed)")
 
-    def get(self, key):
-        if key.startswith("_topicvault/commits/"):
-            raise TopicvaultError(f"S3 endpoint timed out on {key}: raise store option read_timeout")
-        return super().get(key)
+def confirming_read_fails(key: str) -> None:
+    """...and the read that would confirm it is ours fails too."""
+    if key.startswith("_topicvault/commits/"):
+        raise TopicvaultError(f"S3 endpoint timed out on {key}: raise store option read_timeout")
 
 
 def test_a_commit_whose_reply_and_confirming_read_were_lost_says_the_outcome_is_unknown(tmp_path):
-    store = ReplyLostStore(str(tmp_path / "loc"))
+    store = FaultyStore(LocalStore(str(tmp_path / "loc")), after_put=reply_lost, before_get=confirming_read_fails)
     store.put(entry(0, 9).key, b"objects")
     with pytest.raises(TopicvaultError) as failed:
         commit_next(store, BackupState(), lambda s: backup(s, [entry(0, 9)]))

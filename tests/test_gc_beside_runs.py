@@ -15,6 +15,7 @@ import time
 import pytest
 from kafkatools import produce_records
 from nasty import nasty_records
+from stores import CountingStore, FaultyStore
 from topicvault.core.checkpoints import commit_next, load_state
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
@@ -48,20 +49,6 @@ def gc_now(store, lease_lapsed: bool = False) -> None:
     collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000 + later)
 
 
-class CountingStore(LocalStore):
-    """A real local store that counts listings and HEADs (what S3 would be asked)."""
-
-    def __init__(self, uri: str) -> None:
-        super().__init__(uri)
-        self.lists = self.heads = 0
-
-    def list(self, prefix="", start_after=None):
-        self.lists += 1
-        return super().list(prefix, start_after)
-
-    def head(self, key):
-        self.heads += 1
-        return super().head(key)
 
 
 # --- pure logic over a local directory --------------------------------------------------
@@ -96,13 +83,13 @@ def test_commit_next_checks_the_objects_of_every_attempt(tmp_path):
 
 
 def test_objects_are_checked_with_one_listing_per_folder(tmp_path):
-    store = CountingStore(str(tmp_path / "loc"))
+    store = CountingStore(LocalStore(str(tmp_path / "loc")))
     # 8 partitions x 5 objects, beside older objects and other runs' orphans in the same folders.
     mine = [entry(first, first + 9, p) for p in range(8) for first in range(100, 150, 10)]
     stored(store, *mine, *[entry(first, first + 9, p, "r0000000000b2") for p in range(8) for first in (0, 100, 200)])
-    store.lists = store.heads = 0
+    store.calls.clear()
     assert missing_objects(store, [e.key for e in mine]) == []
-    assert (store.lists, store.heads) == (8, 0)
+    assert (len(store.calls["list"]), len(store.calls["head"])) == (8, 0)
     store.delete(mine[7].key)
     store.delete(mine[-1].key)
     assert missing_objects(store, [e.key for e in mine]) == sorted([mine[7].key, mine[-1].key])
@@ -112,14 +99,14 @@ def test_objects_are_checked_with_one_listing_per_folder(tmp_path):
 def test_a_folder_crowded_between_the_runs_keys_is_checked_by_head_past_a_bound(tmp_path):
     # A template with every partition in one folder: the listing between the first and last
     # key of this run would walk every partition's history; past a bound it stops, HEADs the rest.
-    store = CountingStore(str(tmp_path / "loc"))
+    store = CountingStore(LocalStore(str(tmp_path / "loc")))
     mine = [f"{T}/{p}-{0:019d}-r0000000000a1.parquet" for p in (0, 9)]
     stored_keys = mine + [f"{T}/{p}-{n:019d}-r0000000000b2.parquet" for p in range(1, 9) for n in range(400)]
     for key in stored_keys:
         store.put(key, b"x")
-    store.lists = store.heads = 0
+    store.calls.clear()
     assert missing_objects(store, mine) == []
-    assert store.heads <= 1  # the first key was listed; the second was past the bound
+    assert len(store.calls["head"]) <= 1  # the first key was listed; the second was past the bound
     store.delete(mine[1])
     assert missing_objects(store, mine) == [mine[1]]
 
@@ -268,29 +255,28 @@ def test_a_lease_is_renewed_while_its_run_goes_on(tmp_path):
     assert not lease.exists()
 
 
-class RefusesPutsAfterTheFirst(LocalStore):
-    """A real local store that stops taking puts after the first one (a bucket policy changed, the
+class PutsRefused:
+    """A fault for FaultyStore: every put after the first is refused (a bucket policy changed, the
     credentials expired) until `healed` is set."""
 
-    def __init__(self, uri: str) -> None:
-        super().__init__(uri)
+    def __init__(self) -> None:
         self.puts, self.healed = 0, False
 
-    def put(self, key, data):
+    def __call__(self, key: str, data: bytes) -> None:
         self.puts += 1
         if self.puts > 1 and not self.healed:
             raise PermissionError(f"AccessDenied on {key}")
-        return super().put(key, data)
 
 
 def test_a_lease_renewal_that_fails_is_reported_once_and_its_recovery_too(tmp_path, caplog):
-    store = RefusesPutsAfterTheFirst(str(tmp_path / "loc"))
+    refused = PutsRefused()
+    store = FaultyStore(LocalStore(str(tmp_path / "loc")), before_put=refused)
     with caplog.at_level("WARNING", logger="topicvault.core.leases"):
         with RunLease(store, "r00000000000e", renew_every_s=0.02):
             deadline = time.monotonic() + 30
-            while store.puts < 6 and time.monotonic() < deadline:
+            while refused.puts < 6 and time.monotonic() < deadline:
                 time.sleep(0.02)
-            store.healed = True
+            refused.healed = True
             while not any("renewed again" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
                 time.sleep(0.02)
     failed = [r.getMessage() for r in caplog.records if "not renewed" in r.getMessage()]
@@ -300,19 +286,6 @@ def test_a_lease_renewal_that_fails_is_reported_once_and_its_recovery_too(tmp_pa
     assert any("renewed again" in r.getMessage() for r in caplog.records)
 
 
-class CommitsDuringDeletes(LocalStore):
-    """A real local store where a run commits its object (after its check saw it) at the first
-    delete of a garbage collection: the commit lands while the GC's deletes go on."""
-
-    def __init__(self, uri: str, racing: ObjectEntry) -> None:
-        super().__init__(uri)
-        self.racing: ObjectEntry | None = racing
-
-    def delete(self, key):
-        if self.racing is not None:
-            racing, self.racing = self.racing, None
-            commit_written(LocalStore(self.uri), [racing])
-        return super().delete(key)
 
 
 def test_a_gc_reads_the_state_again_while_it_deletes_and_spares_what_was_committed_meanwhile(tmp_path):
@@ -322,7 +295,13 @@ def test_a_gc_reads_the_state_again_while_it_deletes_and_spares_what_was_committ
     commit_written(plain, stored(plain, entry(0, 9)))
     orphans = stored(plain, *[entry(first, first, run="r0000000000b2") for first in range(1000, 1000 + DELETES_PER_STATE_READ)])
     racing = stored(plain, entry(0, 9, partition=1))[0]  # lists after partition 0's orphans
-    store = CommitsDuringDeletes(plain.uri, racing)
+    pending = [racing]
+
+    def commit_racing_run(key: str) -> None:  # the run commits its object at the GC's first delete
+        if pending:
+            commit_written(LocalStore(plain.uri), [pending.pop()])
+
+    store = FaultyStore(LocalStore(plain.uri), before_delete=commit_racing_run)
     collected = collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000)
     assert load_state(plain).end_offset(T, 1) == 10  # the racing run committed
     assert missing_objects(plain, [racing.key]) == [], "a committed object was deleted"

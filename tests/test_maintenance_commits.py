@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from stores import FaultyStore
 from topicvault.core.checkpoints import CHECKPOINT_INTERVAL, commit_next, commit_with_checkpoint, load_state
 from topicvault.core.commits import (
     BackupState,
@@ -146,28 +147,23 @@ def test_commit_next_rebuilds_after_losing_the_race_and_keeps_the_winners_object
         entry(0, 19, "r00000000000c").key, entry(20, 29).key, entry(30, 39).key]
 
 
-class RacedStore(LocalStore):
-    """A real local store where a compact commits first, right before the next commit record lands."""
-
-    def __init__(self, uri: str) -> None:
-        super().__init__(uri)
-        self.race: CommitRecord | None = None
-
-    def put(self, key, data, *, if_none_match=False, if_match=None):
-        if key.startswith("_topicvault/commits/") and self.race is not None:
-            race, self.race = self.race, None
-            super().put(commit_key(race.sequence), race.to_json(), if_none_match=True)
-        return super().put(key, data, if_none_match=if_none_match, if_match=if_match)
 
 
 def test_a_follower_batch_that_loses_its_commit_slot_to_a_compact_commits_after_it(tmp_path, monkeypatch):
     from topicvault.sink import stream
     from topicvault.sink.datasource import ObjectsWritten
 
-    store = RacedStore(str(tmp_path / "loc"))
-    state = three_small_objects(store)
-    store.race = CommitRecord(4, 4, (), (entry(0, 19, "r00000000000c"),), kind="compact",
-                              removed=(RemovedObject(T, 0, entry(0, 9).key), RemovedObject(T, 0, entry(10, 19).key)))
+    local = LocalStore(str(tmp_path / "loc"))
+    races = [CommitRecord(4, 4, (), (entry(0, 19, "r00000000000c"),), kind="compact",
+                          removed=(RemovedObject(T, 0, entry(0, 9).key), RemovedObject(T, 0, entry(10, 19).key)))]
+
+    def compact_commits_first(key: str, data: bytes) -> None:  # right before the next commit record lands
+        if key.startswith("_topicvault/commits/") and races:
+            race = races.pop()
+            local.put(commit_key(race.sequence), race.to_json(), if_none_match=True)
+
+    store = FaultyStore(local, before_put=compact_commits_first)
+    state = three_small_objects(local)
     monkeypatch.setattr(stream, "open_store", lambda uri, options=None: store)  # this very store
     writer = stream.ObjectStreamWriter({"path": store.uri, "streamId": "s2"})
     store.put(entry(30, 39).key, b"batch")  # a commit names only objects that exist
