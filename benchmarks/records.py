@@ -19,7 +19,7 @@ values over and over from the CPU's cache).
 from __future__ import annotations
 
 import random
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from confluent_kafka import Producer
 
@@ -84,14 +84,11 @@ def _user_records(count: int, size: int, seed: int) -> Iterator[Record]:
         yield key, randbytes(size), headers, FIRST_TIMESTAMP_MS + i + randrange(-USER_JITTER_MS, USER_JITTER_MS)
 
 
-def produce(bootstrap: str, topic: str, shape: str, count: int, size: int, partitions: int) -> None:
-    """Produce `count` records round-robin over the partitions, fast (bulk producer, no
-    idempotence), then one single-record batch per partition: the embedded broker's high
-    watermark is only right when a partition ends with one."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-                         "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
-    body = max(count - partitions, 0)
-    for i, (key, value, headers, timestamp) in enumerate(records(shape, body, size)):
+def produce_round_robin(producer: Producer, topic: str, partitions: int,
+                        data: Iterable[tuple[bytes | None, bytes | None, list | None, int]]) -> None:
+    """Produce (key, value, headers, timestamp) records round-robin over the partitions, waiting
+    while the producer's queue is full, then flush."""
+    for i, (key, value, headers, timestamp) in enumerate(data):
         while True:
             try:
                 producer.produce(topic, value, key, partition=i % partitions, timestamp=timestamp, headers=headers)
@@ -99,6 +96,15 @@ def produce(bootstrap: str, topic: str, shape: str, count: int, size: int, parti
             except BufferError:
                 producer.poll(0.05)
     producer.flush()
+
+
+def produce(bootstrap: str, topic: str, shape: str, count: int, size: int, partitions: int) -> None:
+    """Produce `count` records round-robin over the partitions, fast (bulk producer, no
+    idempotence), then one single-record batch per partition: the embedded broker's high
+    watermark is only right when a partition ends with one."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
+                         "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
+    produce_round_robin(producer, topic, partitions, records(shape, max(count - partitions, 0), size))
     for partition in range(min(partitions, count)):
         producer.produce(topic, b"last", b"last", partition=partition, timestamp=FIRST_TIMESTAMP_MS + count)
         producer.flush()

@@ -192,14 +192,7 @@ def bare_produce(bootstrap: str, topic: str, partitions: int, data: list) -> flo
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 20, "batch.size": 1 << 20, "queue.buffering.max.messages": 500_000})
     started = time.monotonic()
-    for i, (key, value, headers, timestamp) in enumerate(data):
-        while True:
-            try:
-                producer.produce(topic, value, key, partition=i % partitions, timestamp=timestamp, headers=headers)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush()
+    bench_records.produce_round_robin(producer, topic, partitions, data)
     return time.monotonic() - started
 
 

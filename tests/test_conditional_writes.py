@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 from clitools import run_cli
@@ -93,37 +95,11 @@ def test_a_compact_on_a_stale_state_never_replaces_a_followers_commit(tmp_path):
     assert not list(store.list(cw.COMMIT_TURNS_PREFIX))  # the turn is given back
 
 
-def test_committers_take_turns_and_wait_for_the_one_committing(tmp_path, monkeypatch):
-    store = condition_dropping_store(str(tmp_path / "loc"))
-    three_small_objects(store)
-    store.put(entry(30, 39).key, b"batch")
-    monkeypatch.setattr(cw, "TURN_RENEW_S", 0.05)
-    took_turn = threading.Event()
-    release = threading.Event()
-
-    def hold() -> None:
-        with cw.CommitTurn(store):
-            took_turn.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert took_turn.wait(10)
-    threading.Timer(1.0, release.set).start()
-    started = time.monotonic()
-    key, _ = commit_next(store, load_state(store), lambda s: backup(s, [entry(30, 39)]))
-    holder.join()
-    assert time.monotonic() - started >= 0.9  # it waited for the holder
-    assert key == commit_key(4)
-
-
-def test_a_turn_held_for_too_long_is_a_one_line_refusal_naming_the_store_behaviour(tmp_path, monkeypatch):
-    store = condition_dropping_store(str(tmp_path / "loc"))
-    state = three_small_objects(store)
-    monkeypatch.setattr(cw, "TURN_WAIT_S", 0.5)
-    monkeypatch.setattr(cw, "TURN_RENEW_S", 0.05)
-    release = threading.Event()
-    took_turn = threading.Event()
+@contextmanager
+def turn_held(store) -> Iterator[threading.Event]:
+    """Another committer holds the commit turn (on a thread) until the event yielded is set, or the
+    block ends."""
+    took_turn, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         with cw.CommitTurn(store):
@@ -134,11 +110,32 @@ def test_a_turn_held_for_too_long_is_a_one_line_refusal_naming_the_store_behavio
     holder.start()
     try:
         assert took_turn.wait(10)
-        with pytest.raises(TopicvaultError) as failed:
-            commit_next(store, state, lambda s: backup(s, [entry(30, 39)]))
+        yield release
     finally:
         release.set()
         holder.join()
+
+
+def test_committers_take_turns_and_wait_for_the_one_committing(tmp_path, monkeypatch):
+    store = condition_dropping_store(str(tmp_path / "loc"))
+    three_small_objects(store)
+    store.put(entry(30, 39).key, b"batch")
+    monkeypatch.setattr(cw, "TURN_RENEW_S", 0.05)
+    with turn_held(store) as release:
+        threading.Timer(1.0, release.set).start()
+        started = time.monotonic()
+        key, _ = commit_next(store, load_state(store), lambda s: backup(s, [entry(30, 39)]))
+    assert time.monotonic() - started >= 0.9  # it waited for the holder
+    assert key == commit_key(4)
+
+
+def test_a_turn_held_for_too_long_is_a_one_line_refusal_naming_the_store_behaviour(tmp_path, monkeypatch):
+    store = condition_dropping_store(str(tmp_path / "loc"))
+    state = three_small_objects(store)
+    monkeypatch.setattr(cw, "TURN_WAIT_S", 0.5)
+    monkeypatch.setattr(cw, "TURN_RENEW_S", 0.05)
+    with turn_held(store), pytest.raises(TopicvaultError) as failed:
+        commit_next(store, state, lambda s: backup(s, [entry(30, 39)]))
     message = str(failed.value)
     assert "\n" not in message and "If-None-Match" in message and "nothing was committed" in message
     assert fold_commits(store).last_sequence == 3

@@ -73,6 +73,20 @@ def same_as_source(bootstrap: str, topic: str, target: str) -> None:
     assert exact(consume_all(bootstrap, target)[0]) == exact(consume_all(bootstrap, topic)[0])
 
 
+def standby_of_a_first_backup(spark, bootstrap: str, topic_factory, tmp_path, prefix: str, restore_id: str):
+    """A topic whose first 100 records were backed up, and a standby that restored them in one round
+    and stopped: (topic, target, location, job, request)."""
+    topic = topic_factory(1, prefix=prefix)
+    target, location = f"{topic}-standby", str(tmp_path / "archive")
+    job = RestoreJob(KafkaSettings.of(bootstrap), location)
+    request = StandbyRequest(renames={topic: target}, restore_id=restore_id, poll_interval_s=0.3)
+    backed_up(spark, bootstrap, location, topic, 0, 100)
+    standby = Standby(spark, job, request)
+    standby.wait_rounds(1)
+    standby.finish()
+    return topic, target, location, job, request
+
+
 def test_an_archive_start_past_what_was_restored_is_a_gap_only_within_the_selection():
     def check(start: int, through: int | None, selection: Selection = Selection()) -> None:
         check_not_expired("r1", "s", 0, "t", start, through, selection.after("s", 0, through))
@@ -127,14 +141,8 @@ def test_after_compact_merges_restored_and_new_objects_a_round_restores_only_the
 
 def test_a_round_planned_before_a_compact_whose_grace_passed_stops_clearly_and_the_restart_is_exact(
         bootstrap, spark, topic_factory, tmp_path):
-    topic = topic_factory(1, prefix="standby-grace")
-    target, location = f"{topic}-standby", str(tmp_path / "archive")
-    job = RestoreJob(KafkaSettings.of(bootstrap), location)
-    request = StandbyRequest(renames={topic: target}, restore_id="grace", poll_interval_s=0.3)
-    backed_up(spark, bootstrap, location, topic, 0, 100)
-    standby = Standby(spark, job, request)
-    standby.wait_rounds(1)
-    standby.finish()
+    topic, target, location, job, request = standby_of_a_first_backup(spark, bootstrap, topic_factory, tmp_path,
+                                                                      "standby-grace", "grace")
     # A round killed after its producers flushed, before it saved its map: commit 2's records are in the target.
     backed_up(spark, bootstrap, location, topic, 100, 100)
     restore_group(job, plan_restore(job, [topic], {topic: target}, "grace", continue_saved=True).tasks)
@@ -155,14 +163,8 @@ def test_a_round_planned_before_a_compact_whose_grace_passed_stops_clearly_and_t
 
 def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offsets_gone(
         bootstrap, spark, topic_factory, tmp_path):
-    topic = topic_factory(1, prefix="standby-expire")
-    target, location = f"{topic}-standby", str(tmp_path / "archive")
-    job = RestoreJob(KafkaSettings.of(bootstrap), location)
-    request = StandbyRequest(renames={topic: target}, restore_id="expired", poll_interval_s=0.3)
-    backed_up(spark, bootstrap, location, topic, 0, 100)
-    standby = Standby(spark, job, request)
-    standby.wait_rounds(1)
-    standby.finish()
+    topic, target, location, job, request = standby_of_a_first_backup(spark, bootstrap, topic_factory, tmp_path,
+                                                                      "standby-expire", "expired")
     backed_up(spark, bootstrap, location, topic, 100, 100)
     # Expiring what the standby restored already is harmless: it goes on with commit 2.
     assert [e.new_start for e in expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
