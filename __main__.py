@@ -1,4 +1,4 @@
-"""`python -m topicvault …`, and the script to hand to `spark-submit` (see README, "Running on a cluster").
+"""`python -m topicvault …`, and the script to hand to `spark-submit` (see docs/operations.md, "Running on a Spark cluster").
 
 spark-submit runs this file as a script, which puts its directory first on sys.path; that
 directory holds topicvault's own modules (core, keys, report, …), which must not shadow

@@ -174,7 +174,7 @@ def _expand(value: object, env: Mapping[str, str], setting: str) -> str:
             raise TopicvaultError(
                 f"setting {setting!r} refers to ${{{match.group(1)}}}: the environment is read for secret settings only "
                 "(names holding password, secret, token, credential or private); write the value, or use the "
-                "TOPICVAULT_* variables (README: Profiles)")
+                "TOPICVAULT_* variables (docs/operations.md: Profiles and configuration)")
         if match.group(1) not in env:
             raise TopicvaultError(f"setting {setting!r} refers to ${{{match.group(1)}}}, which is not set in the environment")
         return env[match.group(1)]

@@ -263,7 +263,7 @@ def workers_python(sc) -> str:
     fix = (f"set PYSPARK_PYTHON to a Python that has it before the session starts, e.g. "
            f"PYSPARK_PYTHON={sys.executable}" if local else
            "install topicvault in the executors' Python, or give spark-submit --py-files with topicvault's wheel "
-           "(README: Running on a Spark cluster)")
+           "(docs/operations.md: Running on a Spark cluster)")
     raise TopicvaultError(f"Spark's Python workers ({chosen}) cannot import topicvault ({problem}): {fix}")
 
 

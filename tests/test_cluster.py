@@ -28,7 +28,7 @@ VENV_BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """topicvault built as a wheel, the way the README says."""
+    """topicvault built as a wheel, the way docs/operations.md says."""
     out = tmp_path_factory.mktemp("dist")
     # Built from a copy: setuptools leaves build/ behind, whose stale files a later build would pack.
     source = tmp_path_factory.mktemp("src") / "topicvault"

@@ -274,7 +274,7 @@ def logappendtime_topic_backed_up(bootstrap: str, topic_factory, location: str) 
 
 def assert_restored_with_their_stored_times(bootstrap: str, topic: str, target: str) -> None:
     """Key, value, headers and timestamp equal, record by record; the timestamp type is the
-    target's own (a restore produces with CreateTime: README, Known limits)."""
+    target's own (a restore produces with CreateTime: docs/limits.md)."""
     source, restored = consume_all(bootstrap, topic), consume_all(bootstrap, target)
     assert all(r.timestamp_type == 1 for rs in source.values() for r in rs), "the source is not LogAppendTime"
     assert {p: [exact(r)[:3] for r in rs] for p, rs in restored.items()} == {
