@@ -27,6 +27,10 @@ FILE_SCHEMA = pa.schema(
 ROW_GROUP_RECORDS = 65_536
 ROW_GROUP_BYTES = 8 * 1024 * 1024
 ROW_GROUP = Rotation(ROW_GROUP_RECORDS, ROW_GROUP_BYTES)
+# Columns whose min/max statistics are written: the ones a reader prunes row groups by. Those of
+# key, value and headers would be copies of the largest and smallest values (three more copies of
+# a 64 MiB value while it is encoded: tests/test_large_record_memory.py) that nothing reads.
+STATISTICS_COLUMNS = ["metadata.partition", "metadata.offset", "metadata.timestamp"]
 # Records decoded first to learn the decoded size of an object's records (see read_stream).
 SIZE_PROBE_RECORDS = 256
 
@@ -58,7 +62,8 @@ class ParquetObjectWriter(ObjectWriter):
 
     def __init__(self, compression: str) -> None:
         self._sink = io.BytesIO()
-        self._writer = pq.ParquetWriter(self._sink, FILE_SCHEMA, compression=compression)
+        self._writer = pq.ParquetWriter(self._sink, FILE_SCHEMA, compression=compression,
+                                        write_statistics=STATISTICS_COLUMNS)
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._pending_bytes = 0
