@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start or stop what testcontainers needs here: podman, its Docker-compatible API socket and
-# the broker image built locally from the tansu binary (no registry is reachable).
+# the broker images, built locally (no registry is reachable): the embedded broker's from the
+# tansu binary, Apache Kafka's by ci/kafka-image.sh (both cached).
 #   source ci/broker-engine.sh start   -> exports DOCKER_HOST and the testcontainers settings
 #   ci/broker-engine.sh stop
 set -uo pipefail
@@ -8,6 +9,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUN_DIR="$ROOT/.tv-run"
 SOCKET="$RUN_DIR/podman.sock"
 IMAGE="localhost/topicvault-broker:tansu"
+KAFKA_IMAGE="${TOPICVAULT_KAFKA_IMAGE:-localhost/topicvault-kafka:4.4.0}"
 export CONTAINERS_CONF="$ROOT/ci/containers.conf"
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -28,6 +30,9 @@ engine_start() {
             || echo "broker-engine: image import failed; see $RUN_DIR/image.log"
         rm -rf "$staging"
     fi
+    # ~5 s when its inputs changed, a digest check otherwise.
+    TOPICVAULT_KAFKA_IMAGE="$KAFKA_IMAGE" bash "$ROOT/ci/kafka-image.sh" >"$RUN_DIR/kafka-image.log" 2>&1 \
+        || echo "broker-engine: building the Apache Kafka image failed; see $RUN_DIR/kafka-image.log"
     rm -f "$SOCKET"
     # setsid + log file: the service must never hold the caller's stdout/stderr.
     setsid podman system service --time=0 "unix://$SOCKET" >"$RUN_DIR/podman-service.log" 2>&1 < /dev/null &
@@ -41,7 +46,7 @@ engine_start() {
 
 engine_stop() {
     if command -v podman >/dev/null 2>&1; then
-        ids=$(podman ps -aq --filter "ancestor=$IMAGE" 2>/dev/null)
+        ids=$(podman ps -aq --filter "ancestor=$IMAGE" --filter "ancestor=$KAFKA_IMAGE" 2>/dev/null)
         [ -n "$ids" ] && podman rm -f $ids >/dev/null 2>&1
     fi
     if [ -f "$RUN_DIR/podman-service.pid" ]; then

@@ -5,6 +5,9 @@
 - `TOPICVAULT_TEST_BOOTSTRAP=host:port`: a cluster of the user's own;
 - `TOPICVAULT_TEST_BROKER=embedded`: tansu, in a container built locally from its binary
   (testcontainers through podman's Docker-compatible socket, DOCKER_HOST), else as a process.
+
+`start_kafka_container` runs Apache Kafka in a container too (the image ci/kafka-image.sh builds),
+for the test of the container path itself.
 """
 
 from __future__ import annotations
@@ -13,35 +16,79 @@ import functools
 import os
 import uuid
 import warnings
+from pathlib import Path
 
 import pytest
 from kafkatools import create_topic
 from topicvault.core.cluster import broker_configs, lifted_timestamp_limits, retention_from_broker_configs
 from topicvault.core.embedded_broker import EmbeddedBroker, free_port, wait_for_broker
 from topicvault.core.kafka import KafkaSettings
-from topicvault.core.local_kafka import LocalKafka
+from topicvault.core.local_kafka import KAFKA_VERSION, LocalKafka
 
+# Both images are built locally by ci/broker-engine.sh (no registry is reachable): tansu from its
+# binary, Apache Kafka by ci/kafka-image.sh from the host's Java runtime and the cached jars.
 BROKER_IMAGE = "localhost/topicvault-broker:tansu"
+KAFKA_IMAGE = os.environ.get("TOPICVAULT_KAFKA_IMAGE") or f"localhost/topicvault-kafka:{KAFKA_VERSION}"
 _broker_kind = {"kind": "not started", "detail": ""}
 
 
-def _start_container():
+def start_tansu_container(log_dir: Path | None = None):
+    """The embedded broker (tansu) in a container: (container, bootstrap)."""
+    return _start_broker_container(BROKER_IMAGE, lambda port: (
+        f"/tansu broker --listener-url tcp://0.0.0.0:9092 --advertised-listener-url tcp://127.0.0.1:{port} "
+        "--storage-engine memory://tansu/"), 60.0, log_dir)
+
+
+def start_kafka_container(log_dir: Path | None = None):
+    """A one-node Apache Kafka (KRaft) in a container: (container, bootstrap). Its log goes to
+    `log_dir`/container.log when it is stopped with `stop_container`."""
+    # A JVM formatting its storage and then starting, on two loaded cores: ~4 s idle, far more busy.
+    return _start_broker_container(KAFKA_IMAGE, lambda port: f"/opt/kafka/start-kafka 127.0.0.1:{port}",
+                                   90.0, log_dir)
+
+
+def _start_broker_container(image: str, command, timeout_s: float, log_dir: Path | None):
+    """Start `image` running `command(host_port)` with its port 9092 on a free loopback port, and
+    wait until the broker in it answers; a broker that does not is stopped (its log kept)."""
     from testcontainers.core.container import DockerContainer
 
     port = free_port()
-    container = (
-        DockerContainer(BROKER_IMAGE)
-        .with_command(f"/tansu broker --listener-url tcp://0.0.0.0:9092 "
-                      f"--advertised-listener-url tcp://127.0.0.1:{port} --storage-engine memory://tansu/")
-        .with_bind_ports(9092, port)
-    )
-    container.start()
+    # Kafka clients must be told the host-side port: the broker advertises it. The name finds a
+    # container whose start failed half-way (created, never started) to remove it.
+    name = f"topicvault-test-{uuid.uuid4().hex[:12]}"
+    container = DockerContainer(image).with_name(name).with_command(command(port)).with_bind_ports(9092, port)
     try:
-        wait_for_broker(f"127.0.0.1:{port}", 60.0)
+        container.start()
     except BaseException:
-        container.stop()
+        _remove_named(container, name)
         raise
-    return container, f"127.0.0.1:{port}"
+    servers = f"127.0.0.1:{port}"
+    try:
+        wait_for_broker(servers, timeout_s, log_dir / "container.log" if log_dir else None)
+    except BaseException:
+        stop_container(container, log_dir)
+        raise
+    return container, servers
+
+
+def _remove_named(container, name: str) -> None:
+    try:
+        container.get_docker_client().client.containers.get(name).remove(force=True, v=True)
+    except Exception:  # never created: nothing to remove
+        pass
+
+
+def stop_container(container, log_dir: Path | None = None) -> None:
+    """Stop and remove a broker container, its output saved to `log_dir`/container.log first (the
+    container's log lives in podman's storage and goes with the container, never to our output)."""
+    try:
+        if log_dir is not None:
+            stdout, stderr = container.get_logs()
+            (log_dir / "container.log").write_bytes(stdout + stderr)
+    except Exception:  # a log that cannot be read must not keep the container running
+        pass
+    finally:
+        container.stop()
 
 
 # The broker kinds that are not Apache Kafka (tests of Kafka-only behaviour xfail on them).
@@ -73,7 +120,7 @@ def bootstrap(tmp_path_factory):
 def _tansu():
     """The embedded broker: in a container when podman answers, else as a process (said loudly)."""
     try:
-        container, servers = _start_container()
+        container, servers = start_tansu_container()
     except Exception as exc:  # no container engine here: fall back, loudly
         reason = f"{type(exc).__name__}: {str(exc)[:300]}"
         _broker_kind.update(kind="embedded", detail=f"container path skipped ({reason})")
@@ -86,7 +133,7 @@ def _tansu():
     try:
         yield servers
     finally:
-        container.stop()
+        stop_container(container)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,9 @@ import os
 import time
 from pathlib import Path
 
+from clitools import run_cli
 from kafkatools import consume_all, produce_records
+from nasty import nasty_records
 from topicvault.core.embedded_broker import EmbeddedBroker
 from topicvault.core.envelope import Record
 from topicvault.core.locations import open_store
@@ -103,26 +105,45 @@ def test_a_killed_owner_takes_its_broker_and_s3_server_with_it(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
-def test_testcontainers_broker_round_trips_records(tmp_path):
-    """The container path (testcontainers through podman, the embedded broker's image built
-    locally) still works: `ci/test.sh` starts the engine and sets DOCKER_HOST."""
+def test_testcontainers_kafka_round_trips_a_backup(spark, tmp_path):
+    """The container path (testcontainers through podman) with Apache Kafka in it, the image built
+    locally by ci/kafka-image.sh: a backup of a topic in the container's broker, restored there
+    under a new name, gives back the same records. `ci/test.sh` starts podman, builds the image
+    and sets DOCKER_HOST."""
     import pytest
-    from harness_broker import _start_container
+    from harness_broker import _like_tansu, start_kafka_container, stop_container
+    from kafkatools import create_topic
+    from topicvault.core.cluster import broker_configs
+    from topicvault.core.kafka import KafkaSettings
 
     if not os.environ.get("DOCKER_HOST"):
         if os.environ.get("CI"):
             raise AssertionError("CI runs without DOCKER_HOST: ci/broker-engine.sh did not start podman")
         pytest.skip("no container engine: run through ci/test.sh (it starts podman and sets DOCKER_HOST)")
-    container, servers = _start_container()
+    container, servers = start_kafka_container(tmp_path)
     try:
-        from kafkatools import create_topic
-
-        topic = create_topic(servers, "container-round-trip", 1)
+        # Apache Kafka describes its broker configs; tansu describes none.
+        assert (broker_configs(KafkaSettings.of(servers)) or {}).get("process.roles") == "broker,controller"
+        topic = create_topic(servers, "container-round-trip", 2, _like_tansu(servers))
         records = [Record(topic, 0, 0, None, b"v0", 1_700_000_000_000, 0, (("a", b"1"), ("a", None))),
-                   Record(topic, 0, 0, b"", b"", 1_700_000_000_001, 0, ())]
-        produce_records(servers, topic, records)
-        found = consume_all(servers, topic, to_eof=True)[0]
-        assert [(r.key, r.value, r.headers, r.timestamp_ms) for r in found] == \
-            [(r.key, r.value, r.headers, r.timestamp_ms) for r in records]
+                   Record(topic, 0, 0, b"", b"", 1_700_000_000_001, 0, ()),
+                   Record(topic, 1, 0, b"\xff\x00", None, 1_700_000_000_002, 0, (("\u00fc", b""),)),
+                   *nasty_records(topic, 2, 40, big_values=0)]
+        # Compressed batches: the broker decompresses them to validate, with the native codecs the
+        # image must carry (zstd-jni, snappy-java) and the libraries they load.
+        for partition, codec in ((0, "zstd"), (1, "snappy")):
+            produce_records(servers, topic, [r for r in records if r.partition == partition],
+                            {"compression.type": codec})
+        location = str(tmp_path / "backup")
+        run_cli("backup", "-b", servers, "--to", location, "-t", topic)
+        run_cli("restore", "--from", location, "-b", servers, "--rename", f"{topic}={topic}-restored")
+
+        def fields(partitions: dict) -> dict:
+            return {p: [(r.offset, r.key, r.value, r.headers, r.timestamp_ms, r.timestamp_type) for r in rs]
+                    for p, rs in partitions.items()}
+
+        original = consume_all(servers, topic, to_eof=True)
+        assert sum(map(len, original.values())) == len(records)
+        assert fields(consume_all(servers, f"{topic}-restored", to_eof=True)) == fields(original)
     finally:
-        container.stop()
+        stop_container(container, tmp_path)
