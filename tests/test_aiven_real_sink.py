@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import boto3
 import pytest
-from clitools import run_cli
+from clitools import assert_one_line_error, run_cli
 from confluent_kafka import Consumer, TopicPartition
 from harness_broker import _like_tansu
 from kafkatools import consume_all, create_topic, produce_records
@@ -29,6 +29,11 @@ PER_PARTITION = 22  # two rounds of nasty.py's eleven kinds, and one 1 MiB value
 ALL_FIELDS = "key,value,offset,timestamp,headers"
 NO_HEADERS = "key,value,offset,timestamp"
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+STRING = "org.apache.kafka.connect.storage.StringConverter"
+DATE_TEMPLATE = ("{{topic}}/{{partition}}/{{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}/"
+                 "{{start_offset:padding=true}}")
+YEAR_TEMPLATE = "{{topic}}/{{partition}}/{{timestamp:unit=yyyy}}/{{start_offset}}"
+KEY_TEMPLATE = "{{topic}}/{{partition}}/{{key}}/{{start_offset}}"
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +182,19 @@ CASES = [
     Case("jsonl-all-fields", {"format.output.type": "jsonl", "format.output.fields": ALL_FIELDS,
                               "header.converter": BYTES}, ("--peer-header-encoding", "base64"),
          fields=tuple(ALL_FIELDS.split(",")), csv=False),
+    # Under a template of its own the sink adds no compression suffix (only its default template
+    # gets one): these zstd and snappy objects are known by their bytes alone.
+    Case("value-zstd-wallclock-date-folders", {"file.compression.type": "zstd", "file.name.template": DATE_TEMPLATE},
+         ("--key-template", DATE_TEMPLATE), fields=("value",)),
+    Case("csv-snappy-event-time-years-max-3", {"format.output.fields": NO_HEADERS, "file.compression.type": "snappy",
+                                               "file.name.timestamp.source": "event", "file.max.records": "3",
+                                               "file.name.template": YEAR_TEMPLATE},
+         ("--peer-fields", NO_HEADERS, "--key-template", YEAR_TEMPLATE), fields=tuple(NO_HEADERS.split(","))),
+    # {{key}} of ByteArrayConverter keys is Java's byte[].toString(), "[B@<identity hash>": every
+    # record an object of its own ("null" for null keys, one object per flush for those).
+    Case("csv-key-grouped-bytes", {"format.output.fields": NO_HEADERS, "file.compression.type": "none",
+                                   "file.name.template": KEY_TEMPLATE},
+         ("--peer-fields", NO_HEADERS, "--key-template", KEY_TEMPLATE), fields=tuple(NO_HEADERS.split(","))),
 ]
 
 
@@ -268,3 +286,66 @@ def test_aiven_jsonl_from_string_converters_restores_text(connect, bootstrap, s3
     case = Case("jsonl-text", restore_args=("--peer-value-encoding", "none"), fields=tuple(NO_HEADERS.split(",")),
                 csv=False)
     assert_restores_what_it_kept(bootstrap, text_source, bucket, case)
+
+
+def test_aiven_event_time_objects_without_offsets_are_refused(connect, bootstrap, s3_endpoint, source):
+    # Event-time objects interleave and, without `offset`, their records carry none: the order
+    # cannot be recovered, so the restore refuses (naming the fix) and writes nothing.
+    topic, records = source
+    bucket = new_bucket()
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"file.name.timestamp.source": "event", "file.name.template": YEAR_TEMPLATE})
+    target = f"{topic}-refused-{uuid.uuid4().hex[:4]}"
+    create_topic(bootstrap, target, PARTITIONS, _like_tansu(bootstrap))
+    out = run_cli("restore", "--from", f"s3://{bucket}", "-b", bootstrap, "--layout", "auto",
+                  "--rename", f"{topic}={target}", "--key-template", YEAR_TEMPLATE, expect_exit=1)
+    assert_one_line_error(out, "cannot be merged", "add offset to format.output.fields")
+    assert all(not rows for rows in consume_all(bootstrap, target).values())
+
+
+def test_aiven_key_grouped_text_keys_restore(connect, bootstrap, s3_endpoint, text_source):
+    # {{key}} of StringConverter keys is the key's text ("null" for a null key): one object per
+    # key and flush, named for that key's first record, so a partition's objects interleave.
+    topic, records = text_source
+    bucket = new_bucket()
+    template = "{{topic}}/{{partition}}/{{key}}-{{start_offset}}"
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": STRING,
+          "value.converter": STRING, "file.name.template": template})
+    assert any(k.endswith("/key-0-1-1") for k in object_keys(bucket)), object_keys(bucket)[:5]
+    case = Case("key-text", restore_args=("--peer-value-encoding", "none", "--key-template", template),
+                fields=tuple(NO_HEADERS.split(",")), csv=False)
+    assert_restores_what_it_kept(bootstrap, text_source, bucket, case)
+
+
+def test_aiven_latest_per_key_templates_are_refused(connect, bootstrap, s3_endpoint, text_source):
+    # {{key}} without {{start_offset}}: the sink keeps one record per key (the latest of each
+    # flush, written over the one before), so the archive is no copy of the topic.
+    topic, records = text_source
+    bucket = new_bucket()
+    template = "{{topic}}/{{partition}}/{{key}}"
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": STRING,
+          "value.converter": STRING, "file.name.template": template})
+    assert object_keys(bucket)
+    out = run_cli("restore", "--from", f"s3://{bucket}", "-b", bootstrap, "--layout", "aiven",
+                  "--key-template", template, expect_exit=1)
+    assert_one_line_error(out, "{{start_offset}}", "latest record")
+
+
+def test_aiven_event_time_objects_named_for_the_flush_restore(connect, bootstrap, s3_endpoint, source):
+    # file.name.timestamp.source=event: one flush's records go to one object per year of their
+    # own timestamp (1970, 2023, 2100 here), each named for the partition's first record of the
+    # flush (TopicPartitionRecordGrouper), so names repeat across years, most objects' names are
+    # not their first record's offset, and a partition's objects interleave.
+    topic, records = source
+    bucket = new_bucket()
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "file.name.timestamp.source": "event",
+          "file.name.template": YEAR_TEMPLATE})
+    names = object_keys(bucket)
+    starts = [(k.split("/")[1], k.rsplit("/", 1)[1]) for k in names]
+    assert len(set(starts)) < len(starts), f"no two years' objects share a name's offset: {names}"
+    case = Case("event-years", restore_args=("--key-template", YEAR_TEMPLATE), fields=tuple(NO_HEADERS.split(",")),
+                csv=False)
+    assert_restores_what_it_kept(bootstrap, source, bucket, case)

@@ -5,7 +5,10 @@ Names (commons/.../config/FileNameFragment.java): `file.name.template`, default
 (`.gz`, `.snappy`, `.zst`, CompressionType.java); `{{partition:padding=true}}` pads to 10 digits,
 `{{start_offset:padding=true}}` to 20. The whole key below the archive root is the rendered
 template, so it is matched whole (objects in other folders are not this archive's). The name's
-offset is the object's first record's.
+offset is the object's first record's, except under `{{timestamp}}` (see AivenLayout). Only the
+default template gets the compression suffix: under the user's own, the bytes say it.
+`{{key}}` is the key's text (StringConverter), `null`, or Java's `[B@<hash>` for byte arrays
+(every record an object of its own); with it, a partition's objects interleave.
 
 Contents (commons/src/main/java/io/aiven/kafka/connect/common/output/):
 * csv (plainwriter/): fields in `format.output.fields` order (default: value only) joined by
@@ -69,6 +72,11 @@ class AivenLayout(PeerLayout):
     def __init__(self, template: str = AIVEN_DEFAULT_TEMPLATE) -> None:
         self.template = template
         self._codec = TemplateCodec(template)
+        # Under {{timestamp}} the sink names every object of a flush for the partition's first
+        # record of that flush, while each record goes to the object of its own time (with
+        # file.name.timestamp.source=event, or at an hour's turn): a name's offset may come
+        # before its object's first record (TopicPartitionRecordGrouper, commons 0.12.0).
+        self.name_offset_is_first = not self._codec.has_field("timestamp")
 
     def with_template(self, template: str) -> "AivenLayout":
         """The same layout with a user's `file.name.template`."""
@@ -91,12 +99,15 @@ class AivenLayout(PeerLayout):
         if options.value_encoding == "none" and "offset" not in options.fields:
             return ("with --peer-value-encoding none a value holding a newline cannot be told from two records, "
                     "and this archive holds more lines than offsets; it cannot be restored exactly")
-        return "was it written with a time-based template? add offset to format.output.fields"
+        return ("was it written with a {{timestamp}} (event time) or {{key}} template? add offset to "
+                "format.output.fields")
 
     def decode(self, data: bytes, obj: PeerKey, options: PeerOptions,
                companion: Callable[[str], bytes | None]) -> Decoded:
         """An Aiven object (csv, jsonl, json or parquet; compressed or not) as envelope rows."""
-        data = decompress(data, obj.key)
+        # Only the default template gets a compression suffix (AivenCommonConfig): under the user's
+        # own the name does not say, the bytes do.
+        data = decompress(data, obj.key, by_content=True)
         try:
             if data[:4] == b"PAR1":
                 rows = _parquet(data, obj.key)

@@ -135,13 +135,17 @@ def header_value(text: Any, encoding: str, where: str) -> bytes | None:
     return b64(text, where) if encoding == "base64" else text.encode()
 
 
-def decompress(data: bytes, key: str) -> bytes:
-    """Bytes of an object compressed as its name (or gzip's magic bytes) says."""
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def decompress(data: bytes, key: str, by_content: bool = False) -> bytes:
+    """Bytes of an object compressed as its name (or gzip's magic bytes) says; `by_content`: also
+    zstd's and Java snappy's magic bytes, for sinks that name compressed objects without a suffix."""
     if key.endswith(".gz") or data[:2] == b"\x1f\x8b":
         return gunzip_bytes(data, key, "gzip")  # bounded: a gzip bomb is refused, not inflated
-    if key.endswith(".zst"):
+    if key.endswith(".zst") or (by_content and data.startswith(_ZSTD_MAGIC)):
         codec = unzstd_bounded
-    elif key.endswith(".snappy"):
+    elif key.endswith(".snappy") or (by_content and data.startswith(_XERIAL_MAGIC)):
         codec = _snappy
     else:
         return data
