@@ -141,6 +141,13 @@ class LocalConnect:
         """The connector's and its tasks' states."""
         return self.request("GET", f"/connectors/{name}/status")
 
+    def kill(self) -> None:
+        """SIGKILL the worker (a crash: no task is stopped, no offset committed); its folder stays,
+        so `start()` brings a new worker up on it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
     def stop(self) -> None:
         """Stop the worker and remove the folder if it made one."""
         if self.process is not None:

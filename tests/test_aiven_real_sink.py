@@ -10,6 +10,7 @@ for every field that configuration keeps. One worker per module; each case is on
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ class Case:
     restore_args: tuple[str, ...] = ()
     fields: tuple[str, ...] = ("value",)
     csv: bool = True  # csv cannot tell a null key or value from an empty one
+    json_order_lost: bool = False  # schemaless JsonConverter values: Connect holds objects in a HashMap
 
 
 def committed_up_to(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> bool:
@@ -72,11 +74,9 @@ def committed_up_to(bootstrap: str, group: str, topic: str, ends: dict[int, int]
     return all(tp.offset >= ends[tp.partition] for tp in committed)
 
 
-def sink(connect: LocalConnect, bootstrap: str, topic: str, ends: dict[int, int], bucket: str,
-         config: dict[str, str], timeout_s: float = 60.0, name: str | None = None) -> str:
-    """Run Aiven's sink over `topic` into `bucket` until it committed every offset; its name."""
-    name = name or f"aiven-{uuid.uuid4().hex[:8]}"
-    connect.put(name, {
+def connector_config(topic: str, bucket: str, config: dict[str, str]) -> dict[str, str]:
+    """Aiven's sink over `topic` into `bucket` (ByteArrayConverter keys and values unless `config` says)."""
+    return {
         "connector.class": "topicvault.harness.AivenS3SinkConnector",
         "tasks.max": "1",
         "topics": topic,
@@ -88,7 +88,14 @@ def sink(connect: LocalConnect, bootstrap: str, topic: str, ends: dict[int, int]
         "aws.s3.endpoint": boto3.session.Session().client("s3").meta.endpoint_url,
         "aws.s3.region": "us-east-1",
         **config,
-    })
+    }
+
+
+def sink(connect: LocalConnect, bootstrap: str, topic: str, ends: dict[int, int], bucket: str,
+         config: dict[str, str], timeout_s: float = 60.0, name: str | None = None) -> str:
+    """Run Aiven's sink over `topic` into `bucket` until it committed every offset; its name."""
+    name = name or f"aiven-{uuid.uuid4().hex[:8]}"
+    connect.put(name, connector_config(topic, bucket, config))
     deadline = time.monotonic() + timeout_s
     try:
         while not committed_up_to(bootstrap, f"connect-{name}", topic, ends):
@@ -130,8 +137,13 @@ def kept(record: Record, case: Case) -> tuple:
     def plain(data: bytes | None) -> bytes | None:
         return None if case.csv and data == b"" else data
 
+    def value(data: bytes | None) -> bytes | None:
+        if case.json_order_lost and data is not None:
+            return json.dumps(json.loads(data), sort_keys=True).encode()
+        return plain(data)
+
     return (plain(record.key) if "key" in case.fields else None,
-            plain(record.value) if "value" in case.fields else None,
+            value(record.value) if "value" in case.fields else None,
             record.headers if "headers" in case.fields else (),
             record.timestamp_ms if "timestamp" in case.fields else None)
 
@@ -349,3 +361,98 @@ def test_aiven_event_time_objects_named_for_the_flush_restore(connect, bootstrap
     case = Case("event-years", restore_args=("--key-template", YEAR_TEMPLATE), fields=tuple(NO_HEADERS.split(",")),
                 csv=False)
     assert_restores_what_it_kept(bootstrap, source, bucket, case)
+
+
+JSON = "org.apache.kafka.connect.json.JsonConverter"
+
+
+def compact(node) -> bytes:
+    """JSON as Kafka producers typically write it (and as Aiven's writer does): compact, UTF-8."""
+    return json.dumps(node, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def json_rows(p: int, i: int) -> tuple[str | None, dict | None]:
+    """Partition p's i-th record's key and value as JSON nodes (a null key or a tombstone now and then)."""
+    key = None if i % 5 == 0 else (f"k-{p}-{i}" if i % 2 else f"名前-{i}")
+    value = None if i % 6 == 3 else {"id": i, "name": f"名前 {i}, \"quoted\"\n", "ok": i % 2 == 0, "ratio": i / 4,
+                                     "tags": ["a", "b,c"]}
+    return key, value
+
+
+VALUE_SCHEMA = {"type": "struct", "optional": True, "fields": [
+    {"field": "id", "type": "int64"}, {"field": "name", "type": "string"}, {"field": "ok", "type": "boolean"},
+    {"field": "ratio", "type": "double"}, {"field": "tags", "type": "array", "items": {"type": "string"}}]}
+KEY_SCHEMA = {"type": "string", "optional": True}
+
+
+@pytest.mark.parametrize("schemas", [False, True], ids=["schemas-disabled", "schemas-enabled"])
+def test_aiven_jsonl_from_json_converters_restores_the_json(connect, bootstrap, s3_endpoint, schemas):
+    # JsonConverter keys and values: the sink keeps the JSON (the payload, without the schema
+    # envelope), so a restore gives it back as compact JSON; a JSON string key keeps its quotes.
+    # Without schemas Connect holds a JSON object as a HashMap: the sink writes its fields in the
+    # map's order, not the record's ({"name":..,"id":..} for {"id":..,"name":..}).
+    topic = f"aiven-json-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+
+    def wrapped(schema: dict, node):
+        return node if not schemas or node is None else {"schema": schema, "payload": node}
+
+    rows = {(p, i): json_rows(p, i) for p in range(PARTITIONS) for i in range(12)}
+    produce_records(bootstrap, topic, [
+        Record(topic, p, 0, None if k is None else compact(wrapped(KEY_SCHEMA, k)),
+               None if v is None else compact(wrapped(VALUE_SCHEMA, v)), 1_700_000_000_000 + i, 0, ())
+        for (p, i), (k, v) in rows.items()])
+    records = consume_all(bootstrap, topic)
+    bucket = new_bucket()
+    enable = "true" if schemas else "false"
+    sink(connect, bootstrap, topic, {p: r[-1].offset + 1 for p, r in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": JSON,
+          "value.converter": JSON, "key.converter.schemas.enable": enable, "value.converter.schemas.enable": enable})
+    kept_json = {p: [Record(topic, p, r.offset, None if rows[p, i][0] is None else compact(rows[p, i][0]),
+                            None if rows[p, i][1] is None else compact(rows[p, i][1]), r.timestamp_ms, 0, ())
+                     for i, r in enumerate(rs)] for p, rs in records.items()}
+    case = Case("json-converter", restore_args=("--peer-value-encoding", "json"), fields=tuple(NO_HEADERS.split(",")),
+                csv=False, json_order_lost=not schemas)
+    assert_restores_what_it_kept(bootstrap, (topic, kept_json), bucket, case)
+
+
+def test_aiven_worker_killed_after_writing_objects_restores_once(bootstrap, s3_endpoint, tmp_path):
+    # A worker SIGKILLed after its task wrote a flush's objects but before their offsets were
+    # committed (the harness's test-only pause after a flush holds it there): a new worker reads
+    # those records again from the last committed offset and writes them again.
+    topic = f"aiven-kill-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, PARTITIONS, _like_tansu(bootstrap))
+    produce_records(bootstrap, topic, nasty_records(topic, PARTITIONS, PER_PARTITION))
+    first = {p: rows[-1].offset + 1 for p, rows in consume_all(bootstrap, topic).items()}
+    bucket, name = new_bucket(), f"aiven-{uuid.uuid4().hex[:8]}"
+    config = {"format.output.fields": NO_HEADERS, "file.max.records": "3"}
+    (tmp_path / "connect").mkdir()
+    with LocalConnect(bootstrap, folder=tmp_path / "connect") as worker:
+        worker.put(name, {**connector_config(topic, bucket, config), "topicvault.harness.pause.after.flush.ms": "6000"})
+        wait_for(lambda: committed_up_to(bootstrap, f"connect-{name}", topic, first), 60, "the first half's commit")
+        before = set(object_keys(bucket))
+        produce_records(bootstrap, topic, nasty_records(topic, PARTITIONS, PER_PARTITION, seed=2))
+        source = (topic, consume_all(bootstrap, topic))
+        ends = {p: rows[-1].offset + 1 for p, rows in source[1].items()}
+        wait_for(lambda: set(object_keys(bucket)) - before, 30, "objects of the second half")
+        worker.kill()
+        written = {k: last_modified(bucket, k) for k in set(object_keys(bucket)) - before}
+        assert not committed_up_to(bootstrap, f"connect-{name}", topic, ends), "the killed flush was committed"
+        worker.start()
+        sink(worker, bootstrap, topic, ends, bucket, config, name=name)
+    rewritten = [k for k, when in written.items() if last_modified(bucket, k) > when]
+    assert rewritten, "the new worker wrote none of the killed flush's objects again"
+    case = Case("killed", restore_args=("--peer-fields", NO_HEADERS), fields=tuple(NO_HEADERS.split(",")))
+    assert_restores_what_it_kept(bootstrap, source, bucket, case)
+
+
+def wait_for(condition, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
+        time.sleep(0.2)
+    return found
+
+
+def last_modified(bucket: str, key: str):
+    return boto3.session.Session().client("s3").head_object(Bucket=bucket, Key=key)["LastModified"]

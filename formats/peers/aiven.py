@@ -143,6 +143,9 @@ def _aiven_json_rows(data: bytes, key: str) -> list[dict] | None:
 
 
 def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
+    if options.value_encoding == "json":
+        raise CorruptObject(f"Aiven object {key} is csv: its values are base64 or raw bytes, and "
+                            "--peer-value-encoding json is for jsonl and json objects; use base64 or none")
     rows = []
     # Every line is a record: a null value (tombstone) written alone is an empty line, the last one too.
     for number, line in enumerate(data.decode().split("\n"), 1):
@@ -186,13 +189,12 @@ def _newline_hint(options: PeerOptions) -> str:
 
 
 def _json(node: dict, key: str, options: PeerOptions) -> dict:
-    encoded = options.value_encoding == "base64"
     header_encoding = options.header_encoding or AivenLayout.default_header_encoding
     row: dict[str, Any] = {}
     if "key" in node:
-        row["key"] = json_bytes(node["key"], key, options.keys_base64)
+        row["key"] = json_bytes(node["key"], key, options.keys_encoding)
     if "value" in node:
-        row["value"] = json_bytes(node["value"], key, encoded)
+        row["value"] = json_bytes(node["value"], key, options.value_encoding)
     if "offset" in node:
         row["offset"] = int(node["offset"])
     if "timestamp" in node:

@@ -71,6 +71,14 @@ public final class AivenS3SinkTask extends SinkTask {
         } finally {
             grouper.clear();
         }
+        final long pause = config.getLong(AivenS3SinkConfig.PAUSE_AFTER_FLUSH_MS);
+        if (pause > 0) {
+            try {
+                Thread.sleep(pause);
+            } catch (final InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 
     private void writeObject(final String filename, final List<SinkRecord> records) {
