@@ -456,3 +456,27 @@ def wait_for(condition, timeout_s: float, what: str):
 
 def last_modified(bucket: str, key: str):
     return boto3.session.Session().client("s3").head_object(Bucket=bucket, Key=key)["LastModified"]
+
+
+def test_aiven_base64_headers_read_as_text_are_named_in_one_note(connect, bootstrap, s3_endpoint, source):
+    # header.converter=ByteArrayConverter: jsonl holds every header value as base64, which the
+    # default (text, Connect's default SimpleHeaderConverter) restores as the base64 text itself.
+    topic, records = source
+    bucket = new_bucket()
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": ALL_FIELDS, "header.converter": BYTES})
+    out = run_cli("restore", "--from", f"s3://{bucket}", "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--dry-run")
+    hints = [line for line in out.splitlines() if "--peer-header-encoding base64" in line]
+    assert len(hints) == 1 and "base64" in hints[0] and "ByteArrayConverter" in hints[0], out
+
+
+def test_aiven_text_headers_get_no_base64_note(connect, bootstrap, s3_endpoint):
+    topic = f"aiven-headers-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, 1)
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, b"k", b"v", 1_700_000_000_000 + i, 0,
+                                              (("trace", b"span %d of 3" % i), ("origin", b"eu west")))
+                                       for i in range(3)])
+    bucket = new_bucket()
+    sink(connect, bootstrap, topic, {0: 3}, bucket, {"format.output.type": "jsonl", "format.output.fields": ALL_FIELDS})
+    out = run_cli("restore", "--from", f"s3://{bucket}", "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--dry-run")
+    assert "--peer-header-encoding base64" not in out, out

@@ -94,6 +94,18 @@ class AivenLayout(PeerLayout):
         note = super().header_note(options)
         return f"jsonl {note}; csv header values are base64, parquet's say their type"
 
+    def headers_look_base64(self, data: bytes, key: str) -> bool | None:
+        """jsonl/json header values: all base64 (as ByteArrayConverter writes them), or not."""
+        try:
+            nodes = _aiven_json_rows(decompress(data, key, by_content=True), key)
+        except (ValueError, CorruptObject):
+            return None
+        values = [h.get("value") for node in nodes or () for h in node.get("headers") or () if isinstance(h, dict)]
+        values = [v for v in values if v is not None]
+        if not any(values):
+            return None
+        return all(isinstance(v, str) and _is_base64(v) for v in values)
+
     def overlap_hint(self, options: PeerOptions) -> str:
         """Objects without offsets overlap under a time-based template, or when raw values held newlines."""
         if options.value_encoding == "none" and "offset" not in options.fields:
@@ -179,6 +191,14 @@ def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
                 ]
         rows.append(row)
     return rows
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        b64(text, "")
+    except CorruptObject:
+        return False
+    return True
 
 
 def _newline_hint(options: PeerOptions) -> str:

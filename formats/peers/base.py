@@ -127,6 +127,11 @@ class PeerLayout(ABC):
         how = "--peer-header-encoding" if options.header_encoding else "default; set --peer-header-encoding"
         return f"header values stored as text read as {used} ({how})"
 
+    def headers_look_base64(self, data: bytes, key: str) -> bool | None:
+        """Whether every header value this object stores as text is base64 (True), some is not
+        (False), or it stores none as text (None). Layouts that always say the type: None."""
+        return None
+
     def overlap_hint(self, options: PeerOptions) -> str:
         """Why objects without record offsets may overlap, for the refusal message."""
         return "was it written with a field- or time-based partitioner?"
