@@ -31,7 +31,9 @@ BASE_CONFIG = {
     "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
     "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
     "offset.flush.interval.ms": "1000",
-    "plugin.discovery": "hybrid_warn",
+    # Plugins found through their ServiceLoader manifests (Kafka's own and the harness jar have
+    # them): a worker starts in ~5 s instead of ~25 s of scanning every class of the plugin path.
+    "plugin.discovery": "service_load",
     "task.shutdown.graceful.timeout.ms": "5000",
 }
 

@@ -418,8 +418,8 @@ def test_aiven_jsonl_from_json_converters_restores_the_json(connect, bootstrap, 
 
 def test_aiven_worker_killed_after_writing_objects_restores_once(bootstrap, s3_endpoint, tmp_path):
     # A worker SIGKILLed after its task wrote a flush's objects but before their offsets were
-    # committed (the harness's test-only pause after a flush holds it there): a new worker reads
-    # those records again from the last committed offset and writes them again.
+    # committed (the harness's test-only hold file keeps it there): a new worker reads those
+    # records again from the last committed offset and writes them again.
     topic = f"aiven-kill-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, PARTITIONS, _like_tansu(bootstrap))
     produce_records(bootstrap, topic, nasty_records(topic, PARTITIONS, PER_PARTITION))
@@ -427,9 +427,13 @@ def test_aiven_worker_killed_after_writing_objects_restores_once(bootstrap, s3_e
     bucket, name = new_bucket(), f"aiven-{uuid.uuid4().hex[:8]}"
     config = {"format.output.fields": NO_HEADERS, "file.max.records": "3"}
     (tmp_path / "connect").mkdir()
-    with LocalConnect(bootstrap, folder=tmp_path / "connect") as worker:
-        worker.put(name, {**connector_config(topic, bucket, config), "topicvault.harness.pause.after.flush.ms": "6000"})
+    hold = tmp_path / "hold"
+    # The killed worker's consumer stays in the group until its session times out (45 s by default).
+    quick_session = {"consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "1000"}
+    with LocalConnect(bootstrap, config=quick_session, folder=tmp_path / "connect") as worker:
+        worker.put(name, {**connector_config(topic, bucket, config), "topicvault.harness.hold.after.flush.file": str(hold)})
         wait_for(lambda: committed_up_to(bootstrap, f"connect-{name}", topic, first), 60, "the first half's commit")
+        hold.touch()  # from the next flush on, its objects are written and its offsets never committed
         before = set(object_keys(bucket))
         produce_records(bootstrap, topic, nasty_records(topic, PARTITIONS, PER_PARTITION, seed=2))
         source = (topic, consume_all(bootstrap, topic))
