@@ -128,7 +128,7 @@ def header_encoding_hint(store: ObjectStore, layout: str, options: PeerOptions, 
     peer = PEERS[layout]
     entries = [e for _, partition in sorted(state.partitions.items()) for e in partition.objects]
     for entry in entries[:HEADER_HINT_OBJECTS]:
-        looks = peer.headers_look_base64(store.get(entry.key), entry.key)
+        looks = peer.headers_look_base64(lambda key=entry.key: store.get(key), entry.key)
         if looks is not None:
             return None if not looks else (
                 f"{layout}: every header value in {entry.key} is base64, yet header values are read as text (the "

@@ -94,10 +94,10 @@ class AivenLayout(PeerLayout):
         note = super().header_note(options)
         return f"jsonl {note}; csv header values are base64, parquet's say their type"
 
-    def headers_look_base64(self, data: bytes, key: str) -> bool | None:
+    def headers_look_base64(self, read: Callable[[], bytes], key: str) -> bool | None:
         """jsonl/json header values: all base64 (as ByteArrayConverter writes them), or not."""
         try:
-            nodes = _aiven_json_rows(decompress(data, key, by_content=True), key)
+            nodes = _aiven_json_rows(decompress(read(), key, by_content=True), key)
         except (ValueError, CorruptObject):
             return None
         values = [h.get("value") for node in nodes or () for h in node.get("headers") or () if isinstance(h, dict)]

@@ -127,9 +127,10 @@ class PeerLayout(ABC):
         how = "--peer-header-encoding" if options.header_encoding else "default; set --peer-header-encoding"
         return f"header values stored as text read as {used} ({how})"
 
-    def headers_look_base64(self, data: bytes, key: str) -> bool | None:
-        """Whether every header value this object stores as text is base64 (True), some is not
-        (False), or it stores none as text (None). Layouts that always say the type: None."""
+    def headers_look_base64(self, read: Callable[[], bytes], key: str) -> bool | None:
+        """Whether every header value object `key` (its bytes: `read()`) stores as text is base64
+        (True), some is not (False), or it stores none as text (None). Layouts that do not check
+        return None without reading."""
         return None
 
     def overlap_hint(self, options: PeerOptions) -> str:
