@@ -11,6 +11,7 @@ for every field that configuration keeps. One worker per module; each case is on
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ class Case:
     fields: tuple[str, ...] = ("value",)
     csv: bool = True  # csv cannot tell a null key or value from an empty one
     json_order_lost: bool = False  # schemaless JsonConverter values: Connect holds objects in a HashMap
+    names: str = ""  # a pattern every object name matches, if the case says how the sink names them
 
 
 def committed_up_to(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> bool:
@@ -206,7 +208,8 @@ CASES = [
     # record an object of its own ("null" for null keys, one object per flush for those).
     Case("csv-key-grouped-bytes", {"format.output.fields": NO_HEADERS, "file.compression.type": "none",
                                    "file.name.template": KEY_TEMPLATE},
-         ("--peer-fields", NO_HEADERS, "--key-template", KEY_TEMPLATE), fields=tuple(NO_HEADERS.split(","))),
+         ("--peer-fields", NO_HEADERS, "--key-template", KEY_TEMPLATE), fields=tuple(NO_HEADERS.split(",")),
+         names=r".+/\d+/(\[B@[0-9a-f]+|null)/\d+"),
 ]
 
 
@@ -217,6 +220,8 @@ def test_aiven_sink_archive_restores_what_it_kept(connect, bootstrap, s3_endpoin
     ends = {p: rows[-1].offset + 1 for p, rows in records.items()}
     sink(connect, bootstrap, topic, ends, bucket, case.config)
     assert object_keys(bucket), "the sink wrote nothing"
+    if case.names:
+        assert all(re.fullmatch(case.names, k) for k in object_keys(bucket)), object_keys(bucket)[:5]
     assert_restores_what_it_kept(bootstrap, source, bucket, case)
 
 
