@@ -424,7 +424,8 @@ def restore(
                                                "its default (Aiven syntax)."),
     peer_fields: str = typer.Option("value", "--peer-fields", help="Aiven csv: format.output.fields, in order."),
     peer_value_encoding: str = typer.Option("base64", "--peer-value-encoding", help="Aiven/Confluent: how bytes "
-                                            "were written as text: base64 (ByteArrayConverter) or none (strings)."),
+                                            "were written as text: base64 (ByteArrayConverter), none (strings) or "
+                                            "json (JsonConverter: JSON text, strings with their quotes)."),
     peer_key_encoding: Optional[str] = typer.Option(None, "--peer-key-encoding", help="Aiven jsonl/json, Confluent "
                                                     "JSON: the same for keys, when the sink's key.converter differs "
                                                     "from its value.converter (default: as --peer-value-encoding)."),

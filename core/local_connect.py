@@ -31,7 +31,9 @@ BASE_CONFIG = {
     "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
     "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
     "offset.flush.interval.ms": "1000",
-    "plugin.discovery": "hybrid_warn",
+    # Plugins found through their ServiceLoader manifests (Kafka's own and the harness jar have
+    # them): a worker starts in ~5 s instead of ~25 s of scanning every class of the plugin path.
+    "plugin.discovery": "service_load",
     "task.shutdown.graceful.timeout.ms": "5000",
 }
 
@@ -140,6 +142,13 @@ class LocalConnect:
     def status(self, name: str) -> dict:
         """The connector's and its tasks' states."""
         return self.request("GET", f"/connectors/{name}/status")
+
+    def kill(self) -> None:
+        """SIGKILL the worker (a crash: no task is stopped, no offset committed); its folder stays,
+        so `start()` brings a new worker up on it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
 
     def stop(self) -> None:
         """Stop the worker and remove the folder if it made one."""

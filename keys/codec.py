@@ -147,7 +147,7 @@ _TIME_UNITS = {"yyyy": ("%Y", r"\d{4}"), "MM": ("%m", r"\d{2}"), "dd": ("%d", r"
 
 @dataclass(frozen=True)
 class _Field:
-    name: str  # topic | partition | start_offset | timestamp | utc_date | local_date
+    name: str  # topic | partition | start_offset | timestamp | utc_date | local_date | key (peer names only)
     padded: bool = False
     unit: str = ""
 
@@ -160,6 +160,8 @@ class _Field:
             body = r"\d{20}" if self.padded else r"\d+"
         elif self.name == "timestamp":
             body = _TIME_UNITS[self.unit][1]
+        elif self.name == "key":
+            body = r"[\s\S]*"  # a record key's text, any characters ('/' and newlines too)
         else:
             body = r"\d{4}-\d{2}-\d{2}"
         return f"(?P<{group}>{body})" if group else f"(?:{body})"
@@ -167,7 +169,7 @@ class _Field:
     @property
     def free_text(self) -> bool:
         """Matches a variable amount of text (so adjacency can be ambiguous)."""
-        return self.name == "topic" or (self.name in ("partition", "start_offset") and not self.padded)
+        return self.name in ("topic", "key") or (self.name in ("partition", "start_offset") and not self.padded)
 
 
 class TemplateCodec:
@@ -178,6 +180,13 @@ class TemplateCodec:
         self.topic = topic
         self.parts: list[str | _Field] = self._split(template)
         names = {p.name for p in self.parts if isinstance(p, _Field)}
+        if "key" in names and "start_offset" not in names:
+            # Aiven's KeyRecordGrouper / KeyAndTopicPartitionRecordGrouper: one record per key.
+            raise KeyParseError(
+                f"key template {template!r} groups by {{{{key}}}} without {{{{start_offset}}}}: Aiven's sink then "
+                "keeps only each key's latest record (one object per key, written over at every flush), so the "
+                "archive is not a copy of the topic and cannot be restored"
+            )
         for required in ("partition", "start_offset"):
             if required not in names:
                 raise KeyParseError(
@@ -218,7 +227,7 @@ class TemplateCodec:
             if modifier == "unit" and value in _TIME_UNITS:
                 return _Field(name, unit=value)
             raise KeyParseError(f"key template {template!r}: use {{{{timestamp:unit=yyyy|MM|dd|HH}}}}")
-        elif name in ("topic", "utc_date", "local_date") and modifier is None:
+        elif name in ("topic", "utc_date", "local_date", "key") and modifier is None:
             return _Field(name)
         shown = name + (f":{modifier}={value}" if modifier else "")
         raise KeyParseError(
@@ -243,6 +252,7 @@ class TemplateCodec:
                     "it with a non-digit such as '/' or '-'" + ("" if previous.name == "topic" else ", or pad it (:padding=true)")
                 )
             previous = part
+        self._check_key_apart_from_topic()
         # Numeric fields cannot contain literal text, so a literal after them is a clean boundary; a topic
         # followed by a literal it may contain is resolved by the numeric fields after it, as long as the
         # same field does not occur twice with different values.
@@ -254,6 +264,24 @@ class TemplateCodec:
             raise KeyParseError(
                 f"key template {self.template!r} ends with {{{{topic}}}}: topic names may contain '.', so the "
                 "file extension could be read as part of the topic; end the template with another placeholder"
+            )
+
+    def has_field(self, name: str) -> bool:
+        """Whether the template has the placeholder `name` (topic, key, timestamp, ...)."""
+        return any(isinstance(p, _Field) and p.name == name for p in self.parts)
+
+    def _check_key_apart_from_topic(self) -> None:
+        """A key's text may hold anything a topic name does: only a '/' between them (never in a
+        topic name) tells where one ends."""
+        names = [p.name if isinstance(p, _Field) else p for p in self.parts]
+        if "key" not in names or "topic" not in names:
+            return
+        at, other = sorted((names.index("key"), names.index("topic")))
+        between = [p for p in self.parts[at + 1:other] if isinstance(p, str)]
+        if not any("/" in text for text in between):
+            raise KeyParseError(
+                f"key template {self.template!r} has no '/' between {{{{topic}}}} and {{{{key}}}}: a key's text may "
+                "hold '-' and digits, so a name could split between topic, partition and key in more than one way"
             )
 
     def _regex(self) -> str:
@@ -297,6 +325,8 @@ class TemplateCodec:
                 out.append(time.strftime(_TIME_UNITS[part.unit][0], time.gmtime(seconds)))
             elif part.name == "utc_date":
                 out.append(time.strftime("%Y-%m-%d", time.gmtime(seconds)))
+            elif part.name == "key":
+                raise KeyParseError(f"key template {self.template!r}: {{{{key}}}} cannot be rendered for an object")
             else:
                 out.append(time.strftime("%Y-%m-%d", time.localtime(seconds)))
         return _with_extension("".join(out), extension)
@@ -333,8 +363,13 @@ def default_codec() -> KeyCodec:
 
 
 def template_codec(template: str, topic: str | None = None) -> KeyCodec:
-    """A codec for an Aiven-syntax template; rejects templates that cannot be parsed back."""
-    return TemplateCodec(template, topic)
+    """A codec for topicvault's own objects from an Aiven-syntax template; rejects templates that
+    cannot be parsed back, and `{{key}}` (an object holds many keys; only peer names have it)."""
+    codec = TemplateCodec(template, topic)
+    if codec.has_field("key"):
+        raise KeyParseError(f"key template {template!r}: {{{{key}}}} names an Aiven object by its records' key; "
+                            "topicvault's objects hold many keys, drop it")
+    return codec
 
 
 def parse_keys(codec: KeyCodec, keys: Iterable[str]) -> tuple[list[tuple[str, ObjectKey]], list[str]]:

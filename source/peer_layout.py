@@ -117,6 +117,26 @@ def layout_notes(layout: str, options: PeerOptions, detected: bool) -> list[str]
     return notes
 
 
+HEADER_HINT_OBJECTS = 5  # objects read, at most, to find one that stores header values
+
+
+def header_encoding_hint(store: ObjectStore, layout: str, options: PeerOptions, state: BackupState) -> str | None:
+    """A note when header values are read as text (the default) but all of them in the first object
+    that has any decode as base64, as a sink with header.converter=ByteArrayConverter writes them."""
+    if options.header_encoding is not None:
+        return None
+    peer = PEERS[layout]
+    entries = [e for _, partition in sorted(state.partitions.items()) for e in partition.objects]
+    for entry in entries[:HEADER_HINT_OBJECTS]:
+        looks = peer.headers_look_base64(lambda key=entry.key: store.get(key), entry.key)
+        if looks is not None:
+            return None if not looks else (
+                f"{layout}: every header value in {entry.key} is base64, yet header values are read as text (the "
+                "default): if the sink's header.converter was ByteArrayConverter, restore with "
+                "--peer-header-encoding base64")
+    return None
+
+
 @dataclass
 class PeerReadReport:
     """What merging a partition's objects found besides records."""

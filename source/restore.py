@@ -49,7 +49,14 @@ from .offset_map import (
     saved_offset_maps,
     without_holes,
 )
-from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
+from .peer_layout import (
+    PeerReadReport,
+    header_encoding_hint,
+    layout_notes,
+    peer_state,
+    read_peer_partition,
+    resolve_layout,
+)
 from .restore_state import (
     LEGACY_PREFIX,
     RestoreRecords,
@@ -437,6 +444,8 @@ def plan_restore(
     else:
         state, ignored = peer_state(store, layout, job.key_template)
         layout_found = layout_notes(layout, job.peer_options, detected=job.layout == "auto")
+        hint = header_encoding_hint(store, layout, job.peer_options, state)
+        layout_found += [hint] if hint else []
         if ignored:
             layout_found.append(f"{len(ignored)} objects are not named like {layout} objects and were left out, "
                                 f"e.g. {ignored[0]}")

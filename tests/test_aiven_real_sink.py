@@ -10,13 +10,15 @@ for every field that configuration keeps. One worker per module; each case is on
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
 
 import boto3
 import pytest
-from clitools import run_cli
+from clitools import assert_one_line_error, run_cli
 from confluent_kafka import Consumer, TopicPartition
 from harness_broker import _like_tansu
 from kafkatools import consume_all, create_topic, produce_records
@@ -29,6 +31,11 @@ PER_PARTITION = 22  # two rounds of nasty.py's eleven kinds, and one 1 MiB value
 ALL_FIELDS = "key,value,offset,timestamp,headers"
 NO_HEADERS = "key,value,offset,timestamp"
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+STRING = "org.apache.kafka.connect.storage.StringConverter"
+DATE_TEMPLATE = ("{{topic}}/{{partition}}/{{timestamp:unit=yyyy}}-{{timestamp:unit=MM}}-{{timestamp:unit=dd}}/"
+                 "{{start_offset:padding=true}}")
+YEAR_TEMPLATE = "{{topic}}/{{partition}}/{{timestamp:unit=yyyy}}/{{start_offset}}"
+KEY_TEMPLATE = "{{topic}}/{{partition}}/{{key}}/{{start_offset}}"
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +63,8 @@ class Case:
     restore_args: tuple[str, ...] = ()
     fields: tuple[str, ...] = ("value",)
     csv: bool = True  # csv cannot tell a null key or value from an empty one
+    json_order_lost: bool = False  # schemaless JsonConverter values: Connect holds objects in a HashMap
+    names: str = ""  # a pattern every object name matches, if the case says how the sink names them
 
 
 def committed_up_to(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> bool:
@@ -67,11 +76,9 @@ def committed_up_to(bootstrap: str, group: str, topic: str, ends: dict[int, int]
     return all(tp.offset >= ends[tp.partition] for tp in committed)
 
 
-def sink(connect: LocalConnect, bootstrap: str, topic: str, ends: dict[int, int], bucket: str,
-         config: dict[str, str], timeout_s: float = 60.0, name: str | None = None) -> str:
-    """Run Aiven's sink over `topic` into `bucket` until it committed every offset; its name."""
-    name = name or f"aiven-{uuid.uuid4().hex[:8]}"
-    connect.put(name, {
+def connector_config(topic: str, bucket: str, config: dict[str, str]) -> dict[str, str]:
+    """Aiven's sink over `topic` into `bucket` (ByteArrayConverter keys and values unless `config` says)."""
+    return {
         "connector.class": "topicvault.harness.AivenS3SinkConnector",
         "tasks.max": "1",
         "topics": topic,
@@ -83,7 +90,14 @@ def sink(connect: LocalConnect, bootstrap: str, topic: str, ends: dict[int, int]
         "aws.s3.endpoint": boto3.session.Session().client("s3").meta.endpoint_url,
         "aws.s3.region": "us-east-1",
         **config,
-    })
+    }
+
+
+def sink(connect: LocalConnect, bootstrap: str, topic: str, ends: dict[int, int], bucket: str,
+         config: dict[str, str], timeout_s: float = 60.0, name: str | None = None) -> str:
+    """Run Aiven's sink over `topic` into `bucket` until it committed every offset; its name."""
+    name = name or f"aiven-{uuid.uuid4().hex[:8]}"
+    connect.put(name, connector_config(topic, bucket, config))
     deadline = time.monotonic() + timeout_s
     try:
         while not committed_up_to(bootstrap, f"connect-{name}", topic, ends):
@@ -125,8 +139,13 @@ def kept(record: Record, case: Case) -> tuple:
     def plain(data: bytes | None) -> bytes | None:
         return None if case.csv and data == b"" else data
 
+    def value(data: bytes | None) -> bytes | None:
+        if case.json_order_lost and data is not None:
+            return json.dumps(json.loads(data), sort_keys=True).encode()
+        return plain(data)
+
     return (plain(record.key) if "key" in case.fields else None,
-            plain(record.value) if "value" in case.fields else None,
+            value(record.value) if "value" in case.fields else None,
             record.headers if "headers" in case.fields else (),
             record.timestamp_ms if "timestamp" in case.fields else None)
 
@@ -177,6 +196,20 @@ CASES = [
     Case("jsonl-all-fields", {"format.output.type": "jsonl", "format.output.fields": ALL_FIELDS,
                               "header.converter": BYTES}, ("--peer-header-encoding", "base64"),
          fields=tuple(ALL_FIELDS.split(",")), csv=False),
+    # Under a template of its own the sink adds no compression suffix (only its default template
+    # gets one): these zstd and snappy objects are known by their bytes alone.
+    Case("value-zstd-wallclock-date-folders", {"file.compression.type": "zstd", "file.name.template": DATE_TEMPLATE},
+         ("--key-template", DATE_TEMPLATE), fields=("value",)),
+    Case("csv-snappy-event-time-years-max-3", {"format.output.fields": NO_HEADERS, "file.compression.type": "snappy",
+                                               "file.name.timestamp.source": "event", "file.max.records": "3",
+                                               "file.name.template": YEAR_TEMPLATE},
+         ("--peer-fields", NO_HEADERS, "--key-template", YEAR_TEMPLATE), fields=tuple(NO_HEADERS.split(","))),
+    # {{key}} of ByteArrayConverter keys is Java's byte[].toString(), "[B@<identity hash>": every
+    # record an object of its own ("null" for null keys, one object per flush for those).
+    Case("csv-key-grouped-bytes", {"format.output.fields": NO_HEADERS, "file.compression.type": "none",
+                                   "file.name.template": KEY_TEMPLATE},
+         ("--peer-fields", NO_HEADERS, "--key-template", KEY_TEMPLATE), fields=tuple(NO_HEADERS.split(",")),
+         names=r".+/\d+/(\[B@[0-9a-f]+|null)/\d+"),
 ]
 
 
@@ -187,6 +220,8 @@ def test_aiven_sink_archive_restores_what_it_kept(connect, bootstrap, s3_endpoin
     ends = {p: rows[-1].offset + 1 for p, rows in records.items()}
     sink(connect, bootstrap, topic, ends, bucket, case.config)
     assert object_keys(bucket), "the sink wrote nothing"
+    if case.names:
+        assert all(re.fullmatch(case.names, k) for k in object_keys(bucket)), object_keys(bucket)[:5]
     assert_restores_what_it_kept(bootstrap, source, bucket, case)
 
 
@@ -268,3 +303,189 @@ def test_aiven_jsonl_from_string_converters_restores_text(connect, bootstrap, s3
     case = Case("jsonl-text", restore_args=("--peer-value-encoding", "none"), fields=tuple(NO_HEADERS.split(",")),
                 csv=False)
     assert_restores_what_it_kept(bootstrap, text_source, bucket, case)
+
+
+def test_aiven_event_time_objects_without_offsets_are_refused(connect, bootstrap, s3_endpoint, source):
+    # Event-time objects interleave and, without `offset`, their records carry none: the order
+    # cannot be recovered, so the restore refuses (naming the fix) and writes nothing.
+    topic, records = source
+    bucket = new_bucket()
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"file.name.timestamp.source": "event", "file.name.template": YEAR_TEMPLATE})
+    target = f"{topic}-refused-{uuid.uuid4().hex[:4]}"
+    create_topic(bootstrap, target, PARTITIONS, _like_tansu(bootstrap))
+    out = run_cli("restore", "--from", f"s3://{bucket}", "-b", bootstrap, "--layout", "auto",
+                  "--rename", f"{topic}={target}", "--key-template", YEAR_TEMPLATE, expect_exit=1)
+    assert_one_line_error(out, "cannot be merged", "add offset to format.output.fields")
+    assert all(not rows for rows in consume_all(bootstrap, target).values())
+
+
+def test_aiven_key_grouped_text_keys_restore(connect, bootstrap, s3_endpoint, text_source):
+    # {{key}} of StringConverter keys is the key's text ("null" for a null key): one object per
+    # key and flush, named for that key's first record, so a partition's objects interleave.
+    topic, records = text_source
+    bucket = new_bucket()
+    template = "{{topic}}/{{partition}}/{{key}}-{{start_offset}}"
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": STRING,
+          "value.converter": STRING, "file.name.template": template})
+    assert any(k.endswith("/key-0-1-1") for k in object_keys(bucket)), object_keys(bucket)[:5]
+    case = Case("key-text", restore_args=("--peer-value-encoding", "none", "--key-template", template),
+                fields=tuple(NO_HEADERS.split(",")), csv=False)
+    assert_restores_what_it_kept(bootstrap, text_source, bucket, case)
+
+
+def test_aiven_latest_per_key_templates_are_refused(connect, bootstrap, s3_endpoint, text_source):
+    # {{key}} without {{start_offset}}: the sink keeps one record per key (the latest of each
+    # flush, written over the one before), so the archive is no copy of the topic.
+    topic, records = text_source
+    bucket = new_bucket()
+    template = "{{topic}}/{{partition}}/{{key}}"
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": STRING,
+          "value.converter": STRING, "file.name.template": template})
+    assert object_keys(bucket)
+    out = run_cli("restore", "--from", f"s3://{bucket}", "-b", bootstrap, "--layout", "aiven",
+                  "--key-template", template, expect_exit=1)
+    assert_one_line_error(out, "{{start_offset}}", "latest record")
+
+
+def test_aiven_event_time_objects_named_for_the_flush_restore(connect, bootstrap, s3_endpoint, source):
+    # file.name.timestamp.source=event: one flush's records go to one object per year of their
+    # own timestamp (1970, 2023, 2100 here), each named for the partition's first record of the
+    # flush (TopicPartitionRecordGrouper), so names repeat across years, most objects' names are
+    # not their first record's offset, and a partition's objects interleave.
+    topic, records = source
+    bucket = new_bucket()
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "file.name.timestamp.source": "event",
+          "file.name.template": YEAR_TEMPLATE})
+    names = object_keys(bucket)
+    starts = [(k.split("/")[1], k.rsplit("/", 1)[1]) for k in names]
+    assert len(set(starts)) < len(starts), f"no two years' objects share a name's offset: {names}"
+    case = Case("event-years", restore_args=("--key-template", YEAR_TEMPLATE), fields=tuple(NO_HEADERS.split(",")),
+                csv=False)
+    assert_restores_what_it_kept(bootstrap, source, bucket, case)
+
+
+JSON = "org.apache.kafka.connect.json.JsonConverter"
+
+
+def compact(node) -> bytes:
+    """JSON as Kafka producers typically write it (and as Aiven's writer does): compact, UTF-8."""
+    return json.dumps(node, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def json_rows(p: int, i: int) -> tuple[str | None, dict | None]:
+    """Partition p's i-th record's key and value as JSON nodes (a null key or a tombstone now and then)."""
+    key = None if i % 5 == 0 else (f"k-{p}-{i}" if i % 2 else f"名前-{i}")
+    value = None if i % 6 == 3 else {"id": i, "name": f"名前 {i}, \"quoted\"\n", "ok": i % 2 == 0, "ratio": i / 4,
+                                     "tags": ["a", "b,c"]}
+    return key, value
+
+
+VALUE_SCHEMA = {"type": "struct", "optional": True, "fields": [
+    {"field": "id", "type": "int64"}, {"field": "name", "type": "string"}, {"field": "ok", "type": "boolean"},
+    {"field": "ratio", "type": "double"}, {"field": "tags", "type": "array", "items": {"type": "string"}}]}
+KEY_SCHEMA = {"type": "string", "optional": True}
+
+
+@pytest.mark.parametrize("schemas", [False, True], ids=["schemas-disabled", "schemas-enabled"])
+def test_aiven_jsonl_from_json_converters_restores_the_json(connect, bootstrap, s3_endpoint, schemas):
+    # JsonConverter keys and values: the sink keeps the JSON (the payload, without the schema
+    # envelope), so a restore gives it back as compact JSON; a JSON string key keeps its quotes.
+    # Without schemas Connect holds a JSON object as a HashMap: the sink writes its fields in the
+    # map's order, not the record's ({"name":..,"id":..} for {"id":..,"name":..}).
+    topic = f"aiven-json-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+
+    def wrapped(schema: dict, node):
+        return node if not schemas or node is None else {"schema": schema, "payload": node}
+
+    rows = {(p, i): json_rows(p, i) for p in range(PARTITIONS) for i in range(12)}
+    produce_records(bootstrap, topic, [
+        Record(topic, p, 0, None if k is None else compact(wrapped(KEY_SCHEMA, k)),
+               None if v is None else compact(wrapped(VALUE_SCHEMA, v)), 1_700_000_000_000 + i, 0, ())
+        for (p, i), (k, v) in rows.items()])
+    records = consume_all(bootstrap, topic)
+    bucket = new_bucket()
+    enable = "true" if schemas else "false"
+    sink(connect, bootstrap, topic, {p: r[-1].offset + 1 for p, r in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": JSON,
+          "value.converter": JSON, "key.converter.schemas.enable": enable, "value.converter.schemas.enable": enable})
+    kept_json = {p: [Record(topic, p, r.offset, None if rows[p, i][0] is None else compact(rows[p, i][0]),
+                            None if rows[p, i][1] is None else compact(rows[p, i][1]), r.timestamp_ms, 0, ())
+                     for i, r in enumerate(rs)] for p, rs in records.items()}
+    case = Case("json-converter", restore_args=("--peer-value-encoding", "json"), fields=tuple(NO_HEADERS.split(",")),
+                csv=False, json_order_lost=not schemas)
+    assert_restores_what_it_kept(bootstrap, (topic, kept_json), bucket, case)
+
+
+def test_aiven_worker_killed_after_writing_objects_restores_once(bootstrap, s3_endpoint, tmp_path):
+    # A worker SIGKILLed after its task wrote a flush's objects but before their offsets were
+    # committed (the harness's test-only hold file keeps it there): a new worker reads those
+    # records again from the last committed offset and writes them again.
+    topic = f"aiven-kill-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, PARTITIONS, _like_tansu(bootstrap))
+    produce_records(bootstrap, topic, nasty_records(topic, PARTITIONS, PER_PARTITION))
+    first = {p: rows[-1].offset + 1 for p, rows in consume_all(bootstrap, topic).items()}
+    bucket, name = new_bucket(), f"aiven-{uuid.uuid4().hex[:8]}"
+    config = {"format.output.fields": NO_HEADERS, "file.max.records": "3"}
+    (tmp_path / "connect").mkdir()
+    hold = tmp_path / "hold"
+    # The killed worker's consumer stays in the group until its session times out (45 s by default).
+    quick_session = {"consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "1000"}
+    with LocalConnect(bootstrap, config=quick_session, folder=tmp_path / "connect") as worker:
+        worker.put(name, {**connector_config(topic, bucket, config), "topicvault.harness.hold.after.flush.file": str(hold)})
+        wait_for(lambda: committed_up_to(bootstrap, f"connect-{name}", topic, first), 60, "the first half's commit")
+        hold.touch()  # from the next flush on, its objects are written and its offsets never committed
+        before = set(object_keys(bucket))
+        produce_records(bootstrap, topic, nasty_records(topic, PARTITIONS, PER_PARTITION, seed=2))
+        source = (topic, consume_all(bootstrap, topic))
+        ends = {p: rows[-1].offset + 1 for p, rows in source[1].items()}
+        wait_for(lambda: set(object_keys(bucket)) - before, 30, "objects of the second half")
+        worker.kill()
+        written = {k: last_modified(bucket, k) for k in set(object_keys(bucket)) - before}
+        assert not committed_up_to(bootstrap, f"connect-{name}", topic, ends), "the killed flush was committed"
+        worker.start()
+        sink(worker, bootstrap, topic, ends, bucket, config, name=name)
+    rewritten = [k for k, when in written.items() if last_modified(bucket, k) > when]
+    assert rewritten, "the new worker wrote none of the killed flush's objects again"
+    case = Case("killed", restore_args=("--peer-fields", NO_HEADERS), fields=tuple(NO_HEADERS.split(",")))
+    assert_restores_what_it_kept(bootstrap, source, bucket, case)
+
+
+def wait_for(condition, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
+        time.sleep(0.2)
+    return found
+
+
+def last_modified(bucket: str, key: str):
+    return boto3.session.Session().client("s3").head_object(Bucket=bucket, Key=key)["LastModified"]
+
+
+def test_aiven_base64_headers_read_as_text_are_named_in_one_note(connect, bootstrap, s3_endpoint, source):
+    # header.converter=ByteArrayConverter: jsonl holds every header value as base64, which the
+    # default (text, Connect's default SimpleHeaderConverter) restores as the base64 text itself.
+    topic, records = source
+    bucket = new_bucket()
+    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+         {"format.output.type": "jsonl", "format.output.fields": ALL_FIELDS, "header.converter": BYTES})
+    out = run_cli("restore", "--from", f"s3://{bucket}", "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--dry-run")
+    hints = [line for line in out.splitlines() if "--peer-header-encoding base64" in line]
+    assert len(hints) == 1 and "base64" in hints[0] and "ByteArrayConverter" in hints[0], out
+
+
+def test_aiven_text_headers_get_no_base64_note(connect, bootstrap, s3_endpoint):
+    topic = f"aiven-headers-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, 1)
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, b"k", b"v", 1_700_000_000_000 + i, 0,
+                                              (("trace", b"span %d of 3" % i), ("origin", b"eu west")))
+                                       for i in range(3)])
+    bucket = new_bucket()
+    sink(connect, bootstrap, topic, {0: 3}, bucket, {"format.output.type": "jsonl", "format.output.fields": ALL_FIELDS})
+    out = run_cli("restore", "--from", f"s3://{bucket}", "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--dry-run")
+    assert "--peer-header-encoding base64" not in out, out

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+import re
 import string
 
 import pytest
 from topicvault.core.errors import KeyParseError
 from topicvault.keys import AIVEN_DEFAULT_TEMPLATE, ObjectKey, default_codec, new_run_id, parse_keys, template_codec
+from topicvault.keys.codec import TemplateCodec
 
 TOPIC_CHARS = string.ascii_letters + string.digits + "._-"
 MAX_OFFSET = 2**63 - 1
@@ -180,3 +182,25 @@ def test_bad_time_partition_unit_is_refused():
 
     with pytest.raises(KeyParseError, match="use day or hour"):
         time_partitioned_template("minute")
+
+
+# Aiven's {{key}} (peer names only, issue #36): the key's text, "null", or Java's "[B@<hash>".
+def test_aiven_key_placeholder_parses_any_key_text():
+    codec = TemplateCodec("{{topic}}/{{partition}}/{{key}}-{{start_offset}}")
+    for text in ("key-0-1", "null", "[B@6d06d69c", "a/b-7", "", "line\nbreak"):
+        assert codec.parse(f"orders/3/{text}-42") == ObjectKey("orders", 3, 42, ""), text
+
+
+@pytest.mark.parametrize("template, message", [
+    ("{{topic}}-{{partition}}-{{key}}-{{start_offset}}", "no '/' between {{topic}} and {{key}}"),
+    ("{{topic}}/{{partition}}/{{key}}", "latest record"),
+    ("{{key}}", "latest record"),
+])
+def test_aiven_key_templates_that_cannot_be_read_back_are_refused(template, message):
+    with pytest.raises(KeyParseError, match=re.escape(message)):
+        TemplateCodec(template)
+
+
+def test_key_placeholder_is_refused_for_topicvaults_own_objects():
+    with pytest.raises(KeyParseError, match="drop it"):
+        template_codec("{{topic}}/{{partition}}/{{key}}/{{start_offset}}")

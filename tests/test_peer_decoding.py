@@ -214,7 +214,7 @@ def test_confluent_headers_written_by_bytearrayconverter(tmp_path):
 
 
 def test_bad_key_encoding_is_refused():
-    with pytest.raises(TopicvaultError, match="bad --peer-key-encoding 'hex': use base64 or none"):
+    with pytest.raises(TopicvaultError, match="bad --peer-key-encoding 'hex': use base64, none or json"):
         PeerOptions(key_encoding="hex")
     assert PeerOptions(value_encoding="none").keys_base64 is False
     assert PeerOptions(value_encoding="none", key_encoding="base64").keys_base64 is True

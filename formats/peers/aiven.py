@@ -5,7 +5,10 @@ Names (commons/.../config/FileNameFragment.java): `file.name.template`, default
 (`.gz`, `.snappy`, `.zst`, CompressionType.java); `{{partition:padding=true}}` pads to 10 digits,
 `{{start_offset:padding=true}}` to 20. The whole key below the archive root is the rendered
 template, so it is matched whole (objects in other folders are not this archive's). The name's
-offset is the object's first record's.
+offset is the object's first record's, except under `{{timestamp}}` (see AivenLayout). Only the
+default template gets the compression suffix: under the user's own, the bytes say it.
+`{{key}}` is the key's text (StringConverter), `null`, or Java's `[B@<hash>` for byte arrays
+(every record an object of its own); with it, a partition's objects interleave.
 
 Contents (commons/src/main/java/io/aiven/kafka/connect/common/output/):
 * csv (plainwriter/): fields in `format.output.fields` order (default: value only) joined by
@@ -69,6 +72,11 @@ class AivenLayout(PeerLayout):
     def __init__(self, template: str = AIVEN_DEFAULT_TEMPLATE) -> None:
         self.template = template
         self._codec = TemplateCodec(template)
+        # Under {{timestamp}} the sink names every object of a flush for the partition's first
+        # record of that flush, while each record goes to the object of its own time (with
+        # file.name.timestamp.source=event, or at an hour's turn): a name's offset may come
+        # before its object's first record (TopicPartitionRecordGrouper, commons 0.12.0).
+        self.name_offset_is_first = not self._codec.has_field("timestamp")
 
     def with_template(self, template: str) -> "AivenLayout":
         """The same layout with a user's `file.name.template`."""
@@ -86,17 +94,32 @@ class AivenLayout(PeerLayout):
         note = super().header_note(options)
         return f"jsonl {note}; csv header values are base64, parquet's say their type"
 
+    def headers_look_base64(self, read: Callable[[], bytes], key: str) -> bool | None:
+        """jsonl/json header values: all base64 (as ByteArrayConverter writes them), or not."""
+        try:
+            nodes = _aiven_json_rows(decompress(read(), key, by_content=True), key)
+        except (ValueError, CorruptObject):
+            return None
+        values = [h.get("value") for node in nodes or () for h in node.get("headers") or () if isinstance(h, dict)]
+        values = [v for v in values if v is not None]
+        if not any(values):
+            return None
+        return all(isinstance(v, str) and _is_base64(v) for v in values)
+
     def overlap_hint(self, options: PeerOptions) -> str:
         """Objects without offsets overlap under a time-based template, or when raw values held newlines."""
         if options.value_encoding == "none" and "offset" not in options.fields:
             return ("with --peer-value-encoding none a value holding a newline cannot be told from two records, "
                     "and this archive holds more lines than offsets; it cannot be restored exactly")
-        return "was it written with a time-based template? add offset to format.output.fields"
+        return ("was it written with a {{timestamp}} (event time) or {{key}} template? add offset to "
+                "format.output.fields")
 
     def decode(self, data: bytes, obj: PeerKey, options: PeerOptions,
                companion: Callable[[str], bytes | None]) -> Decoded:
         """An Aiven object (csv, jsonl, json or parquet; compressed or not) as envelope rows."""
-        data = decompress(data, obj.key)
+        # Only the default template gets a compression suffix (AivenCommonConfig): under the user's
+        # own the name does not say, the bytes do.
+        data = decompress(data, obj.key, by_content=True)
         try:
             if data[:4] == b"PAR1":
                 rows = _parquet(data, obj.key)
@@ -132,6 +155,9 @@ def _aiven_json_rows(data: bytes, key: str) -> list[dict] | None:
 
 
 def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
+    if options.value_encoding == "json":
+        raise CorruptObject(f"Aiven object {key} is csv: its values are base64 or raw bytes, and "
+                            "--peer-value-encoding json is for jsonl and json objects; use base64 or none")
     rows = []
     # Every line is a record: a null value (tombstone) written alone is an empty line, the last one too.
     for number, line in enumerate(data.decode().split("\n"), 1):
@@ -167,6 +193,14 @@ def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
     return rows
 
 
+def _is_base64(text: str) -> bool:
+    try:
+        b64(text, "")
+    except CorruptObject:
+        return False
+    return True
+
+
 def _newline_hint(options: PeerOptions) -> str:
     if options.value_encoding == "none":
         return ("; with --peer-value-encoding none a value holding a newline splits its record over two lines, "
@@ -175,13 +209,12 @@ def _newline_hint(options: PeerOptions) -> str:
 
 
 def _json(node: dict, key: str, options: PeerOptions) -> dict:
-    encoded = options.value_encoding == "base64"
     header_encoding = options.header_encoding or AivenLayout.default_header_encoding
     row: dict[str, Any] = {}
     if "key" in node:
-        row["key"] = json_bytes(node["key"], key, options.keys_base64)
+        row["key"] = json_bytes(node["key"], key, options.keys_encoding)
     if "value" in node:
-        row["value"] = json_bytes(node["value"], key, encoded)
+        row["value"] = json_bytes(node["value"], key, options.value_encoding)
     if "offset" in node:
         row["offset"] = int(node["offset"])
     if "timestamp" in node:

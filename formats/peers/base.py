@@ -23,7 +23,7 @@ from ...core.errors import CLI_WORDING, CorruptObject, TopicvaultError, Wording
 from ..base import INFLATE_STEP_BYTES, MAX_INFLATED_BYTES, check_inflated_size, gunzip_bytes, snappy_stated_size
 
 AIVEN_FIELDS = ("key", "value", "offset", "timestamp", "headers")
-VALUE_ENCODINGS = ("base64", "none")
+VALUE_ENCODINGS = ("base64", "none", "json")
 HEADER_ENCODINGS = ("text", "base64")
 COMPRESSION_SUFFIXES = (".gz", ".snappy", ".zst")
 
@@ -35,6 +35,7 @@ class PeerOptions:
     fields: tuple[str, ...] = ("value",)  # Aiven: format.output.fields, in order
     # base64: bytes were written base64-encoded (Aiven csv default; JSON from ByteArrayConverter);
     # none: written as text (Aiven value.encoding=none; JSON from StringConverter)
+    # json: JSON from JsonConverter: every value is its JSON text (a string with its quotes)
     value_encoding: str = "base64"
     # How header values stored as text were written where the files do not say: text (Connect's
     # default SimpleHeaderConverter) or base64 (ByteArrayConverter). None: the layout's default.
@@ -53,17 +54,22 @@ class PeerOptions:
         if unknown or not self.fields:
             raise TopicvaultError(f"{bad('peer_fields', ','.join(self.fields))}: use some of {','.join(AIVEN_FIELDS)}")
         if self.value_encoding not in VALUE_ENCODINGS:
-            raise TopicvaultError(f"{bad('peer_value_encoding', repr(self.value_encoding))}: use base64 or none")
+            raise TopicvaultError(f"{bad('peer_value_encoding', repr(self.value_encoding))}: use base64, none or json")
         if self.key_encoding is not None and self.key_encoding not in VALUE_ENCODINGS:
-            raise TopicvaultError(f"{bad('peer_key_encoding', repr(self.key_encoding))}: use base64 or none")
+            raise TopicvaultError(f"{bad('peer_key_encoding', repr(self.key_encoding))}: use base64, none or json")
         if self.header_encoding is not None and self.header_encoding not in HEADER_ENCODINGS:
             raise TopicvaultError(f"{bad('peer_header_encoding', repr(self.header_encoding))}: use text or base64")
 
 
     @property
+    def keys_encoding(self) -> str:
+        """How keys were written: key_encoding, else as the values."""
+        return self.key_encoding or self.value_encoding
+
+    @property
     def keys_base64(self) -> bool:
         """Whether keys written as JSON strings are base64 of bytes (else text)."""
-        return (self.key_encoding or self.value_encoding) == "base64"
+        return self.keys_encoding == "base64"
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,12 @@ class PeerLayout(ABC):
         how = "--peer-header-encoding" if options.header_encoding else "default; set --peer-header-encoding"
         return f"header values stored as text read as {used} ({how})"
 
+    def headers_look_base64(self, read: Callable[[], bytes], key: str) -> bool | None:
+        """Whether every header value object `key` (its bytes: `read()`) stores as text is base64
+        (True), some is not (False), or it stores none as text (None). Layouts that do not check
+        return None without reading."""
+        return None
+
     def overlap_hint(self, options: PeerOptions) -> str:
         """Why objects without record offsets may overlap, for the refusal message."""
         return "was it written with a field- or time-based partitioner?"
@@ -135,13 +147,17 @@ def header_value(text: Any, encoding: str, where: str) -> bytes | None:
     return b64(text, where) if encoding == "base64" else text.encode()
 
 
-def decompress(data: bytes, key: str) -> bytes:
-    """Bytes of an object compressed as its name (or gzip's magic bytes) says."""
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def decompress(data: bytes, key: str, by_content: bool = False) -> bytes:
+    """Bytes of an object compressed as its name (or gzip's magic bytes) says; `by_content`: also
+    zstd's and Java snappy's magic bytes, for sinks that name compressed objects without a suffix."""
     if key.endswith(".gz") or data[:2] == b"\x1f\x8b":
         return gunzip_bytes(data, key, "gzip")  # bounded: a gzip bomb is refused, not inflated
-    if key.endswith(".zst"):
+    if key.endswith(".zst") or (by_content and data.startswith(_ZSTD_MAGIC)):
         codec = unzstd_bounded
-    elif key.endswith(".snappy"):
+    elif key.endswith(".snappy") or (by_content and data.startswith(_XERIAL_MAGIC)):
         codec = _snappy
     else:
         return data
@@ -220,14 +236,15 @@ def b64(text: str | None, where: str) -> bytes | None:
                             "--peer-value-encoding none or --peer-header-encoding text)") from None
 
 
-def json_bytes(node: Any, where: str, base64_strings: bool) -> bytes | None:
-    """A JsonConverter-written key/value: a JSON string is base64 of bytes (ByteArrayConverter,
-    `base64_strings`) or text (StringConverter); other JSON is kept as compact JSON text."""
+def json_bytes(node: Any, where: str, encoding: str) -> bytes | None:
+    """A key/value a sink wrote as JSON (through Connect's JsonConverter): by `encoding`, a JSON
+    string is base64 of bytes (ByteArrayConverter), text (StringConverter) or JSON text, quotes and
+    all (JsonConverter); other JSON is kept as compact JSON text, UTF-8 as Jackson writes it."""
     if node is None:
         return None
-    if isinstance(node, str):
-        return b64(node, where) if base64_strings else node.encode()
-    return json.dumps(node, separators=(",", ":")).encode()
+    if isinstance(node, str) and encoding != "json":
+        return b64(node, where) if encoding == "base64" else node.encode()
+    return json.dumps(node, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def as_bytes(value: Any) -> bytes | None:

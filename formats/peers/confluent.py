@@ -104,14 +104,13 @@ class ConfluentLayout(PeerLayout):
         if not (len(values) == len(keys) == len(headers)):
             raise CorruptObject(f"Confluent object {key}: {len(values)} values but {len(keys)} keys and "
                                 f"{len(headers)} header lists in its sibling files")
-        encoded = options.value_encoding == "base64"
         header_encoding = options.header_encoding or self.default_header_encoding
         keys_as_json = keys_data is not None and _is_json(keys_data, keys_key)
         values_as_json = _is_json(data, key)
         return Decoded(table_of([
             Record(obj.topic, obj.partition, obj.offset_hint + i,
-                   json_bytes(k, key, options.keys_base64) if keys_as_json else as_bytes(k),
-                   json_bytes(v, key, encoded) if values_as_json else as_bytes(v),
+                   json_bytes(k, key, options.keys_encoding) if keys_as_json else as_bytes(k),
+                   json_bytes(v, key, options.value_encoding) if values_as_json else as_bytes(v),
                    0, 0,
                    tuple((h["key"], header_value(h.get("value"), header_encoding, key)) for h in (hs or [])))
             for i, (k, v, hs) in enumerate(zip(keys, values, headers))

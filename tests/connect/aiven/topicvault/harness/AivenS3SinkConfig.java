@@ -27,6 +27,9 @@ public final class AivenS3SinkConfig extends AivenCommonConfig {
     static final String BUCKET = "aws.s3.bucket.name";
     static final String ENDPOINT = "aws.s3.endpoint";
     static final String REGION = "aws.s3.region";
+    /** Test-only, not a 2.15.0 setting: while this file exists, the task holds after writing a
+     * flush's objects, before the worker commits their offsets, so a test can kill the worker there. */
+    static final String HOLD_AFTER_FLUSH_FILE = "topicvault.harness.hold.after.flush.file";
 
     public AivenS3SinkConfig(final Map<String, String> props) {
         super(configDef(), props);
@@ -39,6 +42,7 @@ public final class AivenS3SinkConfig extends AivenCommonConfig {
         def.define(BUCKET, ConfigDef.Type.STRING, ConfigDef.NO_DEFAULT_VALUE, ConfigDef.Importance.HIGH, "");
         def.define(ENDPOINT, ConfigDef.Type.STRING, null, ConfigDef.Importance.LOW, "");
         def.define(REGION, ConfigDef.Type.STRING, "us-east-1", ConfigDef.Importance.MEDIUM, "");
+        def.define(HOLD_AFTER_FLUSH_FILE, ConfigDef.Type.STRING, "", ConfigDef.Importance.LOW, "");
         def.define(FILE_NAME_TEMPLATE_CONFIG, ConfigDef.Type.STRING, null,
             new FilenameTemplateValidator(FILE_NAME_TEMPLATE_CONFIG), ConfigDef.Importance.MEDIUM, "");
         def.define(FILE_COMPRESSION_TYPE_CONFIG, ConfigDef.Type.STRING, null, new FileCompressionTypeValidator(),

@@ -5,6 +5,8 @@ package topicvault.harness;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Collection;
 import java.util.List;
 import java.util.Map;
@@ -66,10 +68,20 @@ public final class AivenS3SinkTask extends SinkTask {
 
     @Override
     public void flush(final Map<TopicPartition, OffsetAndMetadata> offsets) {
+        final boolean wrote = grouper.records().values().stream().anyMatch(records -> !records.isEmpty());
         try {
             grouper.records().forEach(this::writeObject);
         } finally {
             grouper.clear();
+        }
+        final String hold = config.getString(AivenS3SinkConfig.HOLD_AFTER_FLUSH_FILE);
+        while (wrote && !hold.isEmpty() && Files.exists(Path.of(hold))) {
+            try {
+                Thread.sleep(100);
+            } catch (final InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
         }
     }
 
