@@ -292,7 +292,7 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
             continue
         acknowledged = True
         late_notes: list[str] = []
-        if plan.layout != "topicvault":
+        if not plan.archive_layout.commit_log:
             check = late_peer_records(job, plan, seen, left_out)
             left_out, late_notes = left_out + check.left_out, check.notes
             seen = _objects_of(plan) - check.gone
@@ -408,7 +408,7 @@ def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: in
     notes = tuple(plan.notes if number == 1 else [lost_note(r) for r in lost]) + tuple(
         line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()) + extra_notes
     sequence, archive = 0, plan.archive
-    if plan.layout == "topicvault":
+    if plan.archive_layout.commit_log:
         # Commits that landed while the round ran: what the standby is behind by now.
         sequence, archive = plan.archive.last_sequence, archive_with_newer_commits(job, plan.archive)
     return FollowRound(
@@ -462,7 +462,7 @@ def _commit_age_s(job: RestoreJob, sequence: int) -> float | None:
 def _wait_for_news(job: RestoreJob, plan: RestorePlan, interval_s: float, stop: threading.Event) -> bool:
     """Wait until the archive holds something the plan did not (True) or `stop` is set (False)."""
     store = job.open_store()
-    if plan.layout == "topicvault":
+    if plan.archive_layout.commit_log:
         next_commit = commit_key(plan.archive.last_sequence + 1)
 
         def news() -> bool:

@@ -10,7 +10,6 @@ from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
 from ..core.access import AccessApplied, AccessPlan
-from ..core.checkpoints import load_state
 from ..core.cluster import (
     LOADING_CONFIGS,
     TopicSettings,
@@ -36,9 +35,9 @@ from ..core.kafka import (
 from ..core.locations import open_store
 from ..core.progress import counted
 from ..core.spark import check_no_speculation, run_tasks, task_attempt
-from ..formats.peers import PeerOptions, peer_layout
+from ..formats.peers import NATIVE, Layout, PeerOptions, layout_named
 from .kafka_writer import ProduceResult, WrittenPrefix, count_records, partition_ends, produce_streams, target_offsets
-from .object_reader import SkippedObject, check_keys_open, read_partition
+from .object_reader import SkippedObject, check_keys_open
 from .offset_map import (
     OffsetMap,
     continued,
@@ -49,7 +48,15 @@ from .offset_map import (
     saved_offset_maps,
     without_holes,
 )
-from .peer_layout import PeerReadReport, layout_notes, peer_state, read_peer_partition, resolve_layout
+from .peer_layout import (
+    AUTO,
+    PartitionReading,
+    PeerReadReport,
+    archive_state,
+    layout_notes,
+    read_layout_partition,
+    resolve_layout,
+)
 from .restore_state import (
     LEGACY_PREFIX,
     RestoreRecords,
@@ -76,7 +83,7 @@ class RestoreTask:
     target_start: int
     objects: tuple[ObjectEntry, ...]
     selection: Selection = Selection()
-    layout: str = "topicvault"  # the archive's layout as plan_restore resolved it (never "auto")
+    layout: str = NATIVE.name  # the archive's layout as plan_restore resolved it (never "auto")
     restore_id: str = ""  # where objects left out are recorded (offset_map.save_hole); "": not recorded
     # Objects earlier runs of this restore left out, within the selection: their offsets stay out.
     earlier_holes: tuple[SkippedObject, ...] = ()
@@ -93,6 +100,11 @@ class RestoreTask:
         """The (topic, partition) written to."""
         return self.target_topic, self.partition
 
+    @property
+    def archive_layout(self) -> Layout:
+        """The layout its objects are in."""
+        return layout_named(self.layout)
+
 
 @dataclass(frozen=True)
 class RestoreJob:
@@ -102,7 +114,7 @@ class RestoreJob:
     store_uri: str
     store_options: tuple[tuple[str, str], ...] = ()
     progress_dir: str | None = None  # see core.progress
-    layout: str = "topicvault"  # or a peer layout (source.peer_layout), or "auto": plan_restore resolves it into the plan
+    layout: str = NATIVE.name  # or a peer layout (source.peer_layout), or "auto": plan_restore resolves it into the plan
     key_template: str | None = None  # a peer's file-name template, when not its default
     peer_options: PeerOptions = PeerOptions()
     state_uri: str | None = None  # where restore records go (see restore_state); None: default_state_uri(), resolved at once
@@ -161,7 +173,7 @@ class RestorePlan:
     loading: dict[str, str] = field(default_factory=lambda: dict(LOADING_CONFIGS))
     replication: dict[str, int] = field(default_factory=dict)  # target topic -> replication factor
     selection: Selection = Selection()
-    layout: str = "topicvault"
+    layout: str = NATIVE.name
     # With continue_saved: the offset maps earlier runs of this restore saved; the tasks start after them.
     restored: dict[tuple[str, int], OffsetMap] = field(default_factory=dict)
     archive: BackupState = field(default_factory=BackupState)  # the archive's state this plan was made from
@@ -178,6 +190,11 @@ class RestorePlan:
     @property
     def records(self) -> int:
         return sum(t.records for t in self.tasks)
+
+    @property
+    def archive_layout(self) -> Layout:
+        """The layout of the archive restored from."""
+        return layout_named(self.layout)
 
 
 @dataclass
@@ -267,14 +284,13 @@ class _Stream:
 
 def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: RateLimit = RateLimit()) -> _Stream:
     present = written.records
-    if task.layout == "topicvault" and present > task.records:
+    if task.archive_layout.exact_entries and present > task.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start}, "
             f"more than the {task.records} this restore writes: another producer wrote to it; "
             "restore into a new topic"
         )
     offset_map = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
-    peer_report = None
     skipped: list[SkippedObject] = []
 
     def skip(entry: ObjectEntry, reason: str) -> None:
@@ -295,13 +311,11 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: Ra
         offset_map.add_hole(hole.first_offset, hole.last_offset)
         skipped.append(hole)
 
-    if task.layout == "topicvault":
-        source = read_partition(job.open_store(), list(task.objects), skip if job.on_error == "skip" else None,
-                                job.keyring(), task.selection.may_end_within)
-    else:
-        peer_report = PeerReadReport(f"{task.source_topic}[{task.partition}]")
-        source = read_peer_partition(job.open_store(), peer_layout(task.layout, job.key_template), job.peer_options,
-                                     list(task.objects), peer_report)
+    layout = task.archive_layout
+    peer_report = None if layout.commit_log else PeerReadReport(f"{task.source_topic}[{task.partition}]")
+    reading = PartitionReading(job.keyring() if layout.commit_log else None, skip if job.on_error == "skip" else None,
+                               task.selection.may_end_within, job.key_template, job.peer_options, peer_report)
+    source = read_layout_partition(job.open_store(), layout, list(task.objects), reading)
     selected = without_holes(task.selection.records(task.source_topic, task.partition, source),
                              [(h.first_offset, h.last_offset) for h in task.earlier_holes])
     batches = _prefix_checked(skip_records(recording(selected, offset_map), present, written.tail), task, present)
@@ -429,17 +443,11 @@ def plan_restore(
     """
     store = job.open_store()
     layout = resolve_layout(store, job.layout, job.key_template)
-    if job.on_error == "skip" and layout != "topicvault":
-        raise TopicvaultError(f"--on-error skip works with topicvault archives only; {store.uri} is a {layout} archive: "
-                              "use --on-error stop (the default)")
-    if layout == "topicvault":
-        state, layout_found = load_state(store, job.keyring()), []
-    else:
-        state, ignored = peer_state(store, layout, job.key_template)
-        layout_found = layout_notes(layout, job.peer_options, detected=job.layout == "auto")
-        if ignored:
-            layout_found.append(f"{len(ignored)} objects are not named like {layout} objects and were left out, "
-                                f"e.g. {ignored[0]}")
+    if job.on_error == "skip" and not layout.skip_supported:
+        raise TopicvaultError(f"--on-error skip works with topicvault archives only; {store.uri} is a {layout.name} "
+                              "archive: use --on-error stop (the default)")
+    state, ignored = archive_state(store, layout, job.key_template, job.keyring())
+    layout_found = layout_notes(layout, job.peer_options, job.layout == AUTO, ignored)
     records = job.restore_records()
     saved = load_restore_state(records, restore_id) if restore_id else None  # a new id has none
     if restore_id and saved is None and records.planted_in_archive(restore_id):
@@ -476,7 +484,7 @@ def plan_restore(
 
     _check_until(state, selected, selection.until_ms)
     # A missing key stops the restore here, before any topic is created or record produced.
-    if layout == "topicvault":
+    if layout.commit_log:
         check_keys_open(store, (o for (t, _), ps in sorted(state.partitions.items()) if t in topic_map
                                 for o in ps.objects), job.keyring())
     restore_id = restore_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
@@ -486,9 +494,9 @@ def plan_restore(
     else:
         starts = _target_starts(job.kafka, records, partitions_needed, existing, allow_nonempty)
     restored = saved_offset_maps(records, restore_id) if continue_saved and saved is not None else {}
-    left_out = saved_holes(records, restore_id) if saved is not None and layout == "topicvault" else {}
+    left_out = saved_holes(records, restore_id) if saved is not None and layout.skip_supported else {}
     archive_starts = {f"{t}:{p}": ps.start for (t, p), ps in state.partitions.items()
-                      if t in topic_map} if layout == "topicvault" else {}
+                      if t in topic_map} if layout.exact_entries else {}
     if saved is None:
         began, new_starts = archive_starts, {}
     elif saved.source_starts is None:
@@ -513,7 +521,7 @@ def plan_restore(
         done = restored.get((source, partition))
         through = done.last_source_offset if done is not None else None
         chosen = selection.after(source, partition, through)
-        if layout == "topicvault":
+        if layout.exact_entries:
             # Nothing restored per the saved maps: the restore began where the archive started then.
             start_then = began.get(f"{source}:{partition}")
             if saved is not None and saved.source_starts is None and through is None and start_then is None:
@@ -522,7 +530,7 @@ def plan_restore(
             check_not_expired(restore_id, source, partition, target, ps.start, passed,
                               selection.after(source, partition, passed))
         holes: tuple[SkippedObject, ...] = ()
-        if layout == "topicvault":
+        if layout.exact_entries:
             first_chosen, _ = chosen.bounds(source, partition)
             holes = tuple(_left_out_before(restore_id, h) for h in left_out.get((source, partition), [])
                           if h.last_offset >= first_chosen)
@@ -534,14 +542,14 @@ def plan_restore(
                        or (peer_objects_seen is not None and (o.key, o.bytes) not in peer_objects_seen)]
         if objects or holes:  # a partition with only holes left is named again, not called complete
             start = done.target_end if done is not None else starts[f"{target}:{partition}"]
-            tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen, layout, restore_id,
+            tasks.append(RestoreTask(source, partition, target, start, tuple(objects), chosen, layout.name, restore_id,
                                      holes, resumed=saved is not None and not earlier_writes_acknowledged))
     # Record times of a peer's objects are known only once they are read (its entries say 0).
     earliest = {
         topic_map[t]: min((o.min_timestamp_ms for (tt, _), ps in state.partitions.items() if tt == t for o in ps.objects),
                           default=None)
         for t in selected
-    } if layout == "topicvault" else {}
+    } if layout.exact_entries else {}
     lost_notes = [note for (source, _), ps in sorted(state.partitions.items()) if source in topic_map
                   for note in ps.lost_notes()]
     if saved is not None:
@@ -557,7 +565,7 @@ def plan_restore(
     loading = cluster_loading_configs(job.kafka) if topic_configs else dict(LOADING_CONFIGS)
     return RestorePlan(restore_id, tasks, topic_map, to_create, resumed=saved is not None, notes=notes,
                        topic_configs=topic_configs, loading=loading, replication=replication, selection=selection,
-                       layout=layout,
+                       layout=layout.name,
                        restored=restored, archive=state, target_starts=starts, source_starts=began,
                        new_source_starts=new_starts)
 
