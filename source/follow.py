@@ -68,6 +68,7 @@ from .object_reader import SkippedObject
 from .offset_map import OffsetMap, continued
 from .peer_layout import decode_peer_object, peer_state
 from .restore import RestoreJob, RestorePlan, RestoreResult, plan_restore, run_restore
+from .restore_plan import RestoreRequest
 from .restore_state import load_peer_objects_seen, save_peer_objects_seen
 from .selection import Selection
 
@@ -261,9 +262,10 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
     waiting = False
     while True:
         try:
-            plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
-                                request.create_missing, request.selection, request.apply_configs, continue_saved=True,
-                                peer_objects_seen=seen, earlier_writes_acknowledged=acknowledged)
+            plan = plan_restore(job, RestoreRequest(
+                tuple(topics), dict(request.renames), restore_id, request.allow_nonempty, request.create_missing,
+                request.selection, request.apply_configs, continue_saved=True, peer_objects_seen=seen,
+                earlier_writes_acknowledged=acknowledged))
         except NoBackup as nothing_yet:
             if number:  # the backup this run restored from is gone
                 raise
