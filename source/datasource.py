@@ -14,7 +14,6 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.checkpoints import load_state
 from ..core.commits import ObjectEntry
 from ..core.envelope import runs_by_partition
 from ..core.errors import DATAFRAME_WORDING, TopicvaultError
@@ -29,10 +28,10 @@ from ..core.options import (
     store_options_from,
 )
 from ..core.spark import refuse_speculation
-from ..formats.peers import PeerOptions, peer_layout
+from ..formats.peers import NATIVE, PeerOptions, layout_named
 from .kafka_writer import ProduceAdvice, produce_partition
-from .object_reader import check_keys_open, read_partition
-from .peer_layout import peer_state, read_peer_partition, resolve_layout
+from .object_reader import check_keys_open
+from .peer_layout import PartitionReading, archive_state, read_layout_partition, resolve_layout
 from .throttle import RateLimit, TokenBucket
 
 
@@ -41,7 +40,7 @@ class ObjectsPartition(InputPartition):
     """All objects of one topic-partition, and whose layout they are."""
 
     entries: tuple[ObjectEntry, ...]
-    layout: str = "topicvault"
+    layout: str = NATIVE.name
 
 
 class ObjectReader(DataSourceReader):
@@ -57,7 +56,7 @@ class ObjectReader(DataSourceReader):
         if "path" not in self.options:
             raise TopicvaultError("the topicvault reader needs a location: .load('s3://bucket/prefix' or a path)")
         self.topics = {t for t in self.options.get("topics", "").split(",") if t}
-        self.layout = self.options.get("layout", "topicvault")
+        self.layout = self.options.get("layout", NATIVE.name)
         self.key_template = self.options.get("key_template") or None
         self.peer_options = PeerOptions(
             tuple(f.strip() for f in self.options.get("peer_fields", "value").split(",") if f.strip()),
@@ -73,25 +72,23 @@ class ObjectReader(DataSourceReader):
     def partitions(self) -> list[ObjectsPartition]:
         store = self._store()
         layout = resolve_layout(store, self.layout, self.key_template, DATAFRAME_WORDING)
-        state = (load_state(store, keyring_from_options(self.options)) if layout == "topicvault"
-                 else peer_state(store, layout, self.key_template)[0])
-        if layout == "topicvault":  # a missing or unusable key fails here, on the driver, before any task runs
+        state, _ = archive_state(store, layout, self.key_template, keyring_from_options(self.options))
+        if layout.commit_log:  # a missing or unusable key fails here, on the driver, before any task runs
             check_keys_open(store, (o for (topic, _), ps in state.partitions.items()
                                     if not self.topics or topic in self.topics for o in ps.objects),
                             keyring_from_options(self.options), wording=DATAFRAME_WORDING)
         parts = [
-            ObjectsPartition(tuple(ps.objects), layout)
+            ObjectsPartition(tuple(ps.objects), layout.name)
             for (topic, _), ps in sorted(state.partitions.items())
             if ps.objects and (not self.topics or topic in self.topics)
         ]
-        return parts or [ObjectsPartition((), layout)]
+        return parts or [ObjectsPartition((), layout.name)]
 
     def read(self, partition: ObjectsPartition) -> Iterator[pa.RecordBatch]:
-        if partition.layout == "topicvault":
-            yield from read_partition(self._store(), list(partition.entries), keyring=keyring_from_options(self.options))
-        else:
-            peer = peer_layout(partition.layout, self.key_template)
-            yield from read_peer_partition(self._store(), peer, self.peer_options, list(partition.entries))
+        layout = layout_named(partition.layout)
+        reading = PartitionReading(keyring=keyring_from_options(self.options) if layout.commit_log else None,
+                                   key_template=self.key_template, peer_options=self.peer_options)
+        yield from read_layout_partition(self._store(), layout, list(partition.entries), reading)
 
 
 # How the writer's errors tell the user to go on: options, not the CLI's flags (no restore id here).

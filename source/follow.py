@@ -68,6 +68,7 @@ from .object_reader import SkippedObject
 from .offset_map import OffsetMap, continued
 from .peer_layout import decode_peer_object, peer_state
 from .restore import RestoreJob, RestorePlan, RestoreResult, plan_restore, run_restore
+from .restore_plan import RestoreRequest
 from .restore_state import load_peer_objects_seen, save_peer_objects_seen
 from .selection import Selection
 
@@ -240,79 +241,120 @@ def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: thread
     by a TopicvaultError is run again that way in this process (passed to `on_restart`), a
     bounded number of times (core.restarts).
     """
-    topics = request.topics  # none: all of the archive's, or those the restore id began with (plan_restore)
-    restore_id, number, produced = request.restore_id, 0, 0
-    skipped: dict[SkippedObject, None] = {}  # every round names them again: each once, in the order found
-    committed_groups: dict[str, dict] = {}
-    # A peer archive's objects at the last finished round, (key, size) (empty: none yet), and the
-    # records of late objects left out; saved each round, so a restarted standby still tells an object
-    # written again while it was down, and still names what it left out.
-    seen: set[tuple[str, int]] = set()
-    left_out: list[LateRecords] = []
-    named_lost: set[tuple[str, int, int]] = set()  # (topic, partition, end) of lost ranges named: an expire may clip a start
-    if request.restore_id:
-        saved_seen, saved = load_peer_objects_seen(job.restore_records(), request.restore_id)
-        # None saved while offsets were restored (a one-shot restore continued, or a standby killed in its
-        # first round): every object is read once more, since any may have landed after what was restored.
-        seen = saved_seen or set()
-        left_out = [LateRecords(**fields) for fields in saved]
+    progress = _progress_of(job, request)
     restarts = RestartBudget()
-    acknowledged = False  # every record sent so far was acknowledged: the last round finished
-    waiting = False
     while True:
-        try:
-            plan = plan_restore(job, list(topics), dict(request.renames), restore_id, request.allow_nonempty,
-                                request.create_missing, request.selection, request.apply_configs, continue_saved=True,
-                                peer_objects_seen=seen, earlier_writes_acknowledged=acknowledged)
-        except NoBackup as nothing_yet:
-            if number:  # the backup this run restored from is gone
-                raise
-            if not waiting:
-                on_wait(nothing_yet)
-                waiting = True
-            if not pause(request.poll_interval_s, stop.is_set):
-                return FollowSummary(None, 0, 0, ())
-            continue
-        restore_id, topics = plan.restore_id, tuple(sorted(plan.topic_map))
+        plan = _plan_round(job, request, progress, stop, on_wait)
+        if plan is None:  # stopped while waiting for the first backup
+            return FollowSummary(None, 0, 0, ())
+        progress.restore_id, progress.topics = plan.restore_id, tuple(sorted(plan.topic_map))
         try:
             result = run_restore(spark, job, plan, configure=False)
         except TopicvaultError:
             raise
         except Exception as exc:  # Py4JJavaError: a task failed in every attempt (its worker crashed, ...)
-            reason = failure_reason(str(exc))
-            delay = restarts.next_delay()
-            if delay is None:
-                raise TopicvaultError(restarts.give_up("restore --follow", reason)) from None
-            on_restart(FollowRestart(restarts.total, reason, delay, len(restarts.times), restarts.max_restarts,
-                                     restarts.window_s))
-            acknowledged = False  # the target may hold part of the round: a resume counts it (see plan_restore)
-            if not pause(delay, stop.is_set):
+            progress.acknowledged = False  # the target may hold part of the round: a resume counts it (see plan_restore)
+            if not _restart_after(exc, restarts, stop, on_restart):
                 # Stopped: the loading configs stay, as after any failed round (the standby is meant to be restarted).
-                return FollowSummary(restore_id, number, produced, tuple(skipped))
+                return progress.summary()
             continue
-        acknowledged = True
-        late_notes: list[str] = []
-        if plan.layout != "topicvault":
-            check = late_peer_records(job, plan, seen, left_out)
-            left_out, late_notes = left_out + check.left_out, check.notes
-            seen = _objects_of(plan) - check.gone
-            # Saved with what was left out, after the round: a kill before this reads the late objects again.
-            save_peer_objects_seen(job.restore_records(), restore_id, seen, [vars(x) for x in left_out])
-        number += 1
-        group_notes: list[str] = []
-        moved: list[str] = []
-        if request.groups:
-            moved, group_notes = _commit_groups(job, restore_id, request.only_groups, committed_groups)
-        lost = [r for r in lost_ranges(plan) if (r.topic, r.partition, r.end) not in named_lost]
-        named_lost.update((r.topic, r.partition, r.end) for r in lost)
-        this_round = _round(job, plan, result, number, tuple(moved), tuple(late_notes + group_notes), tuple(left_out),
-                            tuple(lost))
-        produced += this_round.produced
-        skipped.update(dict.fromkeys(this_round.skipped))
-        report(this_round)
+        progress.acknowledged = True
+        report(_finish_round(job, request, plan, result, progress))
         if stop.is_set() or not _wait_for_news(job, plan, request.poll_interval_s, stop):
             apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)  # stopped for good: the standby looks like its source
-            return FollowSummary(restore_id, number, produced, tuple(skipped))
+            return progress.summary()
+
+
+@dataclass
+class _Progress:
+    """What a follow run carries from one round to the next."""
+
+    restore_id: str | None
+    topics: tuple[str, ...]  # none: all of the archive's, or those the restore id began with (plan_restore)
+    number: int = 0  # rounds finished
+    produced: int = 0
+    skipped: dict[SkippedObject, None] = field(default_factory=dict)  # every round names them again: each once, in order
+    committed_groups: dict[str, dict] = field(default_factory=dict)
+    # A peer archive's objects at the last finished round, (key, size) (empty: none yet), and the
+    # records of late objects left out; saved each round, so a restarted standby still tells an object
+    # written again while it was down, and still names what it left out.
+    seen: set[tuple[str, int]] = field(default_factory=set)
+    left_out: list[LateRecords] = field(default_factory=list)
+    # (topic, partition, end) of lost ranges named: an expire may clip a start.
+    named_lost: set[tuple[str, int, int]] = field(default_factory=set)
+    acknowledged: bool = False  # every record sent so far was acknowledged: the last round finished
+
+    def summary(self) -> FollowSummary:
+        return FollowSummary(self.restore_id, self.number, self.produced, tuple(self.skipped))
+
+
+def _progress_of(job: RestoreJob, request: StandbyRequest) -> _Progress:
+    """A follow run's progress at its start: what the restore saved of a peer archive's objects, if any."""
+    progress = _Progress(request.restore_id, request.topics)
+    if request.restore_id:
+        saved_seen, saved = load_peer_objects_seen(job.restore_records(), request.restore_id)
+        # None saved while offsets were restored (a one-shot restore continued, or a standby killed in its
+        # first round): every object is read once more, since any may have landed after what was restored.
+        progress.seen = saved_seen or set()
+        progress.left_out = [LateRecords(**fields) for fields in saved]
+    return progress
+
+
+def _plan_round(job: RestoreJob, request: StandbyRequest, progress: _Progress, stop: threading.Event,
+                on_wait: Callable[[NoBackup], None]) -> RestorePlan | None:
+    """The next round's plan; before the first backup exists, wait for it (None: stopped meanwhile)."""
+    waiting = False
+    while True:
+        try:
+            return plan_restore(job, RestoreRequest(
+                progress.topics, dict(request.renames), progress.restore_id, request.allow_nonempty,
+                request.create_missing, request.selection, request.apply_configs, continue_saved=True,
+                peer_objects_seen=progress.seen, earlier_writes_acknowledged=progress.acknowledged))
+        except NoBackup as nothing_yet:
+            if progress.number:  # the backup this run restored from is gone
+                raise
+            if not waiting:
+                on_wait(nothing_yet)
+                waiting = True
+            if not pause(request.poll_interval_s, stop.is_set):
+                return None
+
+
+def _restart_after(failure: Exception, restarts: RestartBudget, stop: threading.Event,
+                   on_restart: Callable[[FollowRestart], None]) -> bool:
+    """Wait to run a failed round again (True), or False if stopped meanwhile; refuses once the budget is spent."""
+    reason = failure_reason(str(failure))
+    delay = restarts.next_delay()
+    if delay is None:
+        raise TopicvaultError(restarts.give_up("restore --follow", reason)) from None
+    on_restart(FollowRestart(restarts.total, reason, delay, len(restarts.times), restarts.max_restarts,
+                             restarts.window_s))
+    return pause(delay, stop.is_set)
+
+
+def _finish_round(job: RestoreJob, request: StandbyRequest, plan: RestorePlan, result: RestoreResult,
+                  progress: _Progress) -> FollowRound:
+    """Record what a round did: late peer objects checked and saved, groups committed, lost ranges named."""
+    late_notes: list[str] = []
+    if not plan.archive_layout.commit_log:
+        check = late_peer_records(job, plan, progress.seen, progress.left_out)
+        progress.left_out, late_notes = progress.left_out + check.left_out, check.notes
+        progress.seen = _objects_of(plan) - check.gone
+        # Saved with what was left out, after the round: a kill before this reads the late objects again.
+        save_peer_objects_seen(job.restore_records(), plan.restore_id, progress.seen,
+                               [vars(x) for x in progress.left_out])
+    progress.number += 1
+    moved: list[str] = []
+    group_notes: list[str] = []
+    if request.groups:
+        moved, group_notes = _commit_groups(job, plan.restore_id, request.only_groups, progress.committed_groups)
+    lost = [r for r in lost_ranges(plan) if (r.topic, r.partition, r.end) not in progress.named_lost]
+    progress.named_lost.update((r.topic, r.partition, r.end) for r in lost)
+    this_round = _round(job, plan, result, progress.number, tuple(moved), tuple(late_notes + group_notes),
+                        tuple(progress.left_out), tuple(lost))
+    progress.produced += this_round.produced
+    progress.skipped.update(dict.fromkeys(this_round.skipped))
+    return this_round
 
 
 def _objects_of(plan: RestorePlan) -> set[tuple[str, int]]:
@@ -408,7 +450,7 @@ def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: in
     notes = tuple(plan.notes if number == 1 else [lost_note(r) for r in lost]) + tuple(
         line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()) + extra_notes
     sequence, archive = 0, plan.archive
-    if plan.layout == "topicvault":
+    if plan.archive_layout.commit_log:
         # Commits that landed while the round ran: what the standby is behind by now.
         sequence, archive = plan.archive.last_sequence, archive_with_newer_commits(job, plan.archive)
     return FollowRound(
@@ -462,7 +504,7 @@ def _commit_age_s(job: RestoreJob, sequence: int) -> float | None:
 def _wait_for_news(job: RestoreJob, plan: RestorePlan, interval_s: float, stop: threading.Event) -> bool:
     """Wait until the archive holds something the plan did not (True) or `stop` is set (False)."""
     store = job.open_store()
-    if plan.layout == "topicvault":
+    if plan.archive_layout.commit_log:
         next_commit = commit_key(plan.archive.last_sequence + 1)
 
         def news() -> bool:

@@ -234,37 +234,10 @@ def produce_streams(
     if bucket is None and rate.limited:
         bucket = TokenBucket(rate, sleep=watch.poll)
     results = [ProduceResult() for _ in streams]
-    # Each stream being read holds its current object in memory (up to --max-bytes): only a few
-    # are read at once, the next one opened when one ends.
-    unopened = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
-    pending, unopened = unopened[:OPEN_STREAMS], unopened[OPEN_STREAMS:]
-    crash_at = crash_after("restore.produce")
     where = ", ".join(f"{topic}[{partition}]" for topic, partition, _ in streams)
     with rare_cyclic_gc():  # millions of short-lived objects (see core.hotloop)
         try:
-            while pending and not failures:
-                for entry in list(pending):
-                    index, batches = entry
-                    batch = next(batches, None)
-                    if batch is None:
-                        pending.remove(entry)
-                        if unopened:
-                            pending.append(unopened.pop(0))
-                        continue
-                    topic, partition, _ = streams[index]
-                    if bucket is None:
-                        _produce_batch(watch, topic, partition, batch, results[index], crash_at)
-                    else:
-                        for piece, nbytes in _pieces(batch, bucket):
-                            # The limit holds at the broker, not only at the local queue: records held back
-                            # (no leader yet, a slow broker) would otherwise go out later in one burst.
-                            while len(producer) > 2 * piece.num_rows:
-                                watch.poll(0.005)
-                            bucket.take(piece.num_rows, nbytes)
-                            _produce_batch(watch, topic, partition, piece, results[index], crash_at)
-                    watch.poll(0)
-                    if failures:
-                        break
+            _produce_in_turn(watch, streams, results, bucket, failures)
             if not failures:
                 _flush(watch, failures)
         except Stalled as stalled:
@@ -286,19 +259,64 @@ def produce_streams(
             raise
     if failures:
         _settle(watch)
+        raise _delivery_failure(failures, where, advice)
+    return results
+
+
+def _produce_in_turn(watch: DeliveryWatch, streams: list[tuple[str, int, Iterable[pa.RecordBatch]]],
+                     results: list[ProduceResult], bucket: TokenBucket | None, failures: list[KafkaError]) -> None:
+    """Produce a batch from each stream being read in turn until all end or a delivery fails.
+
+    Each stream being read holds its current object in memory (up to --max-bytes): only a few
+    (OPEN_STREAMS) are read at once, the next one opened when one ends.
+    """
+    unopened = [(index, iter(batches)) for index, (_, _, batches) in enumerate(streams)]
+    pending, unopened = unopened[:OPEN_STREAMS], unopened[OPEN_STREAMS:]
+    crash_at = crash_after("restore.produce")
+    while pending and not failures:
+        for entry in list(pending):
+            index, batches = entry
+            batch = next(batches, None)
+            if batch is None:
+                pending.remove(entry)
+                if unopened:
+                    pending.append(unopened.pop(0))
+                continue
+            topic, partition, _ = streams[index]
+            _produce_paced(watch, topic, partition, batch, results[index], bucket, crash_at)
+            watch.poll(0)
+            if failures:
+                break
+
+
+def _produce_paced(watch: DeliveryWatch, topic: str, partition: int, batch: pa.RecordBatch, result: ProduceResult,
+                   bucket: TokenBucket | None, crash_at: int | None) -> None:
+    """Produce the batch, in pieces the bucket lets go (at once without a bucket)."""
+    if bucket is None:
+        _produce_batch(watch, topic, partition, batch, result, crash_at)
+        return
+    for piece, nbytes in _pieces(batch, bucket):
+        # The limit holds at the broker, not only at the local queue: records held back
+        # (no leader yet, a slow broker) would otherwise go out later in one burst.
+        while len(watch.producer) > 2 * piece.num_rows:
+            watch.poll(0.005)
+        bucket.take(piece.num_rows, nbytes)
+        _produce_batch(watch, topic, partition, piece, result, crash_at)
+
+
+def _delivery_failure(failures: list[KafkaError], where: str, advice: ProduceAdvice) -> TopicvaultError:
+    """The one-line error for deliveries that failed, saying what to do."""
     if any(_refused_timestamp(failure) for failure in failures):
         # A topic the restore created has its limits lifted while data goes in; one that existed has its own.
-        raise TopicvaultError(
+        return TopicvaultError(
             f"producing to {where} failed: {failures[0].str()}: the target refuses record timestamps this far from "
             f"its clock: set {' and '.join(TIMESTAMP_LIMITS[:2])} (before Kafka 3.6: {TIMESTAMP_LIMITS[2]}) to "
             f"{NO_LIMIT_MS} on the target topic, then {advice.resume}"
         )
-    if failures:
-        raise TopicvaultError(
-            f"producing to {where} failed: {failures[0].str()}: check the broker, then {advice.resume} "
-            f"({advice.outage_setting} sets how long a broker outage is waited out)"
-        )
-    return results
+    return TopicvaultError(
+        f"producing to {where} failed: {failures[0].str()}: check the broker, then {advice.resume} "
+        f"({advice.outage_setting} sets how long a broker outage is waited out)"
+    )
 
 
 def _flush(watch: DeliveryWatch, failures: list[KafkaError]) -> None:

@@ -19,13 +19,17 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
+from ..core.checkpoints import load_state
 from ..core.commits import COMMITS_PREFIX, STATE_PREFIX, BackupState, ObjectEntry, PartitionState
+from ..core.crypto import Keyring
 from ..core.errors import CLI_WORDING, NoBackup, ObjectNotFound, TopicvaultError, Wording
 from ..core.store import ObjectStore
-from ..formats.peers import PEERS, Decoded, PeerKey, PeerLayout, PeerOptions, peer_layout
+from ..formats.peers import LAYOUTS, NATIVE, PEERS, Decoded, Layout, PeerKey, PeerLayout, PeerOptions, peer_layout
 from ..keys.codec import run_id_of
+from .object_reader import read_partition
 
-LAYOUTS = ("auto", "topicvault", *sorted(PEERS))
+AUTO = "auto"  # --layout: find the layout from the archive's keys
+LAYOUT_CHOICES = (AUTO, *LAYOUTS)
 BATCH_ROWS = 50_000
 
 
@@ -33,7 +37,7 @@ def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None 
                   wording: Wording = CLI_WORDING) -> str:
     """The layout whose naming matches the listed keys; none or more than one is an error."""
     if any(k.startswith(COMMITS_PREFIX) for k in keys):
-        return "topicvault"
+        return NATIVE.name
     objects = [k for k in keys if not k.startswith(STATE_PREFIX)]  # not a probe or a lease of topicvault's
     if all(run_id_of(k) is not None for k in objects):  # none, or a first backup's before its commit
         raise NoBackup(store.uri, "no commit records" + (" yet (a backup is writing its first objects)" if objects else ""))
@@ -58,23 +62,52 @@ def detect_layout(store: ObjectStore, keys: list[str], key_template: str | None 
     return winners[0]
 
 
-def resolve_layout(store: ObjectStore, layout: str, key_template: str | None, wording: Wording = CLI_WORDING) -> str:
+def resolve_layout(store: ObjectStore, layout: str, key_template: str | None, wording: Wording = CLI_WORDING) -> Layout:
     """`--layout` checked, with auto resolved from a listing (messages name settings by `wording`)."""
     name, template = wording.setting("--layout", "layout"), wording.setting("--key-template", "key_template")
-    if layout not in LAYOUTS:
-        raise TopicvaultError(f"bad {name} {layout!r}: use one of {', '.join(LAYOUTS)}")
-    if layout == "auto":
+    if layout not in LAYOUT_CHOICES:
+        raise TopicvaultError(f"bad {name} {layout!r}: use one of {', '.join(LAYOUT_CHOICES)}")
+    if layout == AUTO:
         # One commit record is enough to know the layout: never list a large archive for it.
         if next(store.list(COMMITS_PREFIX), None) is not None:
-            layout = "topicvault"
+            layout = NATIVE.name
         else:
             layout = detect_layout(store, [info.key for info in store.list("")], key_template, wording)
-    if layout == "topicvault" and key_template:
+    found = LAYOUTS[layout]
+    if found.commit_log and key_template:
         raise TopicvaultError(f"{template} is for peer archives; a topicvault backup's commit records name "
                               f"its objects: drop {template}")
-    if layout != "topicvault":
-        peer_layout(layout, key_template)  # refuses a template the layout does not take
-    return layout
+    return found.with_template(key_template) if key_template else found  # refuses a template it does not take
+
+
+def archive_state(store: ObjectStore, layout: Layout, key_template: str | None,
+                  keyring: Keyring | None) -> tuple[BackupState, list[str]]:
+    """The archive's state (its commit log, or a peer's listing turned into one) and the keys left out."""
+    if layout.commit_log:
+        return load_state(store, keyring), []
+    return peer_state(store, layout.name, key_template)
+
+
+@dataclass(frozen=True)
+class PartitionReading:
+    """How one partition's objects are read, whatever the layout: what each layout needs of it."""
+
+    keyring: Keyring | None = None  # commit-log archives: the keys sealed objects may be wrapped by
+    # Commit-log archives: called for an object that cannot be read, which is then left out (None: stop).
+    skip: Callable[[ObjectEntry, str], None] | None = None
+    ends_within: Callable[[ObjectEntry], bool] | None = None  # an object after which nothing is selected
+    key_template: str | None = None  # peer archives: the user's file-name template
+    peer_options: PeerOptions = PeerOptions()
+    report: "PeerReadReport | None" = None  # peer archives: filled with the duplicates and gaps found
+
+
+def read_layout_partition(store: ObjectStore, layout: Layout, entries: list[ObjectEntry],
+                          reading: PartitionReading = PartitionReading()) -> Iterator[pa.RecordBatch]:
+    """A partition's records in offset order, from its objects in any layout."""
+    if layout.commit_log:
+        return read_partition(store, entries, reading.skip, reading.keyring, reading.ends_within or (lambda entry: False))
+    peer = peer_layout(layout.name, reading.key_template)
+    return read_peer_partition(store, peer, reading.peer_options, entries, reading.report)
 
 
 def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tuple[BackupState, list[str]]:
@@ -107,13 +140,19 @@ def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tup
     return state, ignored
 
 
-def layout_notes(layout: str, options: PeerOptions, detected: bool) -> list[str]:
-    """What a peer layout keeps and loses, and the header encoding it was read with."""
-    peer = PEERS[layout]
-    notes = [f"layout {layout}{' (detected)' if detected else ''}: {peer.keeps}"]
+def layout_notes(layout: Layout, options: PeerOptions, detected: bool, ignored: list[str]) -> list[str]:
+    """What a restore notes of its archive's layout: for a peer's, what it keeps and loses, the header
+    encoding it was read with, and the objects its layout does not name (`ignored`); none for topicvault's."""
+    if layout.commit_log:
+        return []
+    peer = PEERS[layout.name]
+    notes = [f"layout {layout.name}{' (detected)' if detected else ''}: {peer.keeps}"]
     header = peer.header_note(options)
     if header:
-        notes.append(f"{layout}: {header}")
+        notes.append(f"{layout.name}: {header}")
+    if ignored:
+        notes.append(f"{len(ignored)} objects are not named like {layout.name} objects and were left out, "
+                     f"e.g. {ignored[0]}")
     return notes
 
 

@@ -340,7 +340,7 @@ def test_layout_auto_does_not_list_the_whole_location_when_commits_exist(tmp_pat
     for n in range(200):
         store.put(f"topic=t/partition=0/{n:019d}.parquet", b"x")
     make_commits(store, 3)
-    assert resolve_layout(store, "auto", None) == "topicvault"
+    assert resolve_layout(store, "auto", None).name == "topicvault"
     assert store.listed == [commit_key(1)]
 
 

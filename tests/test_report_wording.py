@@ -10,10 +10,9 @@ from topicvault import report
 from topicvault.core import text
 from topicvault.core.cluster import TopicSettings
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionState
-from topicvault.core.kafka import KafkaSettings
 from topicvault.sink.plan import BackupPlan, PartitionPlan
 from topicvault.source.follow import FollowRound, PartitionLag
-from topicvault.source.restore import _plan_topic_settings
+from topicvault.source.restore_plan import _plan_topic_settings
 
 
 def entry(first: int, last: int, partition: int = 0) -> ObjectEntry:
@@ -62,8 +61,8 @@ def test_a_backup_that_only_saved_group_offsets_lists_no_empty_offset_range():
     assert not any("1361..1360" in line or "up to 0 records" in line for line in lines)
 
 
-def test_a_dry_run_note_says_what_the_topic_gets_not_that_it_was_created(bootstrap):
+def test_a_dry_run_note_says_what_the_topic_gets_not_that_it_was_created():
     """The note is made by the plan, which a dry run prints without creating anything."""
     unreported = TopicSettings(partitions=1, replication_factor=1, configs={}, configs_reported=False)
-    _, _, notes = _plan_topic_settings(KafkaSettings.of(bootstrap), {"copy": 1}, {"copy": unreported}, True)
+    _, _, notes = _plan_topic_settings(1, {"copy": 1}, {"copy": unreported}, True)
     assert notes == ["copy: the source broker reported no topic configs, so the topic gets the target's defaults"]

@@ -33,7 +33,7 @@ from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.source.kafka_writer import count_records
-from topicvault.source.restore import check_log_starts, parse_renames
+from topicvault.source.restore_plan import check_log_starts, parse_renames
 
 
 def error_line(output: str) -> str:

@@ -31,12 +31,12 @@ from topicvault.source.compact import CompactJob, compact
 from topicvault.source.follow import StandbyRequest, archive_with_newer_commits, standby_lag
 from topicvault.source.restore import (
     RestoreJob,
-    check_not_expired,
     plan_restore,
     restore_group,
     run_restore,
     start_restore,
 )
+from topicvault.source.restore_plan import check_not_expired
 from topicvault.source.restore_state import (
     STATE_NAME,
     RestoreRecords,

@@ -93,11 +93,31 @@ class Decoded:
     record_offsets: bool
 
 
-class PeerLayout(ABC):
-    """One sink's archive layout. A new peer is one module with one subclass, listed in PEERS."""
+class Layout(ABC):
+    """How an archive names and records its objects: topicvault's own or a peer sink's.
+
+    Callers ask a layout what it can do, never which one it is: its state is a commit log
+    (`commit_log`) or a listing of objects; its state's object entries say exactly which
+    offsets, records and times each object holds (`exact_entries`), so a restore can leave an
+    unreadable object out as a hole of known offsets (`skip_supported`) and check its plan
+    against them before reading. Reading a state and a partition is source/peer_layout.py's
+    (archive_state, read_layout_partition), which dispatch on these.
+    """
 
     name: str
     keeps: str  # what the layout keeps and loses, for the restore's notes and the CLI help
+    commit_log: bool = False
+    exact_entries: bool = False
+    skip_supported: bool = False
+
+    def with_template(self, template: str) -> "Layout":
+        """The layout for a user's file-name template; layouts without templates refuse one."""
+        raise TopicvaultError(f"--key-template: {self.name} objects are not named by a template; drop --key-template")
+
+
+class PeerLayout(Layout):
+    """One sink's archive layout. A new peer is one module with one subclass, listed in PEERS."""
+
     default_header_encoding: str = "text"
     # Whether a name's offset is its object's first record's (objects may then be opened lazily in
     # name order); if not, the reader finds each object's first offset before merging.
@@ -106,10 +126,6 @@ class PeerLayout(ABC):
     @abstractmethod
     def parse(self, key: str) -> PeerKey | None:
         """Topic, partition and offset of an object key (relative to the archive root), or None."""
-
-    def with_template(self, template: str) -> "PeerLayout":
-        """The layout for a user's file-name template; layouts without templates refuse one."""
-        raise TopicvaultError(f"--key-template: {self.name} objects are not named by a template; drop --key-template")
 
     @abstractmethod
     def decode(self, data: bytes, obj: PeerKey, options: PeerOptions,
