@@ -83,8 +83,10 @@ def test_until_with_groups_commits_each_groups_position_at_that_time(bootstrap, 
     assert "consumer-group snapshots:" in run_cli("ls", str(location))
 
 
-def test_until_before_a_groups_first_snapshot_is_an_error_when_named(bootstrap, spark, topic_factory, tmp_path):
-    topic = topic_factory(1, prefix="pitnamed")
+def _a_group_younger_than_until(bootstrap: str, topic_factory, tmp_path, prefix: str) -> tuple[str, str, str, int]:
+    """A topic backed up twice, a group whose first offsets were committed (and saved by the second
+    backup) only after the moment returned: (topic, group, location, that moment in ms)."""
+    topic = topic_factory(1, prefix=prefix)
     group = f"young-{uuid.uuid4().hex[:6]}"
     produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"v%d" % i, _now_ms(), 0, ()) for i in range(5)])
     location = str(tmp_path / "b")
@@ -94,6 +96,11 @@ def test_until_before_a_groups_first_snapshot_is_an_error_when_named(bootstrap, 
     time.sleep(1.2)
     commit_offsets(bootstrap, group, {(topic, 0): 2})
     run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    return topic, group, location, until
+
+
+def test_until_before_a_groups_first_snapshot_is_an_error_when_named(bootstrap, spark, topic_factory, tmp_path):
+    topic, group, location, until = _a_group_younger_than_until(bootstrap, topic_factory, tmp_path, "pitnamed")
     out = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--until",
                   str(until), "--groups", "--group", group, "--restore-id", "y1", expect_exit=1)
     assert f"consumer group {group} has no saved offsets at or before --until" in out
@@ -225,16 +232,7 @@ def test_groups_missing_at_until_are_refused_before_writing_and_named_when_skipp
     created and every record written; plain `--groups` left G out without a word."""
     from kafkatools import topic_exists
 
-    topic = topic_factory(1, prefix="pitcheck")
-    group = f"young-{uuid.uuid4().hex[:6]}"
-    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"v%d" % i, _now_ms(), 0, ()) for i in range(5)])
-    location = str(tmp_path / "b")
-    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
-    time.sleep(1.2)
-    until = _now_ms()
-    time.sleep(1.2)
-    commit_offsets(bootstrap, group, {(topic, 0): 2})
-    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    topic, group, location, until = _a_group_younger_than_until(bootstrap, topic_factory, tmp_path, "pitcheck")
     restore = ["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--until", str(until)]
 
     for dry_run in (["--dry-run"], []):
