@@ -3,9 +3,9 @@
 Each test fills a replicated topic (four partitions, tens of thousands of records) and strikes
 from observed progress, while a producer keeps writing to the source: a backup is stopped (SIGSTOP)
 at its first object while the leader dies, a restore is paced (--max-records-per-second) and hit
-once its target holds a first part, so the fault lands mid-run however fast the machine is. Each ends in an exact restore (what a read_committed
-consumer sees of the source, record for record, offsets included) or in a one-line refusal
-after which a rerun finishes exactly.
+once its target holds a first part, so the fault lands mid-run however fast the machine is. Each
+ends in an exact restore (what a read_committed consumer sees of the source, record for record,
+offsets included) or in a one-line refusal after which a rerun finishes exactly.
 """
 
 from __future__ import annotations
@@ -153,13 +153,13 @@ def test_a_backup_whose_read_leader_is_killed_ends_exact(cluster, spark, topic_f
         wait_for(lambda: objects(location) or run.poll() is not None, 180, "the backup's first objects")
         with frozen(run):
             assert run.poll() is None, f"the backup ended before its first object was seen: {log.read_text()}"
-            victim = cluster.leader(topic, 0)
+            victim, at_fault = cluster.leader(topic, 0), len(objects(location))
             cluster.kill(victim)
         status = run.wait(180)
         keeps_writing(traffic)
     assert not traffic.failed
     output = log.read_text()
-    print(f"backup with leader {victim} killed after {len(objects(location))} objects: exit {status}\n{output}")
+    print(f"backup with leader {victim} killed at object {at_fault} of 80: exit {status}\n{output}")
     if status != 0:
         one_line_refusal(output)
     cluster.restart(victim)  # a restore creates its topic with the source's three replicas
