@@ -46,6 +46,11 @@ SLOW_ANSWER_S = 3.0
 # from the client's timeouts (`idle_limit_s`), so it always outlasts a reconnect.
 CONSUMER_SOCKET_TIMEOUT_MS = 20_000
 READ_TO_EOF_IDLE_FLOOR_S = 30.0
+# A read for a partition's true end follows records written after the watermarks were read for at
+# most this long after its first record: producers faster than the read would keep its EOF away
+# for as long as they write (a backup hung in planning). The last batch a broker understated its
+# end by comes whole in one fetch, so even a short chase takes all of it.
+END_CHASE_S = 2.0
 _LIBRDKAFKA_DEFAULTS_MS = {"socket.timeout.ms": 60_000, "reconnect.backoff.max.ms": 10_000, "fetch.wait.max.ms": 500}
 
 
@@ -391,10 +396,11 @@ def true_end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]]) 
 
 def ends_past(consumer: Consumer, reported: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
     """Each partition's end: the offset after the last record a read from its `reported` end
-    (a high watermark) finds before partition EOF, else the reported end itself. The consumer
-    needs enable.partition.eof=True; its isolation level decides what counts."""
+    (a high watermark) finds before partition EOF (or END_CHASE_S after its first, while records
+    come faster than it reads), else the reported end itself. The consumer needs
+    enable.partition.eof=True; its isolation level decides what counts."""
     ends = dict(reported)
-    for message in read_to_eof(consumer, {tp: max(high, 0) for tp, high in ends.items()}):
+    for message in read_to_eof(consumer, {tp: max(high, 0) for tp, high in ends.items()}, chase_s=END_CHASE_S):
         ends[(message.topic(), message.partition())] = message.offset() + 1
     return ends
 
@@ -415,12 +421,15 @@ def consume_ready(consumer: Consumer, limit: int, wait_s: float) -> list:
     return [first, *consumer.consume(num_messages=limit - 1, timeout=0)] if limit > 1 else [first]
 
 
-def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_timeout_s: float | None = None):
+def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_timeout_s: float | None = None,
+                chase_s: float | None = None):
     """Yield the messages of each (topic, partition) from its start offset until its EOF.
 
     All partitions are read at once: one EOF wait for all of them, not one each. The consumer
     must have been created with enable.partition.eof=True. Fails when the broker sends nothing
     for `idle_timeout_s` (default: the consumer's own idle limit, which outlasts its timeouts).
+    With `chase_s`, a partition still short of its EOF `chase_s` after its first record ends
+    after the messages already fetched (its EOF moves on as fast as it reads).
     """
     if not starts:
         return
@@ -428,10 +437,16 @@ def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_
         idle_timeout_s = getattr(consumer, "idle_limit_s", None) or idle_limit_s({}, READ_TO_EOF_IDLE_FLOOR_S)
     assignment = [TopicPartition(t, p, start if start >= 0 else OFFSET_BEGINNING) for (t, p), start in starts.items()]
     open_partitions = set(starts)
+    first_record_at: dict[tuple[str, int], float] = {}
     consumer.assign(assignment)
     try:
         last_progress = time.monotonic()
         while open_partitions:
+            if chase_s is not None:  # checked between fetched rounds: a batch in hand is taken whole
+                now = time.monotonic()
+                open_partitions -= {where for where, at in first_record_at.items() if now - at > chase_s}
+                if not open_partitions:
+                    break
             messages = consume_ready(consumer, 10_000, 0.2)
             if not messages:
                 if time.monotonic() - last_progress > idle_timeout_s:
@@ -445,6 +460,7 @@ def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_
                     continue  # written after this partition's EOF was seen
                 error = message.error()
                 if error is None:
+                    first_record_at.setdefault(where, last_progress)
                     yield message
                 elif error.code() == KafkaError._PARTITION_EOF:
                     open_partitions.discard(where)

@@ -42,16 +42,46 @@ def run_cli_stdout(*args: str, expect_exit: int = 0) -> str:
 
 
 @contextmanager
-def followed_backup(bootstrap: str, location: Path, topic: str, log: Path) -> Iterator[subprocess.Popen]:
-    """`topicvault backup --follow` of `topic` (1 s micro-batches, local[1]) as a process in its own
-    session writing to `log`, never to the test's pipes; killed with its group on leaving if it runs."""
+def cli_process(args: list[str], log: Path) -> Iterator[subprocess.Popen]:
+    """`topicvault ARGS` as a process in its own session writing to `log`, never to the test's pipes;
+    killed with its group on leaving if it still runs (a stopped one too)."""
     with open(log, "ab") as out:
-        follower = subprocess.Popen(
-            [CLI, "backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, "--flush-interval", "1",
-             "--master", "local[1]"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+        process = subprocess.Popen([CLI, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                   start_new_session=True)
     try:
-        yield follower
+        yield process
     finally:
-        if follower.poll() is None:
-            os.killpg(follower.pid, signal.SIGKILL)
-            follower.wait(30)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+
+
+@contextmanager
+def followed_backup(bootstrap: str, location: Path, topic: str, log: Path) -> Iterator[subprocess.Popen]:
+    """`topicvault backup --follow` of `topic` (1 s micro-batches, local[1]) as a cli_process."""
+    with cli_process(["backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, "--flush-interval",
+                      "1", "--master", "local[1]"], log) as follower:
+        yield follower
+
+
+def signal_session(session: int, signum: int) -> None:
+    """Send a signal to every process of a session: the CLI, its JVM and Spark's Python workers
+    (PySpark's daemon puts workers in process groups of their own)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if int(stat.read().rsplit(")", 1)[1].split()[3]) == session:
+                    os.kill(int(pid), signum)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+@contextmanager
+def frozen(process: subprocess.Popen) -> Iterator[None]:
+    """A cli_process and everything it started stopped (SIGSTOP) for the block, then continued: what
+    happens in the block happens to the run at the point it had reached, whatever the machine's speed."""
+    signal_session(process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        signal_session(process.pid, signal.SIGCONT)

@@ -1,11 +1,11 @@
 """Issue 33.3, items 1, 2, 3 and 11: brokers lost in the middle of a backup or a restore, under live traffic.
 
-Each test fills a replicated topic (four partitions, tens of thousands of records) so that the
-fault lands while topicvault reads or writes: it waits for the first objects in the archive, or
-for the restore's target to hold some records, then kills (or stops, or restarts) a broker while
-a producer keeps writing to the source. Each ends in an exact restore (what a read_committed
-consumer sees of the source, record for record, offsets included) or in a one-line refusal
-after which a rerun finishes exactly.
+Each test fills a replicated topic (four partitions, tens of thousands of records) and strikes
+from observed progress, while a producer keeps writing to the source: a backup is stopped (SIGSTOP)
+at its first object while the leader dies, a restore is paced (--max-records-per-second) and hit
+once its target holds a first part, so the fault lands mid-run however fast the machine is. Each
+ends in an exact restore (what a read_committed consumer sees of the source, record for record,
+offsets included) or in a one-line refusal after which a rerun finishes exactly.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from clitools import cli_process, frozen
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafkatools import LiveTraffic, consume_all, produce_records
@@ -27,6 +28,7 @@ from topicvault.sink.backup import BackupJob
 from topicvault.sink.follow import run_follow
 from topicvault.source.follow import StandbyRequest, follow_restore
 from topicvault.source.restore import RestoreJob
+from topicvault.source.throttle import RateLimit
 from typer.testing import CliRunner
 
 PARTITIONS = (0, 1, 2, 3)
@@ -141,19 +143,23 @@ def keeps_writing(traffic: LiveTraffic, more: int = 200, timeout_s: float = 60) 
 def test_a_backup_whose_read_leader_is_killed_ends_exact(cluster, spark, topic_factory, tmp_path):
     bootstrap = cluster.bootstrap
     topic = filled_topic(topic_factory, bootstrap, "kill-read")
-    location = tmp_path / "archive"
-    backup = ("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "500",
-              "--records-per-task", "2500")
-    with LiveTraffic(bootstrap, topic, PARTITIONS) as traffic:
-        run = Background(cli, *backup)
-        wait_for(lambda: objects(location) or run.done, 120, "the backup's first objects")
-        assert not run.done, "the backup ended before the fault: make the topic bigger"
-        victim = cluster.leader(topic, 0)
-        cluster.kill(victim)
-        status, output = run.result(180)
+    location, log = tmp_path / "archive", tmp_path / "backup.log"
+    backup = ["backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "500",
+              "--records-per-task", "2500"]
+    # Sixteen tasks, one at a time (local[1]): at the first object fifteen are still to read, and the
+    # run is stopped there while the leader dies, so the fault lands mid-backup on any machine.
+    with LiveTraffic(bootstrap, topic, PARTITIONS) as traffic, \
+            cli_process([*backup, "--master", "local[1]"], log) as run:
+        wait_for(lambda: objects(location) or run.poll() is not None, 180, "the backup's first objects")
+        with frozen(run):
+            assert run.poll() is None, f"the backup ended before its first object was seen: {log.read_text()}"
+            victim, at_fault = cluster.leader(topic, 0), len(objects(location))
+            cluster.kill(victim)
+        status = run.wait(180)
         keeps_writing(traffic)
     assert not traffic.failed
-    print(f"backup with leader {victim} killed: exit {status}\n{output}")
+    output = log.read_text()
+    print(f"backup with leader {victim} killed at object {at_fault} of 80: exit {status}\n{output}")
     if status != 0:
         one_line_refusal(output)
     cluster.restart(victim)  # a restore creates its topic with the source's three replicas
@@ -269,16 +275,27 @@ def archived_topic(cluster, topic_factory, tmp_path, prefix: str) -> tuple[str, 
     return topic, location, view(bootstrap, topic)
 
 
+# A paced restore of 40,000 records takes 20 s at least: the fault lands after its first 2,000 whatever
+# the machine's speed (unpaced, a quiet machine restored them all before the test saw the first).
+PACE = ("--max-records-per-second", "2000")
+
+
+def restore_under_way(bootstrap: str, target: str, restore: tuple[str, ...] | list[str]) -> Background:
+    """`restore` (paced) run in this process, once its target holds a first part of what it writes."""
+    run = Background(cli, *restore)
+    wait_for(lambda: records_in(bootstrap, target) >= 2_000 or run.done, 120, "the restore's first records")
+    assert not run.done, f"the restore ended before its first records were seen: {run.value}"
+    return run
+
+
 def test_a_restore_whose_write_leader_is_killed_ends_exact(cluster, spark, topic_factory, tmp_path):
     bootstrap = cluster.bootstrap
     topic, location, archived = archived_topic(cluster, topic_factory, tmp_path, "kill-write")
     target = f"{topic}-r"
     restore = ("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
-               "--restore-id", f"kill-write-{uuid.uuid4().hex[:6]}")
+               "--restore-id", f"kill-write-{uuid.uuid4().hex[:6]}", *PACE)
     with LiveTraffic(bootstrap, topic, PARTITIONS) as traffic:
-        run = Background(cli, *restore)
-        wait_for(lambda: records_in(bootstrap, target) >= 2_000 or run.done, 120, "the restore's first records")
-        assert not run.done, "the restore ended before the fault: make the topic bigger"
+        run = restore_under_way(bootstrap, target, restore)
         victim = cluster.leader(target, 0)
         cluster.kill(victim)
         status, output = run.result(400)
@@ -305,7 +322,8 @@ class Standby:
     def __init__(self, spark, bootstrap: str, location: Path, renames: dict[str, str], restore_id: str) -> None:
         self.rounds: list = []
         self.stop = threading.Event()
-        job = RestoreJob(KafkaSettings.of(bootstrap), str(location))
+        # Paced as PACE: a round of 40,000 records takes 20 s, so the fault lands in it.
+        job = RestoreJob(KafkaSettings.of(bootstrap), str(location), rate=RateLimit(records_per_s=2_000))
         request = StandbyRequest(renames=renames, restore_id=restore_id, poll_interval_s=0.5)
         self.run = Background(follow_restore, spark, job, request, self.stop, self.rounds.append)
 
@@ -379,16 +397,12 @@ def test_a_restore_with_two_of_three_brokers_stopped_ends_identical(cluster, spa
     topic, location, archived = archived_topic(cluster, topic_factory, tmp_path, "two-down")
     target = f"{topic}-r"
     restore = ["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
-               "--restore-id", f"two-down-{uuid.uuid4().hex[:6]}",
-               # Paced (about 10 s for the whole restore), so the brokers stop while it still produces.
-               "--max-records-per-second", "4000"]
+               "--restore-id", f"two-down-{uuid.uuid4().hex[:6]}", *PACE]
     if message_timeout_ms:
         restore += ["-X", f"message.timeout.ms={message_timeout_ms}"]
     started = time.monotonic()
     with LiveTraffic(bootstrap, topic, PARTITIONS) as traffic:
-        run = Background(cli, *restore)
-        wait_for(lambda: records_in(bootstrap, target) >= 2_000 or run.done, 120, "the restore's first records")
-        assert not run.done, f"the restore ended before the fault: make the topic bigger: {run.value}"
+        run = restore_under_way(bootstrap, target, restore)
         kept = cluster.leader(target, 0)
         stopped = [node.node_id for node in cluster.members if node.node_id != kept]
         for node_id in stopped:

@@ -10,22 +10,17 @@ strikes: then retention.ms drops to 2 s until the log start has passed the offse
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from clitools import cli_process, frozen, run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec
 from kafkatools import LiveTraffic, consume_all, create_topic
 from topicvault.core.local_kafka import LocalKafka
 
-CLI = str(Path(sys.executable).with_name("topicvault"))
 KEEP_MS, STRIKE_MS = "3600000", "2000"
 PARTITIONS = (0, 1)
 
@@ -78,18 +73,6 @@ def wait_for(condition, what: str, timeout_s: float = 90) -> None:
         time.sleep(0.3)
 
 
-def signal_session(session: int, signum: int) -> None:
-    """Send a signal to every process of a session: the CLI, its JVM and Spark's Python workers
-    (PySpark's daemon puts workers in process groups of their own)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if int(stat.read().rsplit(")", 1)[1].split()[3]) == session:
-                    os.kill(int(pid), signum)
-        except (OSError, ValueError, IndexError):
-            continue
-
-
 def commits(location: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((location / "_topicvault" / "commits").glob("*.json"))]
 
@@ -116,24 +99,14 @@ def test_retention_deleting_segments_during_and_between_backups_is_recorded_and_
         # broker, not its read-ahead, serves the offsets deleted while it is stopped).
         slow_reads = [f"-X{setting}" for setting in ("message.max.bytes=1000", "fetch.max.bytes=1000",
                                                      "max.partition.fetch.bytes=1000", "queued.max.messages.kbytes=1")]
-        with open(log, "ab") as out:
-            backup = subprocess.Popen(
-                [CLI, "backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "200",
-                 "--master", "local[1]", *slow_reads], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                start_new_session=True)
-        try:
+        with cli_process(["backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "200",
+                          "--master", "local[1]", *slow_reads], log) as backup:
             wait_for(lambda: any(location.rglob("*.parquet")) or backup.poll() is not None, "a first object", 180)
-            signal_session(backup.pid, signal.SIGSTOP)
-            assert backup.poll() is None, log.read_text()[-3000:]
-            planned_below = high_watermarks(bootstrap, topic)  # the backup planned no further than this
-            retention_strikes(bootstrap, topic, planned_below)
-            signal_session(backup.pid, signal.SIGCONT)
+            with frozen(backup):
+                assert backup.poll() is None, log.read_text()[-3000:]
+                planned_below = high_watermarks(bootstrap, topic)  # the backup planned no further than this
+                retention_strikes(bootstrap, topic, planned_below)
             assert backup.wait(180) == 0, log.read_text()[-3000:]
-        finally:
-            if backup.poll() is None:
-                signal_session(backup.pid, signal.SIGCONT)
-                os.killpg(backup.pid, signal.SIGKILL)
-                backup.wait(30)
         first = log.read_text()
         assert "retention" in first, first[-3000:]
         read_first = {p: ranges[0][1] for p, ranges in ranges_of(location, "ranges").items()}

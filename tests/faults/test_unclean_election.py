@@ -64,36 +64,68 @@ def _fields(records: list[Record]) -> list[tuple]:
     return [(r.key, r.value, r.headers, r.timestamp_ms, r.timestamp_type) for r in records]
 
 
-def test_a_log_truncated_by_an_unclean_election_under_live_traffic_is_refused_not_spliced(
-        split_cluster, spark, tmp_path):
-    kafka, bootstrap = split_cluster, split_cluster.bootstrap
-    topic = f"unclean-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def _unclean_topic(kafka: LocalKafka, prefix: str) -> str:
+    """A one-partition topic on nodes 2..4 that allows an unclean election, its replicas in sync."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[2, 3, 4]], config={
         "unclean.leader.election.enable": "true", "min.insync.replicas": "1"})])[topic].result(30)
     _wait(lambda: len(_partition(kafka, topic)[1]) == 3, "the topic's three replicas in sync")
+    return topic
+
+
+def _leave_a_replica_behind(kafka: LocalKafka, topic: str) -> tuple[int, int, int]:
+    """Pause one follower until it leaves the ISR: (leader, the stale follower, the other in sync)."""
+    leader, in_sync = _partition(kafka, topic)
+    stale = next(n for n in in_sync if n != leader)
+    other = next(n for n in in_sync if n not in (leader, stale))
+    kafka.pause(stale)  # falls out of the ISR after replica.lag.time.max.ms (5 s)
+    _wait(lambda: stale not in _partition(kafka, topic)[1], f"node {stale} leaving the ISR")
+    return leader, stale, other
+
+
+def _tail(topic: str) -> list[Record]:
+    """What only the leader and the other in-sync replica get: enough that the stale replica's log,
+    once elected, ends below the archive for a while."""
+    return [Record(topic, 0, 0, b"t%d" % i, b"tail-%d" % i, 1_700_000_000_000 + i, 0, (("i", b"%d" % i),))
+            for i in range(3000)]
+
+
+def _elect_uncleanly(kafka: LocalKafka, topic: str, leader: int, stale: int, other: int) -> None:
+    """Kill the two replicas that hold the tail; the stale one, the only replica left, is elected."""
+    kafka.kill(leader)
+    kafka.kill(other)
+    kafka.resume(stale)
+    _wait(lambda: _partition(kafka, topic)[0] == stale, f"node {stale} elected leader uncleanly", 90)
+
+
+def _restores_as_read(kafka: LocalKafka, location, topic: str, source: list[Record], killed: tuple[int, ...]) -> None:
+    """With the killed nodes back, the archive verifies and restores exactly the records it read."""
+    for node_id in killed:
+        kafka.restart(node_id, timeout_s=180)
+    assert run_cli("verify", str(location)).strip().splitlines()[-1].startswith("ok:")
+    run_cli("restore", "--from", str(location), "-b", kafka.bootstrap, "--rename", f"{topic}={topic}-r")
+    assert _fields(consume_all(kafka.bootstrap, f"{topic}-r")[0]) == _fields(source)
+
+
+def test_a_log_truncated_by_an_unclean_election_under_live_traffic_is_refused_not_spliced(
+        split_cluster, spark, tmp_path):
+    kafka, bootstrap = split_cluster, split_cluster.bootstrap
+    topic = _unclean_topic(kafka, "unclean")
     location = tmp_path / "b"
     with LiveTraffic(bootstrap, topic) as traffic:
         _wait(lambda: traffic.count() >= 200, "200 records of live traffic")
-        leader, in_sync = _partition(kafka, topic)
-        stale = next(n for n in in_sync if n != leader)
-        other = next(n for n in in_sync if n not in (leader, stale))
-        kafka.pause(stale)  # falls out of the ISR after replica.lag.time.max.ms (5 s)
-        _wait(lambda: stale not in _partition(kafka, topic)[1], f"node {stale} leaving the ISR")
+        leader, stale, other = _leave_a_replica_behind(kafka, topic)
         # Only the leader and the other in-sync replica hold what comes now; enough of it that
         # the new leader's log ends below the archive for a while after the election.
-        produce_records(bootstrap, topic, [Record(topic, 0, 0, b"t%d" % i, b"tail-%d" % i, 1_700_000_000_000 + i, 0,
-                                                  (("i", b"%d" % i),)) for i in range(3000)])
+        produce_records(bootstrap, topic, _tail(topic))
         run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
         archived = _commits(location)
         end = archived[-1]["ranges"][0]["end"]
         source = [r for r in consume_all(bootstrap, topic)[0] if r.offset < end]
         assert [r.offset for r in source] == list(range(end))
 
-        kafka.kill(leader)
-        kafka.kill(other)
-        kafka.resume(stale)  # the only replica left: elected uncleanly (the topic allows it)
-        _wait(lambda: _partition(kafka, topic)[0] == stale, f"node {stale} elected leader uncleanly", 90)
+        _elect_uncleanly(kafka, topic, leader, stale, other)
     # The live producer fails here (the new leader knows none of its sequence numbers): a new one
     # writes on, fewer records than the new leader lacks.
     produce_records(bootstrap, topic, [Record(topic, 0, 0, None, b"after-%d" % i, 1_700_000_000_000 + i, 0, ())
@@ -116,11 +148,7 @@ def test_a_log_truncated_by_an_unclean_election_under_live_traffic_is_refused_no
     assert _commits(location) == archived
 
     # What was archived restores exactly as it was read, beside the rewritten log.
-    kafka.restart(leader, timeout_s=180)
-    kafka.restart(other, timeout_s=180)
-    assert run_cli("verify", str(location)).strip().splitlines()[-1].startswith("ok:")
-    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
-    assert _fields(consume_all(bootstrap, f"{topic}-r")[0]) == _fields(source)
+    _restores_as_read(kafka, location, topic, source, (leader, other))
 
 
 
@@ -135,33 +163,21 @@ def test_a_log_truncated_by_an_unclean_election_under_a_followed_backup_stops_it
     truncates the log below it, the new leader writes past the archive's end: the follower stops,
     naming the partition and the rewritten offsets, and commits none of the new leader's records."""
     kafka, bootstrap = split_cluster, split_cluster.bootstrap
-    topic = f"uncleanf-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[2, 3, 4]], config={
-        "unclean.leader.election.enable": "true", "min.insync.replicas": "1"})])[topic].result(30)
-    _wait(lambda: len(_partition(kafka, topic)[1]) == 3, "the topic's three replicas in sync")
+    topic = _unclean_topic(kafka, "uncleanf")
     location, log = tmp_path / "b", tmp_path / "follow.log"
     with followed_backup(bootstrap, location, topic, log) as follower:
         with LiveTraffic(bootstrap, topic) as traffic:
             _wait(lambda: traffic.count() >= 200 and _archived_end(location) >= 100, "the follower committing", 240)
-            leader, in_sync = _partition(kafka, topic)
-            stale = next(n for n in in_sync if n != leader)
-            other = next(n for n in in_sync if n not in (leader, stale))
-            kafka.pause(stale)  # falls out of the ISR after replica.lag.time.max.ms (5 s)
-            _wait(lambda: stale not in _partition(kafka, topic)[1], f"node {stale} leaving the ISR")
+            leader, stale, other = _leave_a_replica_behind(kafka, topic)
         # Only the leader and the other in-sync replica hold the tail; the follower reads it all.
-        produce_records(bootstrap, topic, [Record(topic, 0, 0, b"t%d" % i, b"tail-%d" % i, 1_700_000_000_000 + i, 0,
-                                                  (("i", b"%d" % i),)) for i in range(3000)])
+        produce_records(bootstrap, topic, _tail(topic))
         end = _high(kafka, topic)
         _wait(lambda: _archived_end(location) >= end, "the follower archiving the tail", 120)
         source = consume_all(bootstrap, topic)[0]
         assert [r.offset for r in source] == list(range(end)) and follower.poll() is None, log.read_text()[-3000:]
         archived = _commits(location)
 
-        kafka.kill(leader)
-        kafka.kill(other)
-        kafka.resume(stale)  # the only replica left: elected uncleanly (the topic allows it)
-        _wait(lambda: _partition(kafka, topic)[0] == stale, f"node {stale} elected leader uncleanly", 90)
+        _elect_uncleanly(kafka, topic, leader, stale, other)
         truncated_at = _high(kafka, topic)
         assert truncated_at < end, (truncated_at, end)
         # The new leader writes past the archive's end: the follower's next micro-batch meets it.
@@ -174,8 +190,4 @@ def test_a_log_truncated_by_an_unclean_election_under_a_followed_backup_stops_it
                           "rewritten", "new location")
     assert _commits(location) == archived  # nothing of the new leader's log committed after the old one's
 
-    kafka.restart(leader, timeout_s=180)
-    kafka.restart(other, timeout_s=180)
-    assert run_cli("verify", str(location)).strip().splitlines()[-1].startswith("ok:")
-    run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r")
-    assert _fields(consume_all(bootstrap, f"{topic}-r")[0]) == _fields(source)
+    _restores_as_read(kafka, location, topic, source, (leader, other))
