@@ -146,9 +146,15 @@ def test_a_killed_committers_turn_expires_once_seen_unchanged_for_its_ttl(tmp_pa
     state = three_small_objects(store)
     store.put(entry(30, 39).key, b"batch")
     store.put(cw.COMMIT_TURNS_PREFIX + "c0123456789ab", b'{"renewed_ms": 1}')  # a killed run's
-    monkeypatch.setattr(cw, "TURN_TTL_S", 0.5)
+    # The holder refuses to commit once its turn was last renewed over TTL/2 ago: with a TTL of 0.5 s
+    # and the default 15 s renewals, a committer slowed by load for 0.25 s refused (flaky under load).
+    # The ratio of the real settings (120 s, renewed every 15 s) is kept instead.
+    monkeypatch.setattr(cw, "TURN_TTL_S", 2.0)
+    monkeypatch.setattr(cw, "TURN_RENEW_S", 0.25)
+    started = time.monotonic()
     key, _ = commit_next(store, state, lambda s: backup(s, [entry(30, 39)]))
     assert key == commit_key(4)
+    assert time.monotonic() - started >= 2.0  # it waited for the killed run's turn to expire
     assert not list(store.list(cw.COMMIT_TURNS_PREFIX))
 
 
