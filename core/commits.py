@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
 
@@ -161,6 +160,11 @@ class CommitRecord:
     # The cluster's ACL bindings and SCRAM users (core.access.AccessState.to_json), in the commits
     # whose run found them changed; a part left out was not read.
     access: dict | None = None
+
+    @property
+    def key(self) -> str:
+        """The object key of this record in the commit log."""
+        return commit_key(self.sequence)
 
     @property
     def is_maintenance(self) -> bool:
@@ -626,42 +630,6 @@ def warn_unauthenticated(uri: str, count: int) -> None:
                 "no authenticated commit comes before them): read as they are, their object lists cannot be "
                 "checked against the key (each object still is: decrypted, bound to its name and, from container "
                 "version 2 on, to its commit entry); see docs/threat-model-encryption.md", uri, records)
-
-
-def next_commit(
-    state: BackupState, ranges: Iterable[PartitionRange], objects: Iterable[ObjectEntry], **fields: object,
-) -> CommitRecord:
-    """The commit record that follows `state`: the next sequence number, stamped now, with `fields`
-    (see CommitRecord). Each range must start where `state` ends its partition: a run that another
-    one overtook while it read is refused, and nothing of it is committed."""
-    ranges = tuple(ranges)
-    for r in ranges:
-        committed = state.end_offset(r.topic, r.partition)
-        if committed is not None and committed != r.start:
-            raise TopicvaultError(
-                f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
-                "nothing of this run was committed; run the backup again"
-            )
-    return CommitRecord(state.last_sequence + 1, int(time.time() * 1000), ranges, tuple(objects),
-                        authenticated_from=state.authenticated_from, **fields)
-
-
-def maintenance_commit(state: BackupState, kind: str, removed: Iterable[RemovedObject], *,
-                       objects: Iterable[ObjectEntry] = (), starts: Iterable[PartitionStart] = (),
-                       forgotten: tuple[str, ...] = ()) -> CommitRecord:
-    """The compact or expire commit (`kind`) that follows `state`: it covers no new offsets, adds
-    `objects` (compact's merged ones), removes `removed` and moves partition `starts` (expire)."""
-    return CommitRecord(
-        sequence=state.last_sequence + 1,
-        created_ms=int(time.time() * 1000),
-        ranges=(),
-        objects=tuple(objects),
-        kind=kind,
-        removed=tuple(removed),
-        starts=tuple(starts),
-        forgotten=forgotten,
-        authenticated_from=state.authenticated_from,
-    )
 
 
 def write_commit(store: ObjectStore, record: CommitRecord, keyring: Keyring | None = None) -> str:

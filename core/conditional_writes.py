@@ -14,7 +14,7 @@ refused. The answer is remembered in CONDITIONAL_WRITES_KEY; delete that object 
 
 Turns: where a path ignores the condition, every committer (backup, `backup --follow`
 micro-batches, DataFrame writes, compact, expire: all commit through
-core.checkpoints.commit_next) takes an exclusive turn made of plain writes and one listing: it
+core.commit_log.append) takes an exclusive turn made of plain writes and one listing: it
 puts its own object under COMMIT_TURNS_PREFIX, then lists them, and holds the turn only if no
 other is there; else it removes its own and tries again after a pause. Two committers cannot both
 hold it: whichever listed last saw the other's object, as long as a listing shows what was

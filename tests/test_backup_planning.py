@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, next_commit
+from topicvault.core.commit_log import backup_record
+from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
 from topicvault.sink.kafka_reader import OffsetRange
 from topicvault.sink.plan import plan_backup, split_range
@@ -51,15 +52,15 @@ def test_nothing_new_and_same_cluster_state_needs_no_commit():
     assert not unread.state_changed  # groups that could not be read change nothing
 
 
-def test_next_commit_follows_the_state_and_refuses_a_run_that_was_overtaken():
+def test_backup_record_follows_the_state_and_refuses_a_run_that_was_overtaken():
     state = committed(10)
     entry = ObjectEntry("o", "t", 0, 10, 14, 5, 100, 1, 2, "sum")
-    record = next_commit(state, [PartitionRange("t", 0, 10, 15)], [entry], topic_ids={"t": "ID"})
+    record = backup_record(state, [PartitionRange("t", 0, 10, 15)], [entry], topic_ids={"t": "ID"})
     assert (record.sequence, record.ranges, record.objects, record.topic_ids) == \
         (2, (PartitionRange("t", 0, 10, 15),), (entry,), {"t": "ID"})
     assert record.created_ms > 0
     with pytest.raises(TopicvaultError, match=r"another backup committed t\[0\] up to 10 while this one ran"):
-        next_commit(state, [PartitionRange("t", 0, 8, 15)], [])
+        backup_record(state, [PartitionRange("t", 0, 8, 15)], [])
 
 
 def test_cut_points_close_objects_by_records_bytes_and_time_bucket():

@@ -15,7 +15,8 @@ import time
 import pytest
 from kafkatools import produce_records
 from nasty import nasty_records
-from topicvault.core.checkpoints import commit_next, load_state
+from topicvault.core.checkpoints import load_state
+from topicvault.core.commit_log import append
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
@@ -82,7 +83,7 @@ def test_a_micro_batch_whose_object_gc_deleted_commits_nothing(tmp_path):
     assert load_state(store).end_offset(T, 0) == 20
 
 
-def test_commit_next_checks_the_objects_of_every_attempt(tmp_path):
+def test_append_checks_the_objects_of_every_attempt(tmp_path):
     store = LocalStore(str(tmp_path / "loc"))
     state = BackupState()
     ghost = entry(0, 9)  # never written
@@ -91,7 +92,7 @@ def test_commit_next_checks_the_objects_of_every_attempt(tmp_path):
         return CommitRecord(current.last_sequence + 1, 1, (PartitionRange(T, 0, 0, 10),), (ghost,))
 
     with pytest.raises(TopicvaultError, match=GONE):
-        commit_next(store, state, build)
+        append(store, state, build)
     assert load_state(store).last_sequence == 0
 
 
@@ -128,8 +129,8 @@ def test_a_folder_crowded_between_the_runs_keys_is_checked_by_head_past_a_bound(
 
 
 def _gc_before_commit(monkeypatch, module, lease_lapsed: bool = True) -> list[int]:
-    """Make `module`'s commit_next run a GC (grace 0) first, once; the list counts the GCs."""
-    real, ran = module.commit_next, []
+    """Make `module`'s append run a GC (grace 0) first, once; the list counts the GCs."""
+    real, ran = module.append, []
 
     def gc_then_commit(store, state, build, *rest):
         if not ran:
@@ -137,7 +138,7 @@ def _gc_before_commit(monkeypatch, module, lease_lapsed: bool = True) -> list[in
             gc_now(store, lease_lapsed)
         return real(store, state, build, *rest)
 
-    monkeypatch.setattr(module, "commit_next", gc_then_commit)
+    monkeypatch.setattr(module, "append", gc_then_commit)
     return ran
 
 
