@@ -37,20 +37,12 @@ import types
 import typing
 from typing import Any, Callable
 
-from .commits import (
-    COMMITS_PREFIX,
-    STATE_PREFIX,
-    BackupState,
-    CommitRecord,
-    commit_key,
-    fold_records,
-)
+from .archive_keys import CHECKPOINTS_PREFIX, COMMITS_PREFIX, LAST_CHECKPOINT_KEY, checkpoint_key, commit_key
+from .commits import BackupState, CommitRecord, fold_records
 from .crypto import AUTHENTICATION_FIELD, Keyring, Unauthenticated, authentication, check_authentication
 from .errors import ObjectNotFound, TopicvaultError
 from .store import ObjectInfo, ObjectStore
 
-CHECKPOINTS_PREFIX = STATE_PREFIX + "checkpoints/"
-LAST_CHECKPOINT_KEY = STATE_PREFIX + "_last_checkpoint"
 CHECKPOINT_INTERVAL = 50
 # Bump when BackupState.apply changes meaning without a change of fields: older checkpoints
 # are then ignored (the fields' fingerprint catches added, removed or retyped fields).
@@ -59,11 +51,6 @@ CHECKPOINT_VERSION = 1
 _CHECKPOINTS_TRIED = 2
 
 log = logging.getLogger(__name__)
-
-
-def checkpoint_key(sequence: int) -> str:
-    """Object key of the checkpoint of the state after commit `sequence`."""
-    return f"{CHECKPOINTS_PREFIX}{sequence:019d}.json"
 
 
 # --- the state as JSON, driven by type hints -------------------------------------------

@@ -1,10 +1,10 @@
 """Commit records: the single truth of what a backup location holds.
 
 Each backup run that moved data writes one JSON record
-`_topicvault/commits/<sequence, 19 digits>.json`, created only if absent, so two runs that
-raced from the same previous state cannot both commit. A record names, per topic-partition,
-the offset range it covers and every object in it. Objects no record names are not part
-of the backup.
+`_topicvault/commits/<sequence, 19 digits>.json` (core.archive_keys.commit_key), created only
+if absent, so two runs that raced from the same previous state cannot both commit. A record
+names, per topic-partition, the offset range it covers and every object in it. Objects no
+record names are not part of the backup.
 
 Maintenance commits (`compact`, `expire`) also remove objects from the state (`removed`) and
 move a partition's start (`starts`). A reader that ignored those would see the replaced and
@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from .access import check_access_json
+from .archive_keys import COMMITS_PREFIX, STATE_PREFIX, commit_key  # noqa: F401  (STATE_PREFIX: source.peer_layout)
 from .crypto import (
     AUTHENTICATION_FIELD,
     CONTAINER_V2,
@@ -47,13 +48,6 @@ from .store import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
 
-STATE_PREFIX = "_topicvault/"
-COMMITS_PREFIX = STATE_PREFIX + "commits/"
-# Whether the store honours conditional writes, probed once per location (core.conditional_writes);
-# the probe's own scratch objects, and the turns committers take where the condition does not hold.
-CONDITIONAL_WRITES_KEY = STATE_PREFIX + "conditional-writes.json"
-PROBES_PREFIX = STATE_PREFIX + "probes/"
-COMMIT_TURNS_PREFIX = STATE_PREFIX + "commit-turns/"
 FORMAT_VERSION = 1
 # Written only by commits that remove objects or move a start: older readers must refuse them.
 MAINTENANCE_FORMAT_VERSION = 2
@@ -569,11 +563,6 @@ def check_topic_ids(saved: Mapping[str, str], live: Mapping[str, str], location:
                 f"topic {topic} was deleted and re-created since the last backup at {location} "
                 f"(topic id {before}, now {now}): back up the new topic to a new location"
             )
-
-
-def commit_key(sequence: int) -> str:
-    """Object key of the commit record with this sequence number."""
-    return f"{COMMITS_PREFIX}{sequence:019d}.json"
 
 
 def load_commits(store: ObjectStore) -> list[tuple[str, CommitRecord]]:

@@ -31,21 +31,16 @@ import threading
 import time
 from collections.abc import Iterable
 
-from .commits import STATE_PREFIX, CommitRecord
+from .archive_keys import LEASES_PREFIX, lease_key
+from .commits import CommitRecord
 from .errors import ObjectNotFound, TopicvaultError
 from .store import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
 
-LEASES_PREFIX = STATE_PREFIX + "leases/"
 # A lease older than this is a dead run's: ten renewals missed.
 LEASE_TTL_MS = 10 * 60_000
 RENEW_EVERY_S = 60.0
-
-
-def lease_key(run_id: str) -> str:
-    """The key of a run's lease."""
-    return LEASES_PREFIX + run_id
 
 
 class RunLease:

@@ -38,8 +38,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..core.archive_keys import STATE_PREFIX
 from ..core.checkpoints import read_forward
-from ..core.commits import STATE_PREFIX, BackupState
+from ..core.commits import BackupState
 from ..core.faults import crash_after, crash_now
 from ..core.leases import expired_leases, live_runs
 from ..core.store import ObjectStore
