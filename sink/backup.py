@@ -40,7 +40,7 @@ from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
 from .objects import PartitionObjects
-from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, ReadExtent, TaskResult, plan_backup, read_extent
+from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, ClusterRead, ReadExtent, TaskResult, plan_backup, read_extent
 
 
 @dataclass(frozen=True)
@@ -196,11 +196,12 @@ def plan_run(
                                                                          "read_uncommitted").items()}
     offsets = _with_true_ends(job.kafka, partition_watermarks(job.kafka, partitions))
     log_ends = {where: max(end, offsets[where][1]) for where, end in log_ends.items()}
-    return plan_backup(
-        selected, offsets, state, records_per_task, ids, job.store_uri,
+    cluster = ClusterRead(
+        selected, offsets, topic_ids=ids,
         topic_settings={t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()},
         groups=groups, warnings=warnings + access_warnings, log_ends=log_ends, access=access.to_json(),
     )
+    return plan_backup(cluster, state, records_per_task, job.store_uri)
 
 
 def _with_true_ends(kafka: KafkaSettings, offsets: dict[tuple[str, int], tuple[int, int]]
