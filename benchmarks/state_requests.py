@@ -21,7 +21,8 @@ import sys
 import time
 
 import boto3
-from topicvault.core.checkpoints import commit_with_checkpoint, read_forward
+from topicvault.core.checkpoints import read_forward
+from topicvault.core.commit_log import commit_with_checkpoint
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, fold_commits
 from topicvault.core.locations import open_store
 from topicvault.sink.datasource import ObjectsWritten

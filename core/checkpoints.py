@@ -37,24 +37,12 @@ import types
 import typing
 from typing import Any, Callable
 
-from .commits import (
-    COMMITS_PREFIX,
-    STATE_PREFIX,
-    BackupState,
-    CommitConflict,
-    CommitRecord,
-    commit_key,
-    fold_records,
-    write_commit_bytes,
-)
-from .conditional_writes import commit_turn
+from .archive_keys import CHECKPOINTS_PREFIX, COMMITS_PREFIX, LAST_CHECKPOINT_KEY, checkpoint_key, commit_key
+from .commits import BackupState, CommitRecord, fold_records
 from .crypto import AUTHENTICATION_FIELD, Keyring, Unauthenticated, authentication, check_authentication
 from .errors import ObjectNotFound, TopicvaultError
-from .leases import LEASE_TTL_MS
 from .store import ObjectInfo, ObjectStore
 
-CHECKPOINTS_PREFIX = STATE_PREFIX + "checkpoints/"
-LAST_CHECKPOINT_KEY = STATE_PREFIX + "_last_checkpoint"
 CHECKPOINT_INTERVAL = 50
 # Bump when BackupState.apply changes meaning without a change of fields: older checkpoints
 # are then ignored (the fields' fingerprint catches added, removed or retyped fields).
@@ -63,11 +51,6 @@ CHECKPOINT_VERSION = 1
 _CHECKPOINTS_TRIED = 2
 
 log = logging.getLogger(__name__)
-
-
-def checkpoint_key(sequence: int) -> str:
-    """Object key of the checkpoint of the state after commit `sequence`."""
-    return f"{CHECKPOINTS_PREFIX}{sequence:019d}.json"
 
 
 # --- the state as JSON, driven by type hints -------------------------------------------
@@ -216,81 +199,6 @@ def parse_checkpoint(data: bytes, key: str, keyring: Keyring | None = None) -> C
 
 
 # --- writing ----------------------------------------------------------------------------
-
-
-def commit_with_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecord,
-                           keyring: Keyring | None = None) -> str:
-    """Write commit `record` (see write_commit; authenticated with a keyring) on top of `state`,
-    the fold of every commit before it; every CHECKPOINT_INTERVAL commits (and the first
-    authenticated one after unauthenticated ones) also write a checkpoint (best effort)."""
-    data = record.to_json(keyring)
-    key = write_commit_bytes(store, record, data)
-    # The first commit with a key onto a location written before commits were authenticated
-    # checkpoints at once: readers then start from it instead of reading (unauthenticated, with a
-    # warning and a small read of an object each) every commit before it.
-    first_authenticated = keyring is not None and not state.authenticated_from and record.sequence > 1
-    if record.sequence % CHECKPOINT_INTERVAL == 0 or first_authenticated:
-        write_checkpoint(store, state, record, keyring, data)
-    return key
-
-
-# How often a committer re-reads the state and rebuilds its record after losing a race.
-COMMIT_ATTEMPTS = 5
-
-
-def commit_next(store: ObjectStore, state: BackupState, build: Callable[[BackupState], CommitRecord],
-                keyring: Keyring | None = None) -> tuple[str, CommitRecord]:
-    """Commit the record `build` makes from `state` (the location's state as last read); return
-    its key and the record.
-
-    When another run committed that sequence first (a follower's micro-batch beside a compact,
-    say), the commits it added are read forward into `state` and `build` runs again on the new
-    state: `build` re-checks whatever its record depends on (a backup that the ranges still
-    continue, a compact that the objects it replaces are still there) and raises if not.
-    """
-    with commit_turn(store) as turn:
-        if turn is not None:
-            # The store ignores conditional writes: only the commits read under the turn are
-            # sure to be all there are, and nobody else commits until it is given back.
-            state = read_forward(store, state, keyring=keyring)
-        for attempt in range(COMMIT_ATTEMPTS):
-            if keyring is None and state.authenticated_from:
-                # A commit no key vouches for after authenticated ones makes every reader given the
-                # key refuse the whole location.
-                raise TopicvaultError(
-                    f"the backup at {store.uri} is encrypted and its commit records authenticated: pass its "
-                    "--encryption-key (a commit written without it would lock out every reader given the key); "
-                    "nothing was committed")
-            record = build(state)
-            check_objects_held(store, record)  # every attempt: time passed since the last one
-            if turn is not None:
-                turn.check_held()
-            try:
-                return commit_with_checkpoint(store, state, record, keyring), record
-            except CommitConflict:
-                if attempt == COMMIT_ATTEMPTS - 1:
-                    raise
-                state = read_forward(store, state, keyring=keyring)
-    raise AssertionError("unreachable")
-
-
-def check_objects_held(store: ObjectStore, record: CommitRecord) -> None:
-    """Raise (one line) unless the store holds every object `record` adds.
-
-    A run writes its objects first and commits them last; a compact or expire deletes them as
-    orphans meanwhile if the run's lease lapsed (core.leases, sink.retire). Committing them
-    anyway would name a hole that every restore then stops at; a compact would also retire the
-    originals of the missing merged objects. Checked right before each commit attempt: one
-    listing per folder of new objects, or a stat per object in a directory (ObjectStore.missing)."""
-    missing = store.missing(o.key for o in record.objects)
-    if missing:
-        raise TopicvaultError(
-            f"{len(missing)} object(s) this {record.kind} wrote are gone from {store.uri} (first: {missing[0]}): "
-            "they were deleted by a garbage collection (compact or expire) while it ran (a DataFrame write or "
-            f"micro-batch longer than the --grace, or a lease not renewed for {LEASE_TTL_MS // 60_000} minutes), so "
-            "nothing was committed; run it again, with a --grace longer than your longest DataFrame write or "
-            "micro-batch (bound a first --follow batch with --max-records-per-trigger)"
-        )
 
 
 def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecord,

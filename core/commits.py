@@ -1,10 +1,10 @@
 """Commit records: the single truth of what a backup location holds.
 
 Each backup run that moved data writes one JSON record
-`_topicvault/commits/<sequence, 19 digits>.json`, created only if absent, so two runs that
-raced from the same previous state cannot both commit. A record names, per topic-partition,
-the offset range it covers and every object in it. Objects no record names are not part
-of the backup.
+`_topicvault/commits/<sequence, 19 digits>.json` (core.archive_keys.commit_key), created only
+if absent, so two runs that raced from the same previous state cannot both commit. A record
+names, per topic-partition, the offset range it covers and every object in it. Objects no
+record names are not part of the backup.
 
 Maintenance commits (`compact`, `expire`) also remove objects from the state (`removed`) and
 move a partition's start (`starts`). A reader that ignored those would see the replaced and
@@ -28,11 +28,11 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from .access import check_access_json
+from .archive_keys import COMMITS_PREFIX, commit_key
 from .crypto import (
     AUTHENTICATION_FIELD,
     CONTAINER_V2,
@@ -48,13 +48,6 @@ from .store import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
 
-STATE_PREFIX = "_topicvault/"
-COMMITS_PREFIX = STATE_PREFIX + "commits/"
-# Whether the store honours conditional writes, probed once per location (core.conditional_writes);
-# the probe's own scratch objects, and the turns committers take where the condition does not hold.
-CONDITIONAL_WRITES_KEY = STATE_PREFIX + "conditional-writes.json"
-PROBES_PREFIX = STATE_PREFIX + "probes/"
-COMMIT_TURNS_PREFIX = STATE_PREFIX + "commit-turns/"
 FORMAT_VERSION = 1
 # Written only by commits that remove objects or move a start: older readers must refuse them.
 MAINTENANCE_FORMAT_VERSION = 2
@@ -161,6 +154,11 @@ class CommitRecord:
     # The cluster's ACL bindings and SCRAM users (core.access.AccessState.to_json), in the commits
     # whose run found them changed; a part left out was not read.
     access: dict | None = None
+
+    @property
+    def key(self) -> str:
+        """The object key of this record in the commit log."""
+        return commit_key(self.sequence)
 
     @property
     def is_maintenance(self) -> bool:
@@ -567,11 +565,6 @@ def check_topic_ids(saved: Mapping[str, str], live: Mapping[str, str], location:
             )
 
 
-def commit_key(sequence: int) -> str:
-    """Object key of the commit record with this sequence number."""
-    return f"{COMMITS_PREFIX}{sequence:019d}.json"
-
-
 def load_commits(store: ObjectStore) -> list[tuple[str, CommitRecord]]:
     """Every commit record of the location, in sequence order (authentication not checked)."""
     records = []
@@ -626,42 +619,6 @@ def warn_unauthenticated(uri: str, count: int) -> None:
                 "no authenticated commit comes before them): read as they are, their object lists cannot be "
                 "checked against the key (each object still is: decrypted, bound to its name and, from container "
                 "version 2 on, to its commit entry); see docs/threat-model-encryption.md", uri, records)
-
-
-def next_commit(
-    state: BackupState, ranges: Iterable[PartitionRange], objects: Iterable[ObjectEntry], **fields: object,
-) -> CommitRecord:
-    """The commit record that follows `state`: the next sequence number, stamped now, with `fields`
-    (see CommitRecord). Each range must start where `state` ends its partition: a run that another
-    one overtook while it read is refused, and nothing of it is committed."""
-    ranges = tuple(ranges)
-    for r in ranges:
-        committed = state.end_offset(r.topic, r.partition)
-        if committed is not None and committed != r.start:
-            raise TopicvaultError(
-                f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
-                "nothing of this run was committed; run the backup again"
-            )
-    return CommitRecord(state.last_sequence + 1, int(time.time() * 1000), ranges, tuple(objects),
-                        authenticated_from=state.authenticated_from, **fields)
-
-
-def maintenance_commit(state: BackupState, kind: str, removed: Iterable[RemovedObject], *,
-                       objects: Iterable[ObjectEntry] = (), starts: Iterable[PartitionStart] = (),
-                       forgotten: tuple[str, ...] = ()) -> CommitRecord:
-    """The compact or expire commit (`kind`) that follows `state`: it covers no new offsets, adds
-    `objects` (compact's merged ones), removes `removed` and moves partition `starts` (expire)."""
-    return CommitRecord(
-        sequence=state.last_sequence + 1,
-        created_ms=int(time.time() * 1000),
-        ranges=(),
-        objects=tuple(objects),
-        kind=kind,
-        removed=tuple(removed),
-        starts=tuple(starts),
-        forgotten=forgotten,
-        authenticated_from=state.authenticated_from,
-    )
 
 
 def write_commit(store: ObjectStore, record: CommitRecord, keyring: Keyring | None = None) -> str:

@@ -14,7 +14,7 @@ refused. The answer is remembered in CONDITIONAL_WRITES_KEY; delete that object 
 
 Turns: where a path ignores the condition, every committer (backup, `backup --follow`
 micro-batches, DataFrame writes, compact, expire: all commit through
-core.checkpoints.commit_next) takes an exclusive turn made of plain writes and one listing: it
+core.commit_log.append) takes an exclusive turn made of plain writes and one listing: it
 puts its own object under COMMIT_TURNS_PREFIX, then lists them, and holds the turn only if no
 other is there; else it removes its own and tries again after a pause. Two committers cannot both
 hold it: whichever listed last saw the other's object, as long as a listing shows what was
@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .commits import COMMIT_TURNS_PREFIX, CONDITIONAL_WRITES_KEY, PROBES_PREFIX
+from .archive_keys import COMMIT_TURNS_PREFIX, CONDITIONAL_WRITES_KEY, commit_turn_key, probe_key
 from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from .store import ObjectStore
 
@@ -128,7 +128,7 @@ def probe(store: ObjectStore) -> ConditionalWrites:
 
 
 def _refuses_a_second_write(store: ObjectStore, kind: str) -> bool:
-    key = f"{PROBES_PREFIX}{secrets.token_hex(6)}-{kind}"
+    key = probe_key(secrets.token_hex(6), kind)
     try:
         try:
             store.put_through(kind, key, b"first", if_none_match=True)
@@ -152,7 +152,7 @@ class CommitTurn:
 
     def __init__(self, store: ObjectStore, found: ConditionalWrites | None = None) -> None:
         self.store, self.found = store, found
-        self.key = f"{COMMIT_TURNS_PREFIX}c{secrets.token_hex(6)}"
+        self.key = commit_turn_key(secrets.token_hex(6))
         self._renewed = 0.0  # monotonic time the last put of our turn object completed
         self._stop = threading.Event()
         self._renewer = threading.Thread(target=self._renew, name="commit-turn", daemon=True)

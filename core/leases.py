@@ -14,9 +14,9 @@ a collection leaves every object of that run alone, whatever the grace. A killed
 stays and expires: its objects are orphans again, deleted after the grace; the lease itself once
 expired for longer than the grace. A live run whose lease lapsed (its renewals failed for that
 long, or the process stood still) is back where every run was without leases: it commits only if
-every object it names is still there (core.checkpoints.check_objects_held). The lease's age is
-the store's modification time against the collecting machine's clock: those must agree to well
-within LEASE_TTL_MS.
+every object it names is still there (check_objects_held, before each attempt of
+core.commit_log.append). The lease's age is the store's modification time against the
+collecting machine's clock: those must agree to well within LEASE_TTL_MS.
 
 A DataFrame write or a follower's micro-batch holds no lease (its driver-side code runs in
 short-lived processes): the grace must outlast it (a first `--follow` micro-batch takes the
@@ -31,21 +31,16 @@ import threading
 import time
 from collections.abc import Iterable
 
-from .commits import STATE_PREFIX
-from .errors import ObjectNotFound
+from .archive_keys import LEASES_PREFIX, lease_key
+from .commits import CommitRecord
+from .errors import ObjectNotFound, TopicvaultError
 from .store import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
 
-LEASES_PREFIX = STATE_PREFIX + "leases/"
 # A lease older than this is a dead run's: ten renewals missed.
 LEASE_TTL_MS = 10 * 60_000
 RENEW_EVERY_S = 60.0
-
-
-def lease_key(run_id: str) -> str:
-    """The key of a run's lease."""
-    return LEASES_PREFIX + run_id
 
 
 class RunLease:
@@ -123,3 +118,22 @@ def damaged_leases(store: ObjectStore) -> list[str]:
             damaged.append(f"lease {info.key} is unreadable ({type(exc).__name__}: {exc}): compact and expire go by "
                            "its modification time only, so it still guards its run until it expires")
     return damaged
+
+
+def check_objects_held(store: ObjectStore, record: CommitRecord) -> None:
+    """Raise (one line) unless the store holds every object `record` adds.
+
+    A run writes its objects first and commits them last; a compact or expire deletes them as
+    orphans meanwhile if the run's lease lapsed (see the module doc, sink.retire). Committing them
+    anyway would name a hole that every restore then stops at; a compact would also retire the
+    originals of the missing merged objects. Checked right before each commit attempt: one
+    listing per folder of new objects, or a stat per object in a directory (ObjectStore.missing)."""
+    missing = store.missing(o.key for o in record.objects)
+    if missing:
+        raise TopicvaultError(
+            f"{len(missing)} object(s) this {record.kind} wrote are gone from {store.uri} (first: {missing[0]}): "
+            "they were deleted by a garbage collection (compact or expire) while it ran (a DataFrame write or "
+            f"micro-batch longer than the --grace, or a lease not renewed for {LEASE_TTL_MS // 60_000} minutes), so "
+            "nothing was committed; run it again, with a --grace longer than your longest DataFrame write or "
+            "micro-batch (bound a first --follow batch with --max-records-per-trigger)"
+        )

@@ -13,9 +13,10 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from ..core.access import changed_access
-from ..core.checkpoints import commit_next, load_state
+from ..core.checkpoints import load_state
 from ..core.cluster import group_offsets, read_access, topic_settings, with_clock_skew
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids, next_commit
+from ..core.commit_log import append, backup_record
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
@@ -39,7 +40,7 @@ from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
 from .objects import PartitionObjects
-from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, ReadExtent, TaskResult, plan_backup, read_extent
+from .plan import DEFAULT_RECORDS_PER_TASK, BackupPlan, ClusterRead, ReadExtent, TaskResult, plan_backup, read_extent
 
 
 @dataclass(frozen=True)
@@ -195,11 +196,12 @@ def plan_run(
                                                                          "read_uncommitted").items()}
     offsets = _with_true_ends(job.kafka, partition_watermarks(job.kafka, partitions))
     log_ends = {where: max(end, offsets[where][1]) for where, end in log_ends.items()}
-    return plan_backup(
-        selected, offsets, state, records_per_task, ids, job.store_uri,
+    cluster = ClusterRead(
+        selected, offsets, topic_ids=ids,
         topic_settings={t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()},
         groups=groups, warnings=warnings + access_warnings, log_ends=log_ends, access=access.to_json(),
     )
+    return plan_backup(cluster, state, records_per_task, job.store_uri)
 
 
 def _with_true_ends(kafka: KafkaSettings, offsets: dict[tuple[str, int], tuple[int, int]]
@@ -256,9 +258,9 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     check_topic_ids(backup_plan.topic_ids, topic_ids(job.kafka, backup_plan.topic_ids), job.store_uri)
 
     def build(state: BackupState) -> CommitRecord:
-        # Re-checked on the newer state when another run committed first (see commit_next): a
+        # Re-checked on the newer state when another run committed first (see append): a
         # backup's ranges must still continue; a compact or expire moves no end.
-        return next_commit(
+        return backup_record(
             state, extent.ranges, extent.objects,
             topics=backup_plan.topic_settings or {t: {"partitions": n} for t, n in backup_plan.topics.items()},
             groups=with_clock_skew(backup_plan.groups, max((o.max_timestamp_ms for o in extent.objects), default=None),
@@ -272,4 +274,4 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     build(state)  # fails before the crash point below when the ranges no longer continue
     if crash_after("backup.commit") is not None:
         crash_now()
-    return commit_next(store, state, build, job.keyring())[0]
+    return append(store, state, build, job.keyring()).key

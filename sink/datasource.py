@@ -14,8 +14,9 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.checkpoints import commit_next, load_state
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids, next_commit
+from ..core.checkpoints import load_state
+from ..core.commit_log import append, backup_record
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids
 from ..core.crypto import Keyring
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError
@@ -220,7 +221,7 @@ def commit_written(
     checked_gaps: set[tuple[str, int, int, int]] = set()  # each read once, however often `build` runs
 
     def build(state: BackupState) -> CommitRecord:
-        # Rebuilt on the newer state when a compact or expire committed first (see commit_next).
+        # Rebuilt on the newer state when a compact or expire committed first (see append).
         ranges = []
         for topic, partition in sorted({(e.topic, e.partition) for e in entries}):
             mine = [e for e in entries if (e.topic, e.partition) == (topic, partition)]
@@ -243,7 +244,7 @@ def commit_written(
                     "allowOffsetGaps=true if the topic itself has these gaps (transaction markers, compaction)"
                 )
             ranges.append(PartitionRange(topic, partition, start, mine[-1].last_offset + 1))
-        return next_commit(state, ranges, entries, stream=stream, topic_ids=topic_ids, groups=groups,
-                           group_topics=group_topics)
+        return backup_record(state, ranges, entries, stream=stream, topic_ids=topic_ids, groups=groups,
+                             group_topics=group_topics)
 
-    return commit_next(store, state, build, keyring)[0]
+    return append(store, state, build, keyring).key

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.checkpoints import commit_next, load_state
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject, maintenance_commit
+from ..core.checkpoints import load_state
+from ..core.commit_log import append, maintenance_record
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject
 from ..core.crypto import Keyring
 from ..core.errors import NoBackup, TopicvaultError
 from ..core.faults import crash_after, crash_now
@@ -132,8 +133,8 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
             raise TopicvaultError(f"the backup at {store.uri} is encrypted: pass its --encryption-key, so that "
                                   "the expire commit is authenticated like the others; nothing was changed")
         forgotten = deleted_retirees(store, state)
-        commit_key, record = commit_next(store, state, lambda current: _record(current, expiries, forgotten), keyring)
-        committed_ms = record.created_ms
+        record = append(store, state, lambda current: _record(current, expiries, forgotten), keyring)
+        commit_key, committed_ms = record.key, record.created_ms
     # The clock is read after the commit (read before, what this run retired waited for the
     # next run with no grace whenever the commit was stamped a millisecond later).
     now = collection_time(now_ms, not_before_ms=committed_ms)
@@ -149,7 +150,7 @@ def _record(state: BackupState, expiries: list[Expiry], forgotten: tuple[str, ..
                 f"another compact or expire changed {expiry.topic}[{expiry.partition}] while this expire ran: "
                 "nothing was committed; run expire again"
             )
-    return maintenance_commit(
+    return maintenance_record(
         state, "expire", (RemovedObject(e.topic, e.partition, o.key) for e in expiries for o in e.dropped),
         starts=(PartitionStart(e.topic, e.partition, e.new_start) for e in expiries), forgotten=forgotten,
     )

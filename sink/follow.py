@@ -81,10 +81,10 @@ def run_follow(
     if metrics is not None:
         metrics.observe_state(state)
     restarts = RestartBudget()
+    stream = _Stream(topics, topics_regex, flush_interval_s, max_records_per_trigger)
     while True:
         try:
-            state = _run_query(spark, job, common, topics, topics_regex, flush_interval_s, max_records_per_trigger,
-                               store, state, should_stop, report, metrics)
+            state = _run_query(spark, job, common, stream, store, state, should_stop, report, metrics)
             break
         except QueryFailed as failure:
             if metrics is not None:
@@ -106,6 +106,16 @@ def run_follow(
     )
 
 
+@dataclass(frozen=True)
+class _Stream:
+    """What a followed backup's streaming query reads, and how often it commits."""
+
+    topics: list[str]
+    topics_regex: str | None
+    flush_interval_s: float
+    max_records_per_trigger: int | None
+
+
 class QueryFailed(TopicvaultError):
     """The stream's query failed: `reason` is its one line; `restartable` unless a TopicvaultError
     of a task (bad input or a state a restart would meet again) caused it."""
@@ -116,20 +126,19 @@ class QueryFailed(TopicvaultError):
         self.restartable = restartable
 
 
-def _run_query(spark, job: BackupJob, common: dict[str, str], topics: list[str], topics_regex: str | None,
-               flush_interval_s: float, max_records_per_trigger: int | None, store, state,
+def _run_query(spark, job: BackupJob, common: dict[str, str], stream: _Stream, store, state,
                should_stop: Callable[[], bool], report: Callable[[str], None], metrics: FollowMetrics | None):
     """Run one streaming query from the location's committed ends until `should_stop()`; return
     the state read forward to its last commit. Raises QueryFailed when the query fails."""
     reader = spark.readStream.format("topicvault-kafka").options(**common).option("startFromLocation", job.store_uri)
     # A micro-batch over hundreds of partitions runs about one task per core (see group_ranges).
     reader = reader.option("minPartitions", str(spark.sparkContext.defaultParallelism))
-    if topics:
-        reader = reader.option("subscribe", ",".join(topics))
-    if topics_regex:
-        reader = reader.option("subscribePattern", topics_regex)
-    if max_records_per_trigger:
-        reader = reader.option("maxRecordsPerTrigger", str(max_records_per_trigger))
+    if stream.topics:
+        reader = reader.option("subscribe", ",".join(stream.topics))
+    if stream.topics_regex:
+        reader = reader.option("subscribePattern", stream.topics_regex)
+    if stream.max_records_per_trigger:
+        reader = reader.option("maxRecordsPerTrigger", str(stream.max_records_per_trigger))
     stream_id = uuid.uuid4().hex
     writer_options = {
         **common,
@@ -152,7 +161,7 @@ def _run_query(spark, job: BackupJob, common: dict[str, str], topics: list[str],
         .writeStream.format("topicvault")
         .options(**writer_options)
         .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=f"{flush_interval_s} seconds")
+        .trigger(processingTime=f"{stream.flush_interval_s} seconds")
         .start(job.store_uri)
     )
     watch = _BatchWatch(spark, query, stream_id, metrics, job.keyring())

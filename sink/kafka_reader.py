@@ -194,123 +194,184 @@ def _consume(
     stop_early: Callable[[], bool],
 ) -> Iterator[tuple[int, pa.RecordBatch | RangeEnd]]:
     """Read the `active` ranges from their next offsets until all are done or `stop_early()`."""
-    index_of = {(reads[i].task.topic, reads[i].task.partition): i for i in active}
-    ours = {(read.task.topic, read.task.partition) for read in reads}
     # assign() replaces any earlier assignment; messages fetched for it are dropped below.
     consumer.assign([_position(reads[i]) for i in active])
-    waiting = set(active)
-    last_progress = time.monotonic()
-    crash_at = crash_after("backup.consume")
-    pending = 0  # records appended but not yet yielded, over all ranges
-    pending_bytes = 0  # and their values' bytes
-    # Records per batch: batch_records, fewer for large records, so that about BATCH_BYTES wait
-    # at a time (20,000 records of 2 KB held 80 MB as bytes and as Arrow). A first small
-    # fetch tells how large they are; each batch then tells again.
-    limit = min(batch_records, SIZE_PROBE_RECORDS)
-    sized = False
+    return _Consumption(settings, consumer, reads, active, idle_timeout_s, batch_records).run(stop_early)
 
-    def cut(read: _RangeRead) -> pa.RecordBatch:
+
+class _BatchSize:
+    """How many records a batch holds, and how many wait to be yielded over all ranges.
+
+    batch_records, fewer for large records, so that about BATCH_BYTES wait at a time (20,000
+    records of 2 KB held 80 MB as bytes and as Arrow). A first small fetch tells how large they
+    are; each batch then tells again."""
+
+    def __init__(self, batch_records: int) -> None:
+        self.batch_records = batch_records
+        self.limit = min(batch_records, SIZE_PROBE_RECORDS)
+        self.sized = False
+        self.pending = 0  # records appended but not yet yielded, over all ranges
+        self.pending_bytes = 0  # and their values' bytes
+
+    def first_fetch(self, messages: list) -> None:
+        """Size batches from the records of the first fetch."""
+        if not self.sized:
+            self.sized = True
+            self.limit = max(1, min(self.batch_records, BATCH_BYTES * len(messages) // max(sum(map(len, messages)), 1)))
+
+    def due(self, read: _RangeRead, ended: bool) -> bool:
+        """Whether the range's records kept so far make a batch now: its own once it has `limit`
+        of them, everyone's once the ranges together have that many (or BATCH_BYTES: `limit` comes
+        from the records seen so far, and larger ones after small ones would otherwise wait until
+        `limit` of them came), and its last one when it `ended`."""
+        held = len(read.columns)
+        return bool(held) and (held >= self.limit or self.pending >= self.limit
+                               or self.pending_bytes >= BATCH_BYTES or ended)
+
+    def cut(self, read: _RangeRead) -> pa.RecordBatch:
         """The range's records kept so far, as one batch; the next batch's size follows from it."""
-        nonlocal pending, pending_bytes, limit
-        pending, pending_bytes = pending - len(read.columns), pending_bytes - read.columns.value_bytes
+        self.pending -= len(read.columns)
+        self.pending_bytes -= read.columns.value_bytes
         batch = read.columns.flush()
-        limit = max(1, min(batch_records, BATCH_BYTES * batch.num_rows // max(batch.nbytes, 1)))
+        self.limit = max(1, min(self.batch_records, BATCH_BYTES * batch.num_rows // max(batch.nbytes, 1)))
         return batch
 
-    while waiting:
-        messages = consume_ready(consumer, limit, 0.2)
-        if not messages:
-            if time.monotonic() - last_progress > idle_timeout_s:
-                read = reads[min(waiting)]
-                more = f" (and {len(waiting) - 1} more partitions)" if len(waiting) > 1 else ""
-                raise TopicvaultError(
-                    f"no records from {read.task.topic}[{read.task.partition}]{more} for {idle_timeout_s:.0f} s at "
-                    f"offset {read.next_offset} (expected up to {read.task.end - 1}): is the broker up?"
-                )
-            continue
+
+class _Consumption:
+    """One read of the `active` ranges through an assigned consumer: fetch, sort each message to
+    its range (a record, an end, or an error), and cut the ranges' records into batches."""
+
+    def __init__(self, settings: KafkaSettings, consumer: Consumer, reads: list[_RangeRead], active: list[int],
+                 idle_timeout_s: float, batch_records: int) -> None:
+        self.settings, self.consumer, self.reads, self.active = settings, consumer, reads, active
+        self.idle_timeout_s = idle_timeout_s
+        self.index_of = {(reads[i].task.topic, reads[i].task.partition): i for i in active}
+        self.ours = {(read.task.topic, read.task.partition) for read in reads}
+        self.waiting = set(active)
+        self.finished: list[int] = []  # ranges that ended in the last fetch
+        self.size = _BatchSize(batch_records)
+        self.crash_at = crash_after("backup.consume")
+
+    def run(self, stop_early: Callable[[], bool]) -> Iterator[tuple[int, pa.RecordBatch | RangeEnd]]:
+        """Fetch until every range is done or `stop_early()`; yield as _consume does."""
         last_progress = time.monotonic()
-        if not sized:
-            sized = True
-            limit = max(1, min(batch_records, BATCH_BYTES * len(messages) // max(sum(map(len, messages)), 1)))
-        finished: list[int] = []
+        while self.waiting:
+            messages = consume_ready(self.consumer, self.size.limit, 0.2)
+            if not messages:
+                self._check_idle(last_progress)
+                continue
+            last_progress = time.monotonic()
+            self.size.first_fetch(messages)
+            self.finished = []
+            yield from self._read(messages)
+            yield from self._end_fetch()
+            if self.waiting and stop_early():
+                yield from self._flush_waiting()
+                return
+
+    def _check_idle(self, last_progress: float) -> None:
+        """Fail once nothing came for idle_timeout_s."""
+        if time.monotonic() - last_progress > self.idle_timeout_s:
+            read = self.reads[min(self.waiting)]
+            more = f" (and {len(self.waiting) - 1} more partitions)" if len(self.waiting) > 1 else ""
+            raise TopicvaultError(
+                f"no records from {read.task.topic}[{read.task.partition}]{more} for {self.idle_timeout_s:.0f} s "
+                f"at offset {read.next_offset} (expected up to {read.task.end - 1}): is the broker up?"
+            )
+
+    def _read(self, messages: list) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Keep each fetched record in its range (the hot loop: one pass per record), yielding a
+        range's batch early when its values reach BATCH_BYTES."""
+        reads, waiting, index_of, size, crash_at = self.reads, self.waiting, self.index_of, self.size, self.crash_at
         for message in messages:
             index = index_of.get((message.topic(), message.partition()))
             error = message.error()
-            if index is None and error is not None and error.code() != KafkaError._PARTITION_EOF:
-                if (message.topic(), message.partition()) in ours:
-                    continue  # left from before the last assign() (a range not read now): it says nothing now
-                # An error of no partition of ours (e.g. all brokers down) stops every read.
-                raise TopicvaultError(f"reading {', '.join(_names(reads, waiting))} failed: {error.str()}")
+            if error is not None:
+                self._on_error(index, message, error)
+                continue
             if index is None or index not in waiting:
                 continue  # a range already done, or a message fetched before the last assign()
             read = reads[index]
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    # The EOF event carries the fetch position: past every record, marker and
-                    # compaction gap the broker had. Below task.end, the rest was never read.
-                    read.done_at = min(read.task.end, max(message.offset(), read.next_offset))
-                    waiting.discard(index)
-                    finished.append(index)
-                    continue
-                if error.code() == KafkaError._AUTO_OFFSET_RESET and _log_start(consumer, read) > read.next_offset:
-                    # Retention deleted the next offset while this read went on (a backup far behind
-                    # reads the segment being deleted). What was read is kept and the range ends here,
-                    # as at an early EOF: a caller commits only up to it (the next backup records what
-                    # retention deleted as lost), and one that needs the whole range fails
-                    # (read_whole_ranges). An offset refused for another reason (the log truncated or
-                    # the topic re-created under the read) fails below: nothing of it is committed.
-                    read.done_at = read.next_offset
-                    waiting.discard(index)
-                    finished.append(index)
-                    continue
-                raise TopicvaultError(f"reading {read.task.topic}[{read.task.partition}] at offset {read.next_offset} "
-                                      f"failed: {error.str()}")
             offset = message.offset()
-            if read.checking:
-                read.checking = False
-                _check_history(settings, read, message, offset)
-                if offset == read.task.check[0]:
-                    continue  # the archive's record, met again: not read twice
+            if read.checking and self._meets_check(read, message, offset):
+                continue  # the archive's record, met again: not read twice
             if offset < read.next_offset:
                 continue  # fetched again after a re-assign: already read
             if offset >= read.task.end:
-                read.done_at = read.task.end
-                waiting.discard(index)
-                finished.append(index)
+                self._end(index, read.task.end)
                 continue
-            pending += 1
-            pending_bytes += read.columns.append(message, offset)
+            size.pending += 1
+            size.pending_bytes += read.columns.append(message, offset)
             if crash_at is not None and read.columns.next_offset - read.task.start >= crash_at:
                 crash_now()
             if read.columns.value_bytes >= BATCH_BYTES:
                 # Large records: one consume can return the whole read-ahead (tens of MiB).
-                yield index, cut(read)
+                yield index, size.cut(read)
             if offset == read.task.end - 1:
                 # The range's last offset holds a record: it is read through, with no wait for
                 # an EOF (the broker holds an empty fetch for fetch.wait.max.ms first).
-                read.done_at = read.task.end
-                waiting.discard(index)
-                finished.append(index)
+                self._end(index, read.task.end)
+
+    def _on_error(self, index: int | None, message, error: KafkaError) -> None:
+        """An event instead of a record: a range's EOF or lost next offset ends it; an error of no
+        partition of ours stops every read; any other error of a range being read fails it."""
+        code = error.code()
+        if index is None:
+            if code != KafkaError._PARTITION_EOF and (message.topic(), message.partition()) not in self.ours:
+                # An error of no partition of ours (e.g. all brokers down) stops every read.
+                raise TopicvaultError(f"reading {', '.join(_names(self.reads, self.waiting))} failed: {error.str()}")
+            return  # left from before the last assign() (a range not read now): it says nothing now
+        if index not in self.waiting:
+            return  # a range already done
+        read = self.reads[index]
+        if code == KafkaError._PARTITION_EOF:
+            # The EOF event carries the fetch position: past every record, marker and
+            # compaction gap the broker had. Below task.end, the rest was never read.
+            self._end(index, min(read.task.end, max(message.offset(), read.next_offset)))
+            return
+        if code == KafkaError._AUTO_OFFSET_RESET and _log_start(self.consumer, read) > read.next_offset:
+            # Retention deleted the next offset while this read went on (a backup far behind
+            # reads the segment being deleted). What was read is kept and the range ends here,
+            # as at an early EOF: a caller commits only up to it (the next backup records what
+            # retention deleted as lost), and one that needs the whole range fails
+            # (read_whole_ranges). An offset refused for another reason (the log truncated or
+            # the topic re-created under the read) fails below: nothing of it is committed.
+            self._end(index, read.next_offset)
+            return
+        raise TopicvaultError(f"reading {read.task.topic}[{read.task.partition}] at offset {read.next_offset} "
+                              f"failed: {error.str()}")
+
+    def _meets_check(self, read: _RangeRead, message, offset: int) -> bool:
+        """Check the range's first fetched record against the archive's last one (see
+        _check_history); True when it is that record."""
+        read.checking = False
+        _check_history(self.settings, read, message, offset)
+        return offset == read.task.check[0]
+
+    def _end(self, index: int, at: int) -> None:
+        """The range is read up to `at` (its end, or where the partition ended below it)."""
+        self.reads[index].done_at = at
+        self.waiting.discard(index)
+        self.finished.append(index)
+
+    def _end_fetch(self) -> Iterator[tuple[int, pa.RecordBatch | RangeEnd]]:
+        """After a fetch: pause the ranges that ended, yield the batches due and their ends."""
+        reads, finished = self.reads, self.finished
         if finished:
-            consumer.pause([TopicPartition(reads[i].task.topic, reads[i].task.partition) for i in finished])
-        # Batches of about `limit` rows: a range's own once it has that many, all of them
-        # once the ranges together have that many (or BATCH_BYTES: `limit` comes from the
-        # records seen so far, and larger ones after small ones would otherwise wait until
-        # `limit` of them came), and a range's last one when it ends.
-        for index in active:
-            read = reads[index]
-            if len(read.columns) and (len(read.columns) >= limit or pending >= limit or pending_bytes >= BATCH_BYTES
-                                      or index in finished):
-                yield index, cut(read)
+            self.consumer.pause([TopicPartition(reads[i].task.topic, reads[i].task.partition) for i in finished])
+        for index in self.active:
+            if self.size.due(reads[index], index in finished):
+                yield index, self.size.cut(reads[index])
         for index in finished:
             reads[index].done = True
             yield index, RangeEnd(reads[index].done_at, reads[index].columns.last_record)
-        if waiting and stop_early():
-            for index in sorted(waiting):
-                read = reads[index]
-                if len(read.columns):
-                    yield index, read.columns.flush()
-            return
+
+    def _flush_waiting(self) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Stopping early: what the ranges not done hold so far."""
+        for index in sorted(self.waiting):
+            read = self.reads[index]
+            if len(read.columns):
+                yield index, read.columns.flush()
 
 
 def _position(read: _RangeRead) -> TopicPartition:

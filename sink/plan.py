@@ -59,37 +59,44 @@ class BackupPlan:
         return self.has_work or self.state_changed or bool(self.lost)
 
 
-def plan_backup(
-    topics: dict[str, int],
-    offsets: dict[tuple[str, int], tuple[int, int]],
-    state: BackupState,
-    records_per_task: int = DEFAULT_RECORDS_PER_TASK,
-    topic_ids: Mapping[str, str] | None = None,
-    location: str = "this location",
-    topic_settings: Mapping[str, dict] | None = None,
-    groups: dict[str, dict] | None = None,
-    warnings: list[str] | None = None,
-    log_ends: Mapping[tuple[str, int], int] | None = None,
-    access: dict | None = None,
-) -> BackupPlan:
+@dataclass(frozen=True)
+class ClusterRead:
+    """What a backup run read from the cluster before planning (sink.backup.plan_run reads it).
+
+    `offsets` maps (topic, partition) to its (low, high) watermarks, taken once at the start.
+    `topic_ids` (topic -> Kafka topic ID) must match the IDs the location's commits recorded.
+    `topic_settings` (topic -> TopicSettings.to_json()), `groups` (CommitRecord.groups; None: not
+    read) and `access` (AccessState.to_json; None: not read) are saved by the commit when they
+    differ from the state; `warnings` are what was noticed while they were read. `log_ends` (the
+    high watermarks, read_uncommitted) tell where an open transaction holds a partition back."""
+
+    topics: dict[str, int]  # topic -> partitions
+    offsets: dict[tuple[str, int], tuple[int, int]]
+    topic_ids: Mapping[str, str] | None = None
+    topic_settings: Mapping[str, dict] | None = None
+    groups: dict[str, dict] | None = None
+    warnings: list[str] | None = None
+    log_ends: Mapping[tuple[str, int], int] | None = None
+    access: dict | None = None
+
+
+def plan_backup(cluster: ClusterRead, state: BackupState, records_per_task: int = DEFAULT_RECORDS_PER_TASK,
+                location: str = "this location") -> BackupPlan:
     """Plan the ranges after each partition's committed end up to the snapshot high watermark.
 
-    `offsets` maps (topic, partition) to its (low, high) watermarks, taken once at the start;
-    records produced after the snapshot are left for the next run. `topic_ids` (topic -> Kafka
-    topic ID) must match the IDs the location's commits recorded. Offsets between the committed
-    end and a low watermark above it were deleted by retention unread: the plan records them
-    as lost, inside the partition's range, so the commit keeps that fact for ever.
-    `topic_settings` (topic -> TopicSettings.to_json()) and `groups` (CommitRecord.groups; None:
-    not read) are saved by the commit when they differ from the state; `warnings` are what was
-    noticed while they were read; `access` (AccessState.to_json) likewise. `log_ends` (the high watermarks, read_uncommitted) tell where
-    an open transaction holds a partition back (see _held_back).
+    Records produced after the cluster was read are left for the next run. Offsets between the
+    committed end and a low watermark above it were deleted by retention unread: the plan records
+    them as lost, inside the partition's range, so the commit keeps that fact for ever. An open
+    transaction that holds a partition back is warned about (see _held_back).
     """
     if records_per_task < 1:
         raise TopicvaultError("--records-per-task must be positive")
-    check_topic_ids(state.topic_ids, topic_ids or {}, location)
+    topics, offsets, log_ends = cluster.topics, cluster.offsets, cluster.log_ends
+    groups, access = cluster.groups, cluster.access
+    check_topic_ids(state.topic_ids, cluster.topic_ids or {}, location)
     partitions: list[PartitionPlan] = []
     tasks: list[OffsetRange] = []
-    warnings = list(warnings or [])
+    warnings = list(cluster.warnings or [])
     lost: list[PartitionRange] = []
     for (topic, partition), (low, high) in sorted(offsets.items()):
         committed = state.end_offset(topic, partition)
@@ -119,12 +126,12 @@ def plan_backup(
             # again, with its leader epoch (see OffsetRange.check), while retention has not deleted it.
             ranges[0] = replace(ranges[0], check=last)
         tasks.extend(ranges)
-    topic_settings = dict(topic_settings or {})
+    topic_settings = dict(cluster.topic_settings or {})
     return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings,
                       topic_settings=topic_settings, groups=groups,
                       state_changed=_state_changed(state, topics, topic_settings, groups)
                       or changed_access(state.access, access) is not None,
-                      topic_ids=dict(topic_ids or {}), lost=lost, records_per_task=records_per_task, access=access)
+                      topic_ids=dict(cluster.topic_ids or {}), lost=lost, records_per_task=records_per_task, access=access)
 
 
 def _state_changed(

@@ -30,8 +30,9 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-from ..core.checkpoints import commit_next, load_state
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject, maintenance_commit
+from ..core.checkpoints import load_state
+from ..core.commit_log import append, maintenance_record
+from ..core.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import NoBackup, TopicvaultError
 from ..core.faults import crash_after, crash_now
@@ -171,7 +172,7 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
             if crash_after("compact.commit") is not None:
                 crash_now()
             forgotten = deleted_retirees(store, state)
-            commit_key, _ = commit_next(store, state, lambda current: _record(current, done, forgotten), keyring)
+            commit_key = append(store, state, lambda current: _record(current, done, forgotten), keyring).key
     collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms))
     return CompactResult(tuple(merges), tuple(o for m, _ in done for o in m.objects),
                          tuple(o for _, w in done for o in w), commit_key, collected)
@@ -210,7 +211,7 @@ def _record(state: BackupState, done: list[tuple[Merge, list[ObjectEntry]]], for
                 f"another compact or expire removed {gone[0]} while this compact ran: nothing was committed; "
                 "run compact again (what this run wrote is deleted as orphans after the grace period)"
             )
-    return maintenance_commit(
+    return maintenance_record(
         state, "compact", (RemovedObject(m.topic, m.partition, o.key) for m, _ in done for o in m.objects),
         objects=(o for _, written in done for o in written), forgotten=forgotten,
     )

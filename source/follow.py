@@ -56,9 +56,10 @@ from dataclasses import dataclass, field, replace
 from itertools import groupby
 from typing import Callable
 
+from ..core.archive_keys import commit_key
 from ..core.checkpoints import read_forward
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
-from ..core.commits import BackupState, CommitRecord, PartitionRange, commit_key, lost_note
+from ..core.commits import BackupState, CommitRecord, PartitionRange, lost_note
 from ..core.errors import NoBackup, ObjectNotFound, TopicvaultError
 from ..core.restarts import RestartBudget, pause
 from ..core.spark import failure_reason
@@ -505,10 +506,10 @@ def _wait_for_news(job: RestoreJob, plan: RestorePlan, interval_s: float, stop: 
     """Wait until the archive holds something the plan did not (True) or `stop` is set (False)."""
     store = job.open_store()
     if plan.archive_layout.commit_log:
-        next_commit = commit_key(plan.archive.last_sequence + 1)
+        next_key = commit_key(plan.archive.last_sequence + 1)
 
         def news() -> bool:
-            return store.head(next_commit) is not None  # one request per poll
+            return store.head(next_key) is not None  # one request per poll
     else:
         known = {(o.key, o.bytes) for ps in plan.archive.partitions.values() for o in ps.objects}
 

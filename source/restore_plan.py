@@ -16,13 +16,14 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from ..core.access import AccessPlan
+from ..core.archive_keys import legacy_restore_prefix
 from ..core.cluster import LOADING_CONFIGS, TopicSettings
 from ..core.commits import BackupState, ObjectEntry, PartitionState
 from ..core.errors import NoBackup, TopicvaultError
 from ..formats.peers import NATIVE, Layout, layout_named
 from .object_reader import SkippedObject
 from .offset_map import OffsetMap
-from .restore_state import LEGACY_PREFIX, RestoreState, check_same_restore
+from .restore_state import RestoreState, check_same_restore
 from .selection import Selection
 from .topic_policy import is_internal_topic, screen_topic_configs
 
@@ -289,9 +290,9 @@ def _check_not_planted(facts: RestoreFacts) -> None:
     restore_id = facts.restore_id
     raise TopicvaultError(
         f"restore id {restore_id!r} has no state in {facts.state_uri}, but the archive holds one at "
-        f"{LEGACY_PREFIX}{restore_id}/ (where older versions kept it, and where anyone who can write the bucket "
+        f"{legacy_restore_prefix(restore_id)} (where older versions kept it, and where anyone who can write the bucket "
         f"can put one): it is not read unless you name it: add --import-state "
-        f"{facts.archive_uri.rstrip('/')}/{LEGACY_PREFIX}{restore_id} to resume that restore, or pick another --restore-id"
+        f"{facts.archive_uri.rstrip('/')}/{legacy_restore_prefix(restore_id).rstrip('/')} to resume that restore, or pick another --restore-id"
     )
 
 

@@ -27,12 +27,12 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.commits import STATE_PREFIX
+from ..core.archive_keys import LEGACY_RESTORES_PREFIX, legacy_restore_prefix
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.store import ObjectStore
 
 STATE_DIR_ENV = "TOPICVAULT_STATE_DIR"
-LEGACY_PREFIX = STATE_PREFIX + "restores/"  # in the archive: never read, only imported by name
+# In the archive: never read, only imported by name (the name kept for source.restore).
 STATE_NAME = "state.json"
 # Any one record of a restore, as stored or unpacked, is at most this large: a peer archive of a
 # million objects saves a list of about 100 MB; a record past this is damaged or hostile.
@@ -91,7 +91,7 @@ class RestoreRecords:
 
     def planted_in_archive(self, restore_id: str) -> bool:
         """Whether the archive holds a state for this id where older versions kept theirs (it is not read)."""
-        key = f"{LEGACY_PREFIX}{check_restore_id(restore_id)}/{STATE_NAME}"
+        key = legacy_restore_prefix(check_restore_id(restore_id)) + STATE_NAME
         return any(info.key == key for info in self.archive.list(key))
 
     def write(self, restore_id: str, name: str, body: bytes, *, only_new: bool = False) -> str:
@@ -178,7 +178,7 @@ def damaged_restore_states(archive: ObjectStore, state: ObjectStore | None) -> l
     (a restore resuming one refuses to continue) and those older versions left in the archive
     (never read; an import of one is refused)."""
     damaged = []
-    places = [(archive, LEGACY_PREFIX, "restore never reads it (only --import-state would, and refuses it); delete it")]
+    places = [(archive, LEGACY_RESTORES_PREFIX, "restore never reads it (only --import-state would, and refuses it); delete it")]
     if state is not None:
         places.insert(0, (state, RestoreRecords(state, archive).prefix, "restore --restore-id {id} refuses to continue it: restore with a new "
                                         "--restore-id, then delete it"))
@@ -226,7 +226,7 @@ def import_restore_records(records: RestoreRecords, restore_id: str, source: Obj
     found = {info.key: info.size for info in source.list() if _IMPORTED_NAMES.fullmatch(info.key)}
     if STATE_NAME not in found:
         raise TopicvaultError(f"no {STATE_NAME} at {source.uri}: --import-state names the folder holding a "
-                              f"restore's records (e.g. <archive>/{LEGACY_PREFIX}{restore_id}/)")
+                              f"restore's records (e.g. <archive>/{legacy_restore_prefix(restore_id)})")
     for name, size in sorted(found.items()):
         if size > MAX_STATE_BYTES:
             raise TopicvaultError(f"{source.uri}/{name} is {size} bytes, more than a restore record can be "

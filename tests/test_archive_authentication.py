@@ -12,13 +12,14 @@ from pathlib import Path
 
 from clitools import assert_one_line_error, run_cli
 from legacy_archive import as_written_before_authentication, strip_authentication
-from topicvault.core.checkpoints import CHECKPOINTS_PREFIX, checkpoint_json, commit_next, load_state
+from topicvault.core import commit_log
+from topicvault.core.checkpoints import CHECKPOINTS_PREFIX, checkpoint_json, load_state
+from topicvault.core.commit_log import backup_record
 from topicvault.core.commits import (
     COMMITS_PREFIX,
     BackupState,
     PartitionRange,
     fold_commits,
-    next_commit,
     warn_unauthenticated,
 )
 from topicvault.core.crypto import keyring_of, write_key_file
@@ -47,8 +48,8 @@ def backed_up(tmp_path: Path, spec: str | None, topics: dict[str, list[bytes]], 
         entries += write_objects([records_to_batch(records)], store, default_codec(), resolve_format("parquet"),
                                  Rotation(), run_id="r000000000001", keyring=keyring)
         ranges.append(PartitionRange(topic, 0, 0, len(values)))
-    commit_next(store, BackupState(), lambda state: next_commit(state, ranges, entries, topics={}),
-                keyring if commit_keyed else None)
+    commit_log.append(store, BackupState(), lambda state: backup_record(state, ranges, entries, topics={}),
+                      keyring if commit_keyed else None)
     return location
 
 
@@ -165,7 +166,7 @@ def append(location: Path, spec: str | None, topics: dict[str, list[bytes]]) -> 
         entries += write_objects([records_to_batch(records)], store, default_codec(), resolve_format("parquet"),
                                  Rotation(), run_id=f"r{state.last_sequence + 1:012d}", keyring=keyring)
         ranges.append(PartitionRange(topic, 0, start, start + len(values)))
-    commit_next(store, state, lambda state: next_commit(state, ranges, entries, topics={}), keyring)
+    commit_log.append(store, state, lambda state: backup_record(state, ranges, entries, topics={}), keyring)
 
 
 def test_a_keyed_commit_onto_an_archive_from_before_is_authenticated(tmp_path, caplog):
@@ -207,8 +208,8 @@ def test_authentication_stripped_from_a_commit_before_an_authenticated_one_is_re
     store = LocalStore(str(location))
     for _ in range(2):  # two authenticated commits that name no object
         state = load_state(store, keyring)
-        commit_next(store, state, lambda state: next_commit(state, [PartitionRange("public", 0, 2, 2)], [],
-                                                            topics={}), keyring)
+        commit_log.append(store, state, lambda state: backup_record(state, [PartitionRange("public", 0, 2, 2)], [],
+                                                                    topics={}), keyring)
     strip_authentication(commit_path(location, 2))  # and edited at will: commit 3 says 2 was authenticated
     out = run_cli("inspect", str(location), "--topic", "public", "--encryption-key", spec, expect_exit=1)
     assert_one_line_error(out, "commit record _topicvault/commits/0000000000000000003.json",
@@ -276,7 +277,7 @@ def test_a_commit_without_the_key_onto_an_authenticated_location_is_refused(tmp_
     from topicvault.core.errors import TopicvaultError
 
     with pytest.raises(TopicvaultError, match="pass its --encryption-key"):
-        commit_next(store, state, lambda current: next_commit(current, [PartitionRange("public", 0, 2, 2)], [],
-                                                              topics={}))
+        commit_log.append(store, state, lambda current: backup_record(
+            current, [PartitionRange("public", 0, 2, 2)], [], topics={}))
     assert sorted(p.name for p in (location / COMMITS_PREFIX).iterdir()) == [commit_path(location).name]
     assert len(fold_commits(store, keyring_of((spec,))).partitions[("public", 0)].objects) == 1

@@ -19,7 +19,7 @@ from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.locations import open_store
 from topicvault.sink.kafka_reader import OffsetRange
-from topicvault.sink.plan import PartitionPlan, plan_backup
+from topicvault.sink.plan import ClusterRead, PartitionPlan, plan_backup
 
 BASE = 1_700_000_000_000
 
@@ -98,11 +98,11 @@ def test_commits_without_topic_ids_still_load_and_are_accepted():
     assert record.topic_ids is None and record.lost == ()
     state = BackupState()
     state.apply(record, "k")
-    plan = plan_backup({"t": 1}, {("t", 0): (0, 9)}, state, topic_ids={"t": "ID1"})
+    plan = plan_backup(ClusterRead({"t": 1}, {("t", 0): (0, 9)}, topic_ids={"t": "ID1"}), state)
     assert [(t.start, t.end) for t in plan.tasks] == [(5, 9)] and plan.topic_ids == {"t": "ID1"}
     with pytest.raises(TopicvaultError, match="deleted and re-created"):
         state.apply(CommitRecord(2, 0, (), (), topic_ids={"t": "ID1"}), "k2")
-        plan_backup({"t": 1}, {("t", 0): (0, 9)}, state, topic_ids={"t": "ID2"})
+        plan_backup(ClusterRead({"t": 1}, {("t", 0): (0, 9)}, topic_ids={"t": "ID2"}), state)
 
 
 # --- item 8: a commit ends where its tasks really stopped --------------------------------------------
@@ -187,12 +187,12 @@ def test_plan_records_offsets_deleted_before_they_were_read():
 
     state = BackupState()
     state.apply(CommitRecord(1, 0, (PartitionRange("t", 0, 0, 10),), ()), "k")
-    plan = plan_backup({"t": 1}, {("t", 0): (25, 30)}, state)
+    plan = plan_backup(ClusterRead({"t": 1}, {("t", 0): (25, 30)}), state)
     assert plan.lost == [PartitionRange("t", 0, 10, 25)]
     assert [(t.start, t.end) for t in plan.tasks] == [(25, 30)]
     extent = read_extent(plan.partitions, [TaskResult(plan.tasks[0], 30, [])])
     assert extent.ranges == [PartitionRange("t", 0, 10, 30)]  # continues the history; the hole is `lost`
-    only_lost = plan_backup({"t": 1}, {("t", 0): (25, 25)}, state)
+    only_lost = plan_backup(ClusterRead({"t": 1}, {("t", 0): (25, 25)}), state)
     assert only_lost.needs_commit and read_extent(only_lost.partitions, []).ranges == [PartitionRange("t", 0, 10, 25)]
 
 
@@ -208,7 +208,7 @@ def test_lost_range_is_reported_by_ls_verify_and_restore(bootstrap, spark, topic
     produce_records(bootstrap, topic, records(topic, 10, 20, "b"))
     job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(location))
     ids = topic_ids(job.kafka, [topic])
-    planned = plan_backup({topic: 1}, {(topic, 0): (25, 30)}, load_state(job.open_store()), topic_ids=ids)
+    planned = plan_backup(ClusterRead({topic: 1}, {(topic, 0): (25, 30)}, topic_ids=ids), load_state(job.open_store()))
     run_backup(spark, job, planned)
     assert commits(location)[-1]["lost"] == [{"topic": topic, "partition": 0, "start": 10, "end": 25}]
 

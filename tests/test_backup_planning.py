@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, next_commit
+from topicvault.core.commit_log import backup_record
+from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
 from topicvault.sink.kafka_reader import OffsetRange
-from topicvault.sink.plan import plan_backup, split_range
+from topicvault.sink.plan import ClusterRead, plan_backup, split_range
 
 SETTINGS = {"t": {"partitions": 2, "replication_factor": 1, "configs": {"cleanup.policy": "delete"}}}
 GROUPS = {"g": {"read_ms": 5, "offsets": {"t": {"0": 3}}}}
@@ -29,8 +30,9 @@ def test_split_range_covers_the_range_in_order_with_no_range_over_the_limit():
 
 
 def test_plan_is_built_whole_with_cluster_state_and_cannot_be_patched():
-    plan = plan_backup({"t": 2}, {("t", 0): (0, 10), ("t", 1): (0, 4)}, BackupState(), records_per_task=6,
-                       topic_settings=SETTINGS, groups=GROUPS, warnings=["consumer-group offsets not saved: x"])
+    cluster = ClusterRead({"t": 2}, {("t", 0): (0, 10), ("t", 1): (0, 4)}, topic_settings=SETTINGS, groups=GROUPS,
+                          warnings=["consumer-group offsets not saved: x"])
+    plan = plan_backup(cluster, BackupState(), records_per_task=6)
     assert [(r.partition, r.start, r.end) for r in plan.tasks] == [(0, 0, 6), (0, 6, 10), (1, 0, 4)]
     assert plan.topic_settings == SETTINGS and plan.groups == GROUPS
     assert plan.warnings == ["consumer-group offsets not saved: x"]
@@ -41,25 +43,26 @@ def test_plan_is_built_whole_with_cluster_state_and_cannot_be_patched():
 
 def test_nothing_new_and_same_cluster_state_needs_no_commit():
     state = committed(10, SETTINGS, GROUPS)
-    same = plan_backup({"t": 2}, {("t", 0): (0, 10), ("t", 1): (0, 10)}, state, topic_settings=SETTINGS,
-                       groups=GROUPS)
+    same = plan_backup(ClusterRead({"t": 2}, {("t", 0): (0, 10), ("t", 1): (0, 10)}, topic_settings=SETTINGS,
+                                   groups=GROUPS), state)
     assert not same.has_work and not same.state_changed and not same.needs_commit
-    moved = plan_backup({"t": 2}, {("t", 0): (0, 10), ("t", 1): (0, 10)}, state, topic_settings=SETTINGS,
-                        groups={"g": {"read_ms": 9, "offsets": {"t": {"0": 7}}}})
+    moved = plan_backup(ClusterRead({"t": 2}, {("t", 0): (0, 10), ("t", 1): (0, 10)}, topic_settings=SETTINGS,
+                                    groups={"g": {"read_ms": 9, "offsets": {"t": {"0": 7}}}}), state)
     assert moved.state_changed and moved.needs_commit
-    unread = plan_backup({"t": 2}, {("t", 0): (0, 10), ("t", 1): (0, 10)}, state, topic_settings=SETTINGS, groups=None)
+    unread = plan_backup(ClusterRead({"t": 2}, {("t", 0): (0, 10), ("t", 1): (0, 10)}, topic_settings=SETTINGS,
+                                     groups=None), state)
     assert not unread.state_changed  # groups that could not be read change nothing
 
 
-def test_next_commit_follows_the_state_and_refuses_a_run_that_was_overtaken():
+def test_backup_record_follows_the_state_and_refuses_a_run_that_was_overtaken():
     state = committed(10)
     entry = ObjectEntry("o", "t", 0, 10, 14, 5, 100, 1, 2, "sum")
-    record = next_commit(state, [PartitionRange("t", 0, 10, 15)], [entry], topic_ids={"t": "ID"})
+    record = backup_record(state, [PartitionRange("t", 0, 10, 15)], [entry], topic_ids={"t": "ID"})
     assert (record.sequence, record.ranges, record.objects, record.topic_ids) == \
         (2, (PartitionRange("t", 0, 10, 15),), (entry,), {"t": "ID"})
     assert record.created_ms > 0
     with pytest.raises(TopicvaultError, match=r"another backup committed t\[0\] up to 10 while this one ran"):
-        next_commit(state, [PartitionRange("t", 0, 8, 15)], [])
+        backup_record(state, [PartitionRange("t", 0, 8, 15)], [])
 
 
 def test_cut_points_close_objects_by_records_bytes_and_time_bucket():

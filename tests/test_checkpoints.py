@@ -23,11 +23,11 @@ from topicvault.core.checkpoints import (
     checkpoint_json,
     checkpoint_key,
     checkpoint_problems,
-    commit_with_checkpoint,
     load_state,
     read_forward,
     state_fingerprint,
 )
+from topicvault.core.commit_log import commit_with_checkpoint
 from topicvault.core.commits import (
     BackupState,
     CommitRecord,
@@ -284,7 +284,7 @@ def test_requests_of_ls_and_of_a_micro_batch_do_not_grow_with_commits(counted_s3
     # checkpoint: 5; 10 folds 10 commits: 13), and 60 and 510 (10 after a checkpoint) are equal.
     assert len(ls) == expected_state_reads(history), "\n".join(ls)
     # Commit: the state read, the GET of whether the store honours conditional writes, one
-    # listing of the object's folder (it still exists, see check_objects_held) and one PUT;
+    # listing of the object's folder (it still exists, see core.leases.check_objects_held) and one PUT;
     # read-forward: one listing and one GET.
     assert len(batch) == expected_state_reads(history) + 1 + 1 + 1 + 2, batch
     assert len(ls) <= 5 + CHECKPOINT_INTERVAL - 1

@@ -22,15 +22,10 @@ from clitools import run_cli
 from stores import FaultyStore
 from test_maintenance_commits import T, backup, commit, entry, three_small_objects
 from topicvault.core import conditional_writes as cw
-from topicvault.core.checkpoints import commit_next, load_state
-from topicvault.core.commits import (
-    CONDITIONAL_WRITES_KEY,
-    BackupState,
-    CommitRecord,
-    RemovedObject,
-    commit_key,
-    fold_commits,
-)
+from topicvault.core.archive_keys import CONDITIONAL_WRITES_KEY, commit_key
+from topicvault.core.checkpoints import load_state
+from topicvault.core.commit_log import append
+from topicvault.core.commits import BackupState, CommitRecord, RemovedObject, fold_commits
 from topicvault.core.errors import PreconditionFailed, TopicvaultError
 from topicvault.core.local_store import LocalStore
 
@@ -86,7 +81,8 @@ def test_a_compact_on_a_stale_state_never_replaces_a_followers_commit(tmp_path):
     stale = load_state(store)  # the compact reads the state ...
     commit(store, state, backup(state, [entry(30, 39)], stream={"id": "f", "batch": 3}))  # ... a batch lands ...
     store.put(entry(0, 19, "r00000000000c").key, b"merged")
-    key, record = commit_next(store, stale, compact_of_the_first_two)  # ... and the compact commits
+    record = append(store, stale, compact_of_the_first_two)
+    key = record.key  # ... and the compact commits
     assert key == commit_key(5) and record.sequence == 5
     folded = fold_commits(store)
     assert [o.key for o in folded.partitions[(T, 0)].objects] == [
@@ -124,7 +120,7 @@ def test_committers_take_turns_and_wait_for_the_one_committing(tmp_path, monkeyp
     with turn_held(store) as release:
         threading.Timer(1.0, release.set).start()
         started = time.monotonic()
-        key, _ = commit_next(store, load_state(store), lambda s: backup(s, [entry(30, 39)]))
+        key = append(store, load_state(store), lambda s: backup(s, [entry(30, 39)])).key
     assert time.monotonic() - started >= 0.9  # it waited for the holder
     assert key == commit_key(4)
 
@@ -135,7 +131,7 @@ def test_a_turn_held_for_too_long_is_a_one_line_refusal_naming_the_store_behavio
     monkeypatch.setattr(cw, "TURN_WAIT_S", 0.5)
     monkeypatch.setattr(cw, "TURN_RENEW_S", 0.05)
     with turn_held(store), pytest.raises(TopicvaultError) as failed:
-        commit_next(store, state, lambda s: backup(s, [entry(30, 39)]))
+        append(store, state, lambda s: backup(s, [entry(30, 39)]))
     message = str(failed.value)
     assert "\n" not in message and "If-None-Match" in message and "nothing was committed" in message
     assert fold_commits(store).last_sequence == 3
@@ -152,7 +148,7 @@ def test_a_killed_committers_turn_expires_once_seen_unchanged_for_its_ttl(tmp_pa
     monkeypatch.setattr(cw, "TURN_TTL_S", 2.0)
     monkeypatch.setattr(cw, "TURN_RENEW_S", 0.25)
     started = time.monotonic()
-    key, _ = commit_next(store, state, lambda s: backup(s, [entry(30, 39)]))
+    key = append(store, state, lambda s: backup(s, [entry(30, 39)])).key
     assert key == commit_key(4)
     assert time.monotonic() - started >= 2.0  # it waited for the killed run's turn to expire
     assert not list(store.list(cw.COMMIT_TURNS_PREFIX))
@@ -164,7 +160,7 @@ def test_where_the_condition_holds_no_turn_is_taken(tmp_path):
     state = three_small_objects(store)
     store.puts.clear()
     store.put(entry(30, 39).key, b"batch")
-    commit_next(store, state, lambda s: backup(s, [entry(30, 39)]))
+    append(store, state, lambda s: backup(s, [entry(30, 39)]))
     assert not any(k.startswith(cw.COMMIT_TURNS_PREFIX) for k in store.puts)
 
 
@@ -208,7 +204,7 @@ def test_a_commit_whose_reply_and_confirming_read_were_lost_says_the_outcome_is_
     store = FaultyStore(LocalStore(str(tmp_path / "loc")), after_put=reply_lost, before_get=confirming_read_fails)
     store.put(entry(0, 9).key, b"objects")
     with pytest.raises(TopicvaultError) as failed:
-        commit_next(store, BackupState(), lambda s: backup(s, [entry(0, 9)]))
+        append(store, BackupState(), lambda s: backup(s, [entry(0, 9)]))
     message = str(failed.value)
     assert "\n" not in message and "nothing" not in message
     assert "unknown" in message and "safe" in message

@@ -146,7 +146,7 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
     import time
     import types
 
-    from topicvault.core import commits
+    from topicvault.core import commit_log
     from topicvault.sink.datasource import commit_written
     from topicvault.sink.expire import expire
 
@@ -158,7 +158,7 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
     commit_written(store, objects)
     backdate_commits(tmp_path / "loc", T0 - HOUR)
     real_time = time.time
-    monkeypatch.setattr(commits, "time", types.SimpleNamespace(time=lambda: real_time() + 1.0))
+    monkeypatch.setattr(commit_log, "time", types.SimpleNamespace(time=lambda: real_time() + 1.0))
     dry = expire(store, T0 + 20, grace_ms=0, dry_run=True)
     assert dry.collected.retired == [objects[0].key, objects[1].key], "the dry run says what the run deletes"
     assert all(store.head(e.key) is not None for e in objects)

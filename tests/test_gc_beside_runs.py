@@ -16,7 +16,8 @@ import pytest
 from kafkatools import produce_records
 from nasty import nasty_records
 from stores import CountingStore, FaultyStore
-from topicvault.core.checkpoints import commit_next, load_state
+from topicvault.core.checkpoints import load_state
+from topicvault.core.commit_log import append
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
@@ -69,7 +70,7 @@ def test_a_micro_batch_whose_object_gc_deleted_commits_nothing(tmp_path):
     assert load_state(store).end_offset(T, 0) == 20
 
 
-def test_commit_next_checks_the_objects_of_every_attempt(tmp_path):
+def test_append_checks_the_objects_of_every_attempt(tmp_path):
     store = LocalStore(str(tmp_path / "loc"))
     state = BackupState()
     ghost = entry(0, 9)  # never written
@@ -78,7 +79,7 @@ def test_commit_next_checks_the_objects_of_every_attempt(tmp_path):
         return CommitRecord(current.last_sequence + 1, 1, (PartitionRange(T, 0, 0, 10),), (ghost,))
 
     with pytest.raises(TopicvaultError, match=GONE):
-        commit_next(store, state, build)
+        append(store, state, build)
     assert load_state(store).last_sequence == 0
 
 
@@ -115,8 +116,8 @@ def test_a_folder_crowded_between_the_runs_keys_is_checked_by_head_past_a_bound(
 
 
 def _gc_before_commit(monkeypatch, module, lease_lapsed: bool = True) -> list[int]:
-    """Make `module`'s commit_next run a GC (grace 0) first, once; the list counts the GCs."""
-    real, ran = module.commit_next, []
+    """Make `module`'s append run a GC (grace 0) first, once; the list counts the GCs."""
+    real, ran = module.append, []
 
     def gc_then_commit(store, state, build, *rest):
         if not ran:
@@ -124,7 +125,7 @@ def _gc_before_commit(monkeypatch, module, lease_lapsed: bool = True) -> list[in
             gc_now(store, lease_lapsed)
         return real(store, state, build, *rest)
 
-    monkeypatch.setattr(module, "commit_next", gc_then_commit)
+    monkeypatch.setattr(module, "append", gc_then_commit)
     return ran
 
 

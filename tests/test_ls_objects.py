@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from clitools import run_cli
-from topicvault.core.checkpoints import commit_with_checkpoint
+from topicvault.core.commit_log import commit_with_checkpoint
 from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.local_store import LocalStore
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 from stores import FaultyStore
-from topicvault.core.checkpoints import CHECKPOINT_INTERVAL, commit_next, commit_with_checkpoint, load_state
+from topicvault.core.checkpoints import CHECKPOINT_INTERVAL, load_state
+from topicvault.core.commit_log import append, commit_with_checkpoint
 from topicvault.core.commits import (
     BackupState,
     CommitRecord,
@@ -128,7 +129,7 @@ def test_checkpoints_carry_removals_and_starts(tmp_path):
     assert truth.partitions[(T, 0)].start == 20 and truth.retired[entry(0, 19, "r00000000000c").key] == 8
 
 
-def test_commit_next_rebuilds_after_losing_the_race_and_keeps_the_winners_objects(tmp_path):
+def test_append_rebuilds_after_losing_the_race_and_keeps_the_winners_objects(tmp_path):
     store = LocalStore(str(tmp_path / "loc"))
     state = three_small_objects(store)
     stale = load_state(store)
@@ -141,8 +142,8 @@ def test_commit_next_rebuilds_after_losing_the_race_and_keeps_the_winners_object
                             removed=(RemovedObject(T, 0, entry(0, 9).key), RemovedObject(T, 0, entry(10, 19).key)))
 
     store.put(entry(0, 19, "r00000000000c").key, b"merged")  # a commit names only objects that exist
-    key, record = commit_next(store, stale, build)
-    assert built_on == [3, 4] and key == commit_key(5)
+    record = append(store, stale, build)
+    assert built_on == [3, 4] and record.key == commit_key(5)
     assert [o.key for o in fold_commits(store).partitions[(T, 0)].objects] == [
         entry(0, 19, "r00000000000c").key, entry(20, 29).key, entry(30, 39).key]
 

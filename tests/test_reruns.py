@@ -142,7 +142,7 @@ def test_a_standby_names_a_range_a_later_backup_records_as_lost_in_the_round_tha
     from topicvault.core.checkpoints import load_state
     from topicvault.core.kafka import topic_ids
     from topicvault.sink.backup import BackupJob, run_backup
-    from topicvault.sink.plan import plan_backup
+    from topicvault.sink.plan import ClusterRead, plan_backup
     from topicvault.source.follow import StandbyRequest
 
     topic = topic_factory(1, prefix="standby-lost")
@@ -156,8 +156,8 @@ def test_a_standby_names_a_range_a_later_backup_records_as_lost_in_the_round_tha
         # tansu cannot delete records: the backup is planned as if retention had moved the log start to 25.
         produce_records(bootstrap, topic, alike(topic, 20, BASE))  # offsets 10..29
         backup = BackupJob(KafkaSettings.of(bootstrap), location)
-        run_backup(spark, backup, plan_backup({topic: 1}, {(topic, 0): (25, 30)}, load_state(backup.open_store()),
-                                              topic_ids=topic_ids(backup.kafka, [topic])))
+        run_backup(spark, backup, plan_backup(ClusterRead({topic: 1}, {(topic, 0): (25, 30)}, topic_ids=topic_ids(backup.kafka, [topic])),
+                                              load_state(backup.open_store())))
         stepped = standby.wait_rounds(2)
         note = f"{topic}[0]: offsets 10..24 were deleted by retention on the cluster before any backup read them"
         assert any(note in n for n in stepped.notes), stepped.notes
