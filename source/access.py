@@ -30,4 +30,12 @@ def plan_cluster_access(job: RestoreJob, plan: RestorePlan, passwords_file: str 
     for part, name in (("acls", "ACLs"), ("scram_users", "SCRAM users")):
         if saved_json is not None and part not in saved_json:
             access.notes.append(f"the backup could not read the cluster's {name} (see its warnings): none are restored")
+    access.notes.append(QUOTAS_NOT_SAVED)
     return access
+
+
+# Said by every --cluster-state restore: a backup cannot know whether the cluster had quotas, as
+# no Python client it can use reads them (docs/recovery-runbook.md).
+QUOTAS_NOT_SAVED = ("client quotas are not restored (backups cannot read them: confluent-kafka and kafka-python have "
+                    "no DescribeClientQuotas): set them on the target again with kafka-configs --alter "
+                    "--entity-type users|clients")
