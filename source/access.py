@@ -12,6 +12,12 @@ from ..core.cluster import target_access
 from ..core.text import iso
 from .restore import RestoreJob, RestorePlan
 
+# Said by every --cluster-state restore: a backup cannot know whether the cluster had quotas, as
+# no Python client it can use reads them (docs/recovery-runbook.md).
+QUOTAS_NOT_SAVED = ("client quotas are not restored (backups cannot read them: confluent-kafka and kafka-python have "
+                    "no DescribeClientQuotas): set them on the target again with kafka-configs --alter "
+                    "--entity-type users|clients")
+
 
 def plan_cluster_access(job: RestoreJob, plan: RestorePlan, passwords_file: str | None, merge: bool,
                         environ: Mapping[str, str] = os.environ) -> AccessPlan:
@@ -30,4 +36,6 @@ def plan_cluster_access(job: RestoreJob, plan: RestorePlan, passwords_file: str 
     for part, name in (("acls", "ACLs"), ("scram_users", "SCRAM users")):
         if saved_json is not None and part not in saved_json:
             access.notes.append(f"the backup could not read the cluster's {name} (see its warnings): none are restored")
+    access.notes.append(QUOTAS_NOT_SAVED)
     return access
+
