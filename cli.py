@@ -632,7 +632,7 @@ def list_backup(
     as_json: bool = typer.Option(False, "--json", help="Print the listing as JSON."),
 ) -> None:
     """List what a backup location holds, from its commit records."""
-    from .core.checkpoints import load_state
+    from .core.archive.checkpoints import load_state
     from .core.locations import open_store
 
     settings = _settings(config, None, store, None, [], uri, store_option)

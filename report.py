@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from .core.access import PASSWORD_ENV_PREFIX, AccessPlan, AccessState
-from .core.commits import BackupState, ObjectEntry
+from .core.archive.commits import BackupState, ObjectEntry
 from .core.text import iso, plural, rate, show_text, table, terminal_text, to_json
 
 if TYPE_CHECKING:  # the CLI imports this module at start; the library's modules only when a command runs

@@ -14,8 +14,8 @@ import json
 import tempfile
 import time
 
-from topicvault.core.commit_log import commit_with_checkpoint
-from topicvault.core.commits import BackupState, CommitRecord, PartitionRange
+from topicvault.core.archive.commit_log import commit_with_checkpoint
+from topicvault.core.archive.commits import BackupState, CommitRecord, PartitionRange
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation

@@ -21,9 +21,9 @@ import sys
 import time
 
 import boto3
-from topicvault.core.checkpoints import read_forward
-from topicvault.core.commit_log import commit_with_checkpoint
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, fold_commits
+from topicvault.core.archive.checkpoints import read_forward
+from topicvault.core.archive.commit_log import commit_with_checkpoint
+from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, fold_commits
 from topicvault.core.locations import open_store
 from topicvault.sink.datasource import ObjectsWritten
 from topicvault.sink.stream import ObjectStreamWriter

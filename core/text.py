@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-from .commits import CommitRecord
+from .archive.commits import CommitRecord
 
 
 def show_text(text: str) -> str:

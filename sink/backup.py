@@ -13,10 +13,11 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from ..core.access import changed_access
-from ..core.checkpoints import load_state
+from ..core.archive.checkpoints import load_state
+from ..core.archive.commit_log import append, backup_record
+from ..core.archive.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids
+from ..core.archive.leases import RunLease
 from ..core.cluster import group_offsets, read_access, topic_settings, with_clock_skew
-from ..core.commit_log import append, backup_record
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.faults import crash_after, crash_now
@@ -31,7 +32,6 @@ from ..core.kafka import (
     select_topics,
     topic_ids,
 )
-from ..core.leases import RunLease
 from ..core.locations import open_store
 from ..core.progress import counted
 from ..core.rotation import DEFAULT_MAX_BYTES, Rotation
@@ -233,7 +233,7 @@ def run_backup(spark, job: BackupJob, backup_plan: BackupPlan) -> BackupResult:
     started = time.monotonic()
     groups = backup_plan.task_groups(spark.sparkContext.defaultParallelism)
     # From before the first object to after the commit: a compact or expire leaves this run's
-    # objects alone, however long it runs (core.leases).
+    # objects alone, however long it runs (core.archive.leases).
     with RunLease(job.open_store(), job.run_id) if groups else nullcontext():
         results = [r for group in run_tasks(spark, lambda tasks: backup_group(job, tasks), groups) for r in group]
         extent = read_extent(backup_plan.partitions, results)

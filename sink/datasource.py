@@ -14,9 +14,9 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.checkpoints import load_state
-from ..core.commit_log import append, backup_record
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids
+from ..core.archive.checkpoints import load_state
+from ..core.archive.commit_log import append, backup_record
+from ..core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, check_topic_ids
 from ..core.crypto import Keyring
 from ..core.envelope import runs_by_partition
 from ..core.errors import TopicvaultError

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.checkpoints import load_state
-from ..core.commit_log import append, maintenance_record
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject
+from ..core.archive.checkpoints import load_state
+from ..core.archive.commit_log import append, maintenance_record
+from ..core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject
 from ..core.crypto import Keyring
 from ..core.errors import NoBackup, TopicvaultError
 from ..core.faults import crash_after, crash_now

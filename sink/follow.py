@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-from ..core.checkpoints import load_state, read_forward
-from ..core.commits import CommitRecord
+from ..core.archive.checkpoints import load_state, read_forward
+from ..core.archive.commits import CommitRecord
 from ..core.errors import TopicvaultError
 from ..core.restarts import RestartBudget, pause
 from ..core.spark import failure_reason

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from ..core.commits import BackupState, CommitRecord
+from ..core.archive.commits import BackupState, CommitRecord
 from ..core.errors import TopicvaultError
 
 # Micro-batch durations from sub-second (a few records) to the flush intervals people use.

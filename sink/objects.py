@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.commits import ObjectEntry
+from ..core.archive.commits import ObjectEntry
 from ..core.crypto import Keyring, ObjectBinding, is_sealed, seal, unseal
 from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..core.access import changed_access
-from ..core.commits import BackupState, ObjectEntry, PartitionRange, check_topic_ids
+from ..core.archive.commits import BackupState, ObjectEntry, PartitionRange, check_topic_ids
 from ..core.errors import TopicvaultError
 from .kafka_reader import OffsetRange
 

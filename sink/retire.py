@@ -13,13 +13,13 @@ Two kinds of object under a location are named by no current commit:
   `grace`.
 
 Why a running backup is safe: a backup or a compact writes its objects first and commits them
-at its end. While it runs its driver holds a lease (core.leases); the objects of a run with a
+at its end. While it runs its driver holds a lease (core.archive.leases); the objects of a run with a
 live lease are never orphans, however long it runs. Without a live lease (a killed run, one whose
 lease lapsed, or a DataFrame write or follower micro-batch, which hold none), an object is an
 orphan once it is older than the grace. The state is read forward after the
 listing, so any commit that landed before the deletes start is known, and again every
 DELETES_PER_STATE_READ deletes. A run whose objects were deleted that way finds them gone just
-before its commit (core.leases.check_objects_held) and fails, committing nothing, so a
+before its commit (core.archive.leases.check_objects_held) and fails, committing nothing, so a
 commit never names a deleted object (a compact retires nothing either). The one window left is
 a run without a live lease (lapsed, or a DataFrame write or micro-batch longer than the grace)
 committing between a state read and the delete of an object whose check came before that
@@ -38,17 +38,17 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..core.archive_keys import STATE_PREFIX
-from ..core.checkpoints import read_forward
-from ..core.commits import BackupState
+from ..core.archive.archive_keys import STATE_PREFIX
+from ..core.archive.checkpoints import read_forward
+from ..core.archive.commits import BackupState
+from ..core.archive.leases import expired_leases, live_runs
 from ..core.faults import crash_after, crash_now
-from ..core.leases import expired_leases, live_runs
 from ..core.store import ObjectStore
 from ..keys.codec import run_id_of
 
 DEFAULT_GRACE_MS = 24 * 3_600_000
 # Deletes between two reads forward of the state (one listing each): a run that commits an orphan
-# while a long collection deletes (its check, core.leases.check_objects_held, still saw the
+# while a long collection deletes (its check, core.archive.leases.check_objects_held, still saw the
 # object) is noticed within this many deletes, not only when the collection started.
 DELETES_PER_STATE_READ = 100
 

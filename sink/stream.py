@@ -18,9 +18,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from ..core.checkpoints import load_state
+from ..core.archive.checkpoints import load_state
+from ..core.archive.commits import BackupState, check_topic_ids
 from ..core.cluster import group_offsets, with_clock_skew
-from ..core.commits import BackupState, check_topic_ids
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
     KafkaSettings,

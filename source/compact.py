@@ -30,13 +30,13 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-from ..core.checkpoints import load_state
-from ..core.commit_log import append, maintenance_record
-from ..core.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject
+from ..core.archive.checkpoints import load_state
+from ..core.archive.commit_log import append, maintenance_record
+from ..core.archive.commits import BackupState, CommitRecord, ObjectEntry, RemovedObject
+from ..core.archive.leases import RunLease
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import NoBackup, TopicvaultError
 from ..core.faults import crash_after, crash_now
-from ..core.leases import RunLease
 from ..core.locations import open_store
 from ..core.rotation import Rotation
 from ..core.store import ObjectStore
@@ -164,7 +164,7 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
     run_id = new_run_id()  # per run, never per job: a job run twice must not write under the same keys
     commit_key = None
     # From before the first merged object to after the commit: another compact or an expire
-    # leaves them alone, however long this one runs (core.leases).
+    # leaves them alone, however long this one runs (core.archive.leases).
     with RunLease(store, run_id) if merges else nullcontext():
         rewritten = [(merge, _rewrite(store, codec, keyring, job, merge, run_id)) for merge in merges]
         done = [(merge, written) for merge, written in rewritten if written]

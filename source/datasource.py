@@ -14,7 +14,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
-from ..core.commits import ObjectEntry
+from ..core.archive.commits import ObjectEntry
 from ..core.envelope import runs_by_partition
 from ..core.errors import DATAFRAME_WORDING, TopicvaultError
 from ..core.faults import crash_after, crash_now

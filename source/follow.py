@@ -56,10 +56,10 @@ from dataclasses import dataclass, field, replace
 from itertools import groupby
 from typing import Callable
 
-from ..core.archive_keys import commit_key
-from ..core.checkpoints import read_forward
+from ..core.archive.archive_keys import commit_key
+from ..core.archive.checkpoints import read_forward
+from ..core.archive.commits import BackupState, CommitRecord, PartitionRange, lost_note
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
-from ..core.commits import BackupState, CommitRecord, PartitionRange, lost_note
 from ..core.errors import NoBackup, ObjectNotFound, TopicvaultError
 from ..core.restarts import RestartBudget, pause
 from ..core.spark import failure_reason

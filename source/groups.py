@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.checkpoints import load_state
+from ..core.archive.checkpoints import load_state
 from ..core.cluster import check_group_inactive, commit_group_offsets
 from ..core.errors import TopicvaultError
 from ..core.text import iso

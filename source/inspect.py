@@ -6,8 +6,8 @@ import base64
 import json
 from typing import Iterator
 
-from ..core.checkpoints import load_state
-from ..core.commits import ObjectEntry
+from ..core.archive.checkpoints import load_state
+from ..core.archive.commits import ObjectEntry
 from ..core.crypto import Keyring, ObjectBinding, is_sealed
 from ..core.envelope import Record, batch_to_records
 from ..core.errors import NoBackup, TopicvaultError

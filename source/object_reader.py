@@ -9,7 +9,7 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.commits import ObjectEntry
+from ..core.archive.commits import ObjectEntry
 from ..core.crypto import Keyring, ObjectBinding, is_sealed, open_data_key, refuse_plaintext, require_keys, unseal
 from ..core.envelope import ARROW_SCHEMA
 from ..core.errors import CLI_WORDING, CorruptObject, ObjectNotFound, TopicvaultError, Wording

@@ -19,9 +19,9 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
-from ..core.archive_keys import COMMITS_PREFIX, STATE_PREFIX
-from ..core.checkpoints import load_state
-from ..core.commits import BackupState, ObjectEntry, PartitionState
+from ..core.archive.archive_keys import COMMITS_PREFIX, STATE_PREFIX
+from ..core.archive.checkpoints import load_state
+from ..core.archive.commits import BackupState, ObjectEntry, PartitionState
 from ..core.crypto import Keyring
 from ..core.errors import CLI_WORDING, NoBackup, ObjectNotFound, TopicvaultError, Wording
 from ..core.store import ObjectStore

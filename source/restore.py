@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..core.access import AccessApplied
+from ..core.archive.commits import BackupState, ObjectEntry
 from ..core.cluster import (
     LOADING_CONFIGS,
     apply_access,
@@ -19,7 +20,6 @@ from ..core.cluster import (
     silent_isr_brokers,
     target_resume_settle_s,
 )
-from ..core.commits import BackupState, ObjectEntry
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.kafka import (

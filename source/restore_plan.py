@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from ..core.access import AccessPlan
-from ..core.archive_keys import legacy_restore_prefix
+from ..core.archive.archive_keys import legacy_restore_prefix
+from ..core.archive.commits import BackupState, ObjectEntry, PartitionState
 from ..core.cluster import LOADING_CONFIGS, TopicSettings
-from ..core.commits import BackupState, ObjectEntry, PartitionState
 from ..core.errors import NoBackup, TopicvaultError
 from ..formats.peers import NATIVE, Layout, layout_named
 from .object_reader import SkippedObject

@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.archive_keys import LEGACY_RESTORES_PREFIX, legacy_restore_prefix
+from ..core.archive.archive_keys import LEGACY_RESTORES_PREFIX, legacy_restore_prefix
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.store import ObjectStore
 

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.commits import ObjectEntry
+from ..core.archive.commits import ObjectEntry
 from ..core.envelope import batch_to_records, content_fingerprint, timestamps_ms
 from ..core.errors import TopicvaultError
 from ..core.instants import iso_to_epoch_ms

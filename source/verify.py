@@ -14,14 +14,14 @@ from typing import Callable
 
 import pyarrow.compute as pc
 
-from ..core.checkpoints import checkpoint_problems, damaged_checkpoint_files
-from ..core.commits import ObjectEntry, PartitionState, fold_commits
-from ..core.conditional_writes import conditional_writes_damage
+from ..core.archive.checkpoints import checkpoint_problems, damaged_checkpoint_files
+from ..core.archive.commits import ObjectEntry, PartitionState, fold_commits
+from ..core.archive.conditional_writes import conditional_writes_damage
+from ..core.archive.leases import damaged_leases
 from ..core.crypto import Keyring
 from ..core.envelope import RecordDigest
 from ..core.errors import NoBackup, TopicvaultError
 from ..core.kafka import KafkaSettings, metadata_consumer, watermarks
-from ..core.leases import damaged_leases
 from ..core.store import ObjectStore
 from ..sink.kafka_reader import OffsetRange, read_range
 from .object_reader import read_object, stored_bytes

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from clitools import assert_one_line_error, run_cli
 from legacy_archive import as_written_before_authentication, strip_authentication
-from topicvault.core import commit_log
-from topicvault.core.checkpoints import CHECKPOINTS_PREFIX, checkpoint_json, load_state
-from topicvault.core.commit_log import backup_record
-from topicvault.core.commits import (
+from topicvault.core.archive import commit_log
+from topicvault.core.archive.checkpoints import CHECKPOINTS_PREFIX, checkpoint_json, load_state
+from topicvault.core.archive.commit_log import backup_record
+from topicvault.core.archive.commits import (
     COMMITS_PREFIX,
     BackupState,
     PartitionRange,
@@ -256,7 +256,7 @@ def test_expire_of_an_encrypted_location_needs_the_key(tmp_path):
 
 def test_a_commit_with_group_offsets_keyed_by_partition_authenticates(tmp_path):
     # Integer dict keys sort differently once JSON made them strings: the MAC must not care.
-    from topicvault.core.commits import CommitRecord, write_commit
+    from topicvault.core.archive.commits import CommitRecord, write_commit
 
     keyring = keyring_of((key_spec(tmp_path),))
     store = LocalStore(str(tmp_path / "archive"))

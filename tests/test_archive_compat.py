@@ -15,7 +15,7 @@ from pathlib import Path
 
 from clitools import run_cli
 from kafkatools import consume_all
-from topicvault.core.checkpoints import load_state
+from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.envelope import Record, batch_to_records
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.locations import open_store

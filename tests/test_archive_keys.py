@@ -1,4 +1,4 @@
-"""Every key under `_topicvault/` is named in core.archive_keys, and the real writers use those names."""
+"""Every key under `_topicvault/` is named in core.archive.archive_keys, and the real writers use those names."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import ast
 from pathlib import Path
 
 from test_expire import HOUR, backdate_commits
-from topicvault.core import archive_keys
-from topicvault.core.archive_keys import KEY_KINDS, STATE_PREFIX, kind_of
-from topicvault.core.checkpoints import CHECKPOINT_INTERVAL, load_state
+from topicvault.core.archive import archive_keys
+from topicvault.core.archive.archive_keys import KEY_KINDS, STATE_PREFIX, kind_of
+from topicvault.core.archive.checkpoints import CHECKPOINT_INTERVAL, load_state
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
@@ -19,7 +19,7 @@ from topicvault.sink.expire import expire
 from topicvault.sink.objects import write_objects
 from topicvault.source.compact import CompactJob, compact
 
-PACKAGE_ROOT = Path(archive_keys.__file__).resolve().parent.parent
+PACKAGE_ROOT = Path(archive_keys.__file__).resolve().parents[2]  # core/archive/ -> the package
 T0 = 1_700_000_000_000
 
 
@@ -93,12 +93,12 @@ def test_the_named_keys_match_their_own_kinds():
 
 
 def test_no_module_but_archive_keys_spells_a_key_under_topicvault():
-    """Key names come from core.archive_keys: a string starting `_topicvault/` anywhere else in the
+    """Key names come from core.archive.archive_keys: a string starting `_topicvault/` anywhere else in the
     package (messages and docs may still name the folder) is a key spelled twice."""
     spelled = []
     for path in sorted(PACKAGE_ROOT.rglob("*.py")):
         relative = path.relative_to(PACKAGE_ROOT)
-        if relative.parts[0] in ("tests", "benchmarks", ".venv") or relative == Path("core/archive_keys.py"):
+        if relative.parts[0] in ("tests", "benchmarks", ".venv") or relative == Path("core/archive/archive_keys.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(STATE_PREFIX):

@@ -218,7 +218,7 @@ def test_a_transaction_holding_back_a_partition_since_the_last_backup_is_warned_
     holds back everything after it while the high watermark runs on, and retention may delete
     those records before they are backed up. A run whose LSO did not move since the last commit
     says so; one that moved (transactions commit and new ones open) says nothing."""
-    from topicvault.core.commits import BackupState, CommitRecord, PartitionRange
+    from topicvault.core.archive.commits import BackupState, CommitRecord, PartitionRange
     from topicvault.sink.plan import ClusterRead, plan_backup
 
     state = BackupState()

@@ -12,8 +12,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from harness_broker import TANSU_KINDS
 from kafkatools import consume_all, create_topic, produce_records
-from topicvault.core.checkpoints import load_state
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
+from topicvault.core.archive.checkpoints import load_state
+from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
@@ -299,7 +299,7 @@ def test_a_log_rewritten_below_the_archive_end_stops_the_backup_instead_of_splic
 
 
 def test_a_last_record_is_kept_until_the_end_moves_without_one():
-    from topicvault.core.commits import BackupState, PartitionRange
+    from topicvault.core.archive.commits import BackupState, PartitionRange
 
     state = BackupState()
     first = CommitRecord(1, 0, (PartitionRange("t", 0, 0, 10),), (), last_records={"t:0": (9, 4)})

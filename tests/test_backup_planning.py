@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from topicvault.core.commit_log import backup_record
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
+from topicvault.core.archive.commit_log import backup_record
+from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
 from topicvault.sink.kafka_reader import OffsetRange
 from topicvault.sink.plan import ClusterRead, plan_backup, split_range

@@ -17,7 +17,7 @@ import pytest
 from clitools import run_cli
 from harness_s3 import logged_requests, moto_server
 from stores import CountingStore, FaultyStore
-from topicvault.core.checkpoints import (
+from topicvault.core.archive.checkpoints import (
     CHECKPOINT_INTERVAL,
     LAST_CHECKPOINT_KEY,
     checkpoint_json,
@@ -27,8 +27,8 @@ from topicvault.core.checkpoints import (
     read_forward,
     state_fingerprint,
 )
-from topicvault.core.commit_log import commit_with_checkpoint
-from topicvault.core.commits import (
+from topicvault.core.archive.commit_log import commit_with_checkpoint
+from topicvault.core.archive.commits import (
     BackupState,
     CommitRecord,
     ObjectEntry,
@@ -36,7 +36,7 @@ from topicvault.core.commits import (
     commit_key,
     fold_commits,
 )
-from topicvault.core.conditional_writes import conditional_writes
+from topicvault.core.archive.conditional_writes import conditional_writes
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LocalStore
 from topicvault.core.locations import open_store
@@ -284,7 +284,7 @@ def test_requests_of_ls_and_of_a_micro_batch_do_not_grow_with_commits(counted_s3
     # checkpoint: 5; 10 folds 10 commits: 13), and 60 and 510 (10 after a checkpoint) are equal.
     assert len(ls) == expected_state_reads(history), "\n".join(ls)
     # Commit: the state read, the GET of whether the store honours conditional writes, one
-    # listing of the object's folder (it still exists, see core.leases.check_objects_held) and one PUT;
+    # listing of the object's folder (it still exists, see core.archive.leases.check_objects_held) and one PUT;
     # read-forward: one listing and one GET.
     assert len(batch) == expected_state_reads(history) + 1 + 1 + 1 + 2, batch
     assert len(ls) <= 5 + CHECKPOINT_INTERVAL - 1

@@ -24,8 +24,8 @@ from confluent_kafka.admin import (
 )
 from kafkatools import consume_all, create_topic, produce_records
 from topicvault.core.access import AccessState, Acl, ScramUser, plan_access, scram_passwords
+from topicvault.core.archive.commits import BackupState, CommitRecord
 from topicvault.core.cluster import binding_of
-from topicvault.core.commits import BackupState, CommitRecord
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_kafka import LocalKafka

@@ -17,10 +17,10 @@ from clitools import assert_one_line_error, run_cli
 from kafkatools import consume_all, produce_records, produce_until
 from nasty import nasty_records
 from test_expire import backdate_commits
-from topicvault.core.commits import fold_commits
+from topicvault.core.archive.commits import fold_commits
+from topicvault.core.archive.leases import LEASE_TTL_MS, LEASES_PREFIX
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
-from topicvault.core.leases import LEASE_TTL_MS, LEASES_PREFIX
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.sink.expire import expire
@@ -303,7 +303,7 @@ def test_a_restore_planned_before_a_compact_whose_grace_passed_stops_clearly_the
 
 
 def test_compact_on_s3_deletes_only_what_no_commit_needs(bootstrap, spark, topic_factory, s3_uri):
-    from topicvault.core.checkpoints import load_state
+    from topicvault.core.archive.checkpoints import load_state
     from topicvault.core.locations import open_store
 
     topic = topic_factory(1, prefix="compact-s3")

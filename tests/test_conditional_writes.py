@@ -21,11 +21,11 @@ import pytest
 from clitools import run_cli
 from stores import FaultyStore
 from test_maintenance_commits import T, backup, commit, entry, three_small_objects
-from topicvault.core import conditional_writes as cw
-from topicvault.core.archive_keys import CONDITIONAL_WRITES_KEY, commit_key
-from topicvault.core.checkpoints import load_state
-from topicvault.core.commit_log import append
-from topicvault.core.commits import BackupState, CommitRecord, RemovedObject, fold_commits
+from topicvault.core.archive import conditional_writes as cw
+from topicvault.core.archive.archive_keys import CONDITIONAL_WRITES_KEY, commit_key
+from topicvault.core.archive.checkpoints import load_state
+from topicvault.core.archive.commit_log import append
+from topicvault.core.archive.commits import BackupState, CommitRecord, RemovedObject, fold_commits
 from topicvault.core.errors import PreconditionFailed, TopicvaultError
 from topicvault.core.local_store import LocalStore
 

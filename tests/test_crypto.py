@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 from legacy_archive import seal_v1
-from topicvault.core.commits import CommitRecord, ObjectEntry
+from topicvault.core.archive.commits import CommitRecord, ObjectEntry
 from topicvault.core.crypto import (
     FileKey,
     Keyring,

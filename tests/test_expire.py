@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from clitools import assert_one_line_error, run_cli
 from kafkatools import consume_all, produce_records
-from topicvault.core.commits import BackupState, ObjectEntry, PartitionState, fold_commits
+from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState, fold_commits
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
 from topicvault.sink.expire import plan_expire
@@ -146,7 +146,7 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
     import time
     import types
 
-    from topicvault.core import commit_log
+    from topicvault.core.archive import commit_log
     from topicvault.sink.datasource import commit_written
     from topicvault.sink.expire import expire
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from clitools import assert_one_line_error, run_cli
 from kafkatools import produce_records
 from test_metrics import free_port, samples
-from topicvault.core.checkpoints import load_state
-from topicvault.core.commits import load_commits
+from topicvault.core.archive.checkpoints import load_state
+from topicvault.core.archive.commits import load_commits
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
 

@@ -1,5 +1,5 @@
 """Garbage collection beside a running backup or compact. A run longer than the grace keeps its
-objects while its lease lives (core.leases) and commits. Should its lease lapse, a compact or
+objects while its lease lives (core.archive.leases) and commits. Should its lease lapse, a compact or
 expire deletes its objects as orphans (older than the grace and named by no commit yet); the
 run must then fail with one line, committing nothing, never commit a hole.
 
@@ -16,12 +16,12 @@ import pytest
 from kafkatools import produce_records
 from nasty import nasty_records
 from stores import CountingStore, FaultyStore
-from topicvault.core.checkpoints import load_state
-from topicvault.core.commit_log import append
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
+from topicvault.core.archive.checkpoints import load_state
+from topicvault.core.archive.commit_log import append
+from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
+from topicvault.core.archive.leases import LEASE_TTL_MS, LEASES_PREFIX, RunLease, lease_key
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
-from topicvault.core.leases import LEASE_TTL_MS, LEASES_PREFIX, RunLease, lease_key
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.core.store import missing_objects
@@ -272,7 +272,7 @@ class PutsRefused:
 def test_a_lease_renewal_that_fails_is_reported_once_and_its_recovery_too(tmp_path, caplog):
     refused = PutsRefused()
     store = FaultyStore(LocalStore(str(tmp_path / "loc")), before_put=refused)
-    with caplog.at_level("WARNING", logger="topicvault.core.leases"):
+    with caplog.at_level("WARNING", logger="topicvault.core.archive.leases"):
         with RunLease(store, "r00000000000e", renew_every_s=0.02):
             deadline = time.monotonic() + 30
             while refused.puts < 6 and time.monotonic() < deadline:

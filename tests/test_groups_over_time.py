@@ -12,7 +12,7 @@ from clitools import run_cli
 from confluent_kafka import Producer
 from kafkatools import consume_all, produce_records
 from test_cluster_state import as_tuple, commit_offsets, committed, record_at
-from topicvault.core.commits import BackupState, CommitRecord
+from topicvault.core.archive.commits import BackupState, CommitRecord
 from topicvault.core.envelope import Record
 
 
@@ -138,7 +138,7 @@ def test_group_history_of_other_topics_survives_a_run_on_one_topic():
 
 
 def test_group_history_is_capped_by_thinning_the_oldest_half():
-    from topicvault.core.commits import MAX_GROUP_SNAPSHOTS
+    from topicvault.core.archive.commits import MAX_GROUP_SNAPSHOTS
 
     state = BackupState()
     for sequence in range(1, MAX_GROUP_SNAPSHOTS + 2):
@@ -150,8 +150,8 @@ def test_group_history_is_capped_by_thinning_the_oldest_half():
 
 
 def test_follow_saves_group_offsets_with_each_micro_batch_that_changed_them(bootstrap, spark, topic_factory, tmp_path):
-    from topicvault.core.checkpoints import load_state
-    from topicvault.core.commits import load_commits
+    from topicvault.core.archive.checkpoints import load_state
+    from topicvault.core.archive.commits import load_commits
     from topicvault.core.kafka import KafkaSettings
     from topicvault.core.locations import open_store
     from topicvault.sink.backup import BackupJob

@@ -26,7 +26,7 @@ from kafkatools import (
 )
 from test_cluster_state import as_tuple, commit_offsets, committed, record_at
 from test_restore_guards import describe
-from topicvault.core.commits import fold_commits
+from topicvault.core.archive.commits import fold_commits
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_kafka import LocalKafka, kafka_jars

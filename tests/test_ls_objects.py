@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from clitools import run_cli
-from topicvault.core.commit_log import commit_with_checkpoint
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
+from topicvault.core.archive.commit_log import commit_with_checkpoint
+from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.local_store import LocalStore
 
 # Stored bytes of each partition's objects: p0 odd count, p1 even count, p2 one object.

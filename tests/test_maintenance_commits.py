@@ -7,9 +7,9 @@ import json
 
 import pytest
 from stores import FaultyStore
-from topicvault.core.checkpoints import CHECKPOINT_INTERVAL, load_state
-from topicvault.core.commit_log import append, commit_with_checkpoint
-from topicvault.core.commits import (
+from topicvault.core.archive.checkpoints import CHECKPOINT_INTERVAL, load_state
+from topicvault.core.archive.commit_log import append, commit_with_checkpoint
+from topicvault.core.archive.commits import (
     BackupState,
     CommitRecord,
     ObjectEntry,

@@ -18,7 +18,7 @@ from dataclasses import replace
 import pyarrow as pa
 import pytest
 from nasty import nasty_records
-from topicvault.core.commits import ObjectEntry
+from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import batch_to_records, records_to_batch
 from topicvault.core.errors import ObjectNotFound
 from topicvault.core.local_store import LocalStore

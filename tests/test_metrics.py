@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
+from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
 from topicvault.sink.metrics import FollowMetrics, MetricsServer, batch_durations, own_commits
 

@@ -12,7 +12,7 @@ import re
 
 import pyarrow as pa
 import pytest
-from topicvault.core.commits import ObjectEntry
+from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import Record, batch_to_records, records_to_batch
 from topicvault.core.errors import CorruptObject
 from topicvault.core.locations import open_store

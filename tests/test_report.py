@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from topicvault import report
 from topicvault.core import text
-from topicvault.core.commits import BackupState, ObjectEntry, PartitionRange, PartitionState
+from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionRange, PartitionState
 from topicvault.sink.backup import BackupResult
 from topicvault.sink.expire import ExpireResult, Expiry
 from topicvault.sink.kafka_reader import OffsetRange

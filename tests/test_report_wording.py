@@ -8,8 +8,8 @@ import types
 
 from topicvault import report
 from topicvault.core import text
+from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionState
 from topicvault.core.cluster import TopicSettings
-from topicvault.core.commits import BackupState, CommitRecord, ObjectEntry, PartitionState
 from topicvault.sink.plan import BackupPlan, PartitionPlan
 from topicvault.source.follow import FollowRound, PartitionLag
 from topicvault.source.restore_plan import _plan_topic_settings

@@ -139,7 +139,7 @@ def test_a_restore_whose_state_predates_source_starts_is_not_resumed_after_an_ex
 def test_a_standby_names_a_range_a_later_backup_records_as_lost_in_the_round_that_steps_over_it_once(
         bootstrap, spark, topic_factory, tmp_path):
     from test_restore_follow import Standby
-    from topicvault.core.checkpoints import load_state
+    from topicvault.core.archive.checkpoints import load_state
     from topicvault.core.kafka import topic_ids
     from topicvault.sink.backup import BackupJob, run_backup
     from topicvault.sink.plan import ClusterRead, plan_backup

@@ -20,7 +20,7 @@ from kafkatools import consume_all, produce_records, produce_until
 from nasty import nasty_records
 from test_cluster_state import commit_offsets, committed
 from test_peer_layouts import FIELDS, aiven_csv
-from topicvault.core.commits import BackupState, ObjectEntry, PartitionState
+from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from topicvault.core.commits import ObjectEntry
+from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import Record, batch_to_records, content_fingerprint, records_to_batch
 from topicvault.core.errors import TopicvaultError
 from topicvault.source.offset_map import OffsetMap, recording

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from topicvault.core.commits import BackupState, ObjectEntry, PartitionState
+from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
 from topicvault.core.errors import NoBackup, TopicvaultError
 from topicvault.formats.peers import LAYOUTS, NATIVE
 from topicvault.source.object_reader import SkippedObject

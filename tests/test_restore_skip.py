@@ -16,7 +16,7 @@ from nasty import nasty_records
 from test_cluster_state import commit_offsets, committed
 from test_crash import run_cli_process, strip
 from test_object_reader import store_object
-from topicvault.core.commits import ObjectEntry
+from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import Record, batch_to_records
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings

@@ -19,7 +19,7 @@ from kafkatools import consume_all, produce_records
 from test_expire import backdate_commits
 from test_restore_follow import Standby, backup_now, exact
 from test_restore_guards import LOADING, describe, edit_saved_configs
-from topicvault.core.checkpoints import load_state
+from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings

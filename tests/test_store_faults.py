@@ -29,6 +29,6 @@ def test_permanent_failure_names_the_object_and_the_s3_code(bootstrap, spark, to
         out = run_cli("backup", "-b", bootstrap, "--to", s3_uri, "-t", topic, "-S", f"endpoint_url={proxy.url}",
                       expect_exit=1)
     error = [line for line in out.splitlines() if line.startswith("error:")]
-    # The run's first write is its lease (core.leases), before any record is read.
+    # The run's first write is its lease (core.archive.leases), before any record is read.
     assert len(error) == 1 and "AccessDenied" in error[0] and "_topicvault/leases/r" in error[0], out
     assert "no backup at" in run_cli("ls", s3_uri, expect_exit=1)

@@ -5,7 +5,7 @@ an escape sequence in them must not reach the terminal as one."""
 from __future__ import annotations
 
 from clitools import run_cli
-from topicvault.core.commits import CommitRecord, PartitionRange, write_commit
+from topicvault.core.archive.commits import CommitRecord, PartitionRange, write_commit
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
 from topicvault.source.inspect import text_line

@@ -76,8 +76,8 @@ def test_verify_finds_a_backup_that_differs_from_the_live_topic(bootstrap, backe
 
 def _plant_checkpoint(location: Path) -> tuple[Path, Path]:
     """A checkpoint after commit 1 and its pointer, as a committer writes them at commit 50."""
-    from topicvault.core.checkpoints import LAST_CHECKPOINT_KEY, checkpoint_json, checkpoint_key
-    from topicvault.core.commits import fold_commits
+    from topicvault.core.archive.checkpoints import LAST_CHECKPOINT_KEY, checkpoint_json, checkpoint_key
+    from topicvault.core.archive.commits import fold_commits
     from topicvault.core.local_store import LocalStore
 
     store = LocalStore(str(location))

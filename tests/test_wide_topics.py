@@ -98,7 +98,7 @@ def test_wide_topic_round_trip_is_exact(bootstrap, spark, topic_factory, tmp_pat
 
 
 def _objects_bytes(job) -> dict[tuple[str, int, int], bytes]:
-    from topicvault.core.checkpoints import load_state
+    from topicvault.core.archive.checkpoints import load_state
 
     store = job.open_store()
     state = load_state(store)
@@ -133,7 +133,7 @@ def test_grouped_objects_are_byte_identical_to_one_task_per_partition_even_over_
 def test_grouped_task_reports_each_partition_where_it_really_stopped(bootstrap, spark, topic_factory, tmp_path):
     # A partition whose broker-reported end was too high (simulated by the plan) ends short;
     # the other partitions of the same task are still read and committed whole.
-    from topicvault.core.checkpoints import load_state
+    from topicvault.core.archive.checkpoints import load_state
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
     from topicvault.sink.plan import PartitionPlan
 
@@ -228,7 +228,7 @@ def test_read_ranges_over_budget_finishes_one_partition_before_the_next(bootstra
 def test_streaming_micro_batch_over_many_partitions_runs_one_task_per_core_and_writes_the_fused_objects(
         bootstrap, spark, topic_factory, tmp_path):
     # What `backup --follow` runs: readStream topicvault-kafka -> writeStream topicvault.
-    from topicvault.core.checkpoints import load_state
+    from topicvault.core.archive.checkpoints import load_state
     from topicvault.core.locations import open_store
     from topicvault.core.rotation import Rotation
     from topicvault.sink.backup import BackupJob, plan_run, run_backup

@@ -37,11 +37,11 @@ import types
 import typing
 from typing import Any, Callable
 
+from ..crypto import AUTHENTICATION_FIELD, Keyring, Unauthenticated, authentication, check_authentication
+from ..errors import ObjectNotFound, TopicvaultError
+from ..store import ObjectInfo, ObjectStore
 from .archive_keys import CHECKPOINTS_PREFIX, COMMITS_PREFIX, LAST_CHECKPOINT_KEY, checkpoint_key, commit_key
 from .commits import BackupState, CommitRecord, fold_records
-from .crypto import AUTHENTICATION_FIELD, Keyring, Unauthenticated, authentication, check_authentication
-from .errors import ObjectNotFound, TopicvaultError
-from .store import ObjectInfo, ObjectStore
 
 CHECKPOINT_INTERVAL = 50
 # Bump when BackupState.apply changes meaning without a change of fields: older checkpoints

@@ -39,9 +39,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ..errors import ObjectNotFound, PreconditionFailed, TopicvaultError
+from ..store import ObjectStore
 from .archive_keys import COMMIT_TURNS_PREFIX, CONDITIONAL_WRITES_KEY, commit_turn_key, probe_key
-from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from .store import ObjectStore
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,9 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable
 
+from ..crypto import Keyring
+from ..errors import TopicvaultError
+from ..store import ObjectStore
 from .checkpoints import CHECKPOINT_INTERVAL, read_forward, write_checkpoint
 from .commits import (
     BackupState,
@@ -34,10 +37,7 @@ from .commits import (
     write_commit_bytes,
 )
 from .conditional_writes import commit_turn
-from .crypto import Keyring
-from .errors import TopicvaultError
 from .leases import check_objects_held
-from .store import ObjectStore
 
 # How often a writer re-reads the state and rebuilds its record after losing a race.
 COMMIT_ATTEMPTS = 5

@@ -31,9 +31,8 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from .access import check_access_json
-from .archive_keys import COMMITS_PREFIX, commit_key
-from .crypto import (
+from ..access import check_access_json
+from ..crypto import (
     AUTHENTICATION_FIELD,
     CONTAINER_V2,
     MAGIC,
@@ -43,8 +42,9 @@ from .crypto import (
     check_authentication,
     container_version,
 )
-from .errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from .store import ObjectInfo, ObjectStore
+from ..errors import ObjectNotFound, PreconditionFailed, TopicvaultError
+from ..store import ObjectInfo, ObjectStore
+from .archive_keys import COMMITS_PREFIX, commit_key
 
 log = logging.getLogger(__name__)
 

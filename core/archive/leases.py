@@ -31,10 +31,10 @@ import threading
 import time
 from collections.abc import Iterable
 
+from ..errors import ObjectNotFound, TopicvaultError
+from ..store import ObjectInfo, ObjectStore
 from .archive_keys import LEASES_PREFIX, lease_key
 from .commits import CommitRecord
-from .errors import ObjectNotFound, TopicvaultError
-from .store import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
 
