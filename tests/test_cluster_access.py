@@ -252,13 +252,9 @@ EXPECTED_MATRIX = {"alice writes orders": True, "alice writes payments": False, 
                    "bob reads payments": False, "bob reads orders in another group": False}
 
 
-def populate(kafka: LocalKafka) -> None:
-    """Two topics with records, alice (SCRAM-SHA-256) may write one, bob (SCRAM-SHA-512) read one in his group;
-    bob's group has committed offsets."""
-    for topic in ("orders", "payments"):
-        create_topic(kafka.bootstrap, topic, 1, {"retention.ms": "-1"})
-        produce_records(kafka.bootstrap, topic, [Record(topic, 0, i, b"k%d" % i, b"v%d" % i, BASE + i, 0, ())
-                                                for i in range(5)])
+def alice_and_bob(kafka: LocalKafka, *more_acls) -> None:
+    """SCRAM users alice (SCRAM-SHA-256, 8192 iterations) and bob (SCRAM-SHA-512, 4096): alice may write
+    `orders`, bob read topics named `ord…` in his group bob-g (and `more_acls`)."""
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     upserts = [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
                                             PASSWORDS["alice"].encode()),
@@ -267,7 +263,17 @@ def populate(kafka: LocalKafka) -> None:
     for future in admin.alter_user_scram_credentials(upserts).values():
         future.result(30)
     set_acls(kafka, acl("orders", "User:alice", "WRITE"), acl("ord", "User:bob", "READ", pattern="PREFIXED"),
-             acl("bob-g", "User:bob", "READ", resource="GROUP"))
+             acl("bob-g", "User:bob", "READ", resource="GROUP"), *more_acls)
+
+
+def populate(kafka: LocalKafka) -> None:
+    """Two topics with records, alice (SCRAM-SHA-256) may write one, bob (SCRAM-SHA-512) read one in his group;
+    bob's group has committed offsets."""
+    for topic in ("orders", "payments"):
+        create_topic(kafka.bootstrap, topic, 1, {"retention.ms": "-1"})
+        produce_records(kafka.bootstrap, topic, [Record(topic, 0, i, b"k%d" % i, b"v%d" % i, BASE + i, 0, ())
+                                                for i in range(5)])
+    alice_and_bob(kafka)
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "bob-g"})
     consumer.commit(offsets=[TopicPartition("orders", 0, 3)], asynchronous=False)
     consumer.close()

@@ -19,9 +19,6 @@ from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
     ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 from kafkatools import consume_all, create_topic, produce_records, set_client_quotas
 from test_cluster_access import (
@@ -30,8 +27,8 @@ from test_cluster_access import (
     access_matrix,
     acl,
     admin_settings,
+    alice_and_bob,
     all_acls,
-    set_acls,
 )
 from topicvault.core.envelope import Record
 from topicvault.core.local_kafka import LocalKafka
@@ -57,15 +54,7 @@ def populate(kafka: LocalKafka) -> None:
     for topic, partitions in TOPICS.items():
         create_topic(kafka.bootstrap, topic, partitions, CONFIGS[topic], replication_factor=3)
         produce_records(kafka.bootstrap, topic, records(topic, partitions))
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    upserts = [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
-                                            PASSWORDS["alice"].encode()),
-               UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                            PASSWORDS["bob"].encode())]
-    for future in admin.alter_user_scram_credentials(upserts).values():
-        future.result(30)
-    set_acls(kafka, acl("orders", "User:alice", "WRITE"), acl("ord", "User:bob", "READ", pattern="PREFIXED"),
-             acl("bob-g", "User:bob", "READ", resource="GROUP"), *EXTRA_ACLS)
+    alice_and_bob(kafka, *EXTRA_ACLS)
     for group, offsets in GROUPS.items():
         consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group})
         consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
