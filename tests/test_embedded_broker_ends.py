@@ -78,6 +78,7 @@ def test_the_end_a_backup_plans_to_is_found_while_writes_outpace_its_read(bootst
     for p in (0, 1):
         end = found["ends"][(topic, p)]
         # A record boundary past the reported end, every record below it there.
-        assert reported[(topic, p)] < end <= len(source[p]), (p, end, reported)
+        # (the reported end itself if the partition gave no record within the read's longer wait)
+        assert reported[(topic, p)] <= end <= len(source[p]), (p, end, reported)
         assert [r.offset for r in source[p][:end]] == list(range(end))
     print(f"ends {found['ends']} from {reported} in {took_s:.1f} s")
