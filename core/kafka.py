@@ -450,8 +450,8 @@ def read_to_eof(consumer: Consumer, starts: Mapping[tuple[str, int], int], idle_
             if chase_s is not None:  # checked between fetched rounds: a batch in hand is taken whole
                 now = time.monotonic()
                 open_partitions -= {where for where, at in first_record_at.items() if now - at > chase_s}
-                # A partition that gave no record yet while its EOF never came (seen once in CI, under a
-                # fetch starved by another partition's records) ends where it started after a longer wait.
+                # A partition that gave no record yet while its EOF never came (seen once in CI; why its
+                # fetches brought nothing for 30 s is not known) ends where it started after a longer wait.
                 if now - read_started > NO_RECORD_CHASE_FACTOR * chase_s:
                     open_partitions -= {where for where in open_partitions if where not in first_record_at}
                 if not open_partitions:

@@ -323,11 +323,14 @@ def plan_restore(job: RestoreJob, topics: list[str] | tuple[str, ...] | RestoreR
 
 
 def _layout_notes(store: ObjectStore, job: RestoreJob, layout: Layout, archive: BackupState,
-                  ignored: list[str]) -> tuple[str, ...]:
+                  ignored: list[str], seen_before: bool) -> tuple[str, ...]:
     """What the restore says of the layout: what it keeps and loses, objects left out, and a hint when
-    a peer's header values look base64 while they are read as text."""
+    a peer's header values look base64 while they are read as text. The hint reads up to
+    HEADER_HINT_OBJECTS objects, so a standby round after one that saw the objects (`seen_before`)
+    does not read them again."""
     notes = layout_notes(layout, job.peer_options, job.layout == AUTO, ignored)
-    hint = None if layout.commit_log else header_encoding_hint(store, layout.name, job.peer_options, archive)
+    hint = None if layout.commit_log or seen_before else header_encoding_hint(store, layout.name,
+                                                                               job.peer_options, archive)
     return tuple(notes + ([hint] if hint else []))
 
 
@@ -346,7 +349,7 @@ def gather_facts(job: RestoreJob, request: RestoreRequest) -> RestoreFacts:
     maps_needed = saved is not None and (request.continue_saved or saved.source_starts is None)
     return RestoreFacts(
         job.store_uri, layout, archive, target, restore_id,
-        int(time.time() * 1000), _layout_notes(store, job, layout, archive, ignored), saved,
+        int(time.time() * 1000), _layout_notes(store, job, layout, archive, ignored, bool(request.peer_objects_seen)), saved,
         records.state.uri,
         legacy_state_planted=bool(request.restore_id and saved is None and records.planted_in_archive(restore_id)),
         saved_maps=saved_offset_maps(records, restore_id) if maps_needed else {},
