@@ -16,6 +16,13 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 engine_start() {
     mkdir -p "$RUN_DIR"
+    # A second start without a stop must not leave the first service running unowned.
+    engine_stop
+    # This run's containers are named with this prefix (tests/harness_broker.py), so the stop
+    # removes only them, never another checkout's or session's containers of the same images.
+    TOPICVAULT_CONTAINER_PREFIX="topicvault-test-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')-"
+    export TOPICVAULT_CONTAINER_PREFIX
+    echo "$TOPICVAULT_CONTAINER_PREFIX" >"$RUN_DIR/container-prefix"
     if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
         echo "broker-engine: installing podman and runc"
         as_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq podman runc \
@@ -45,9 +52,11 @@ engine_start() {
 }
 
 engine_stop() {
-    if command -v podman >/dev/null 2>&1; then
-        ids=$(podman ps -aq --filter "ancestor=$IMAGE" --filter "ancestor=$KAFKA_IMAGE" 2>/dev/null)
+    if command -v podman >/dev/null 2>&1 && [ -f "$RUN_DIR/container-prefix" ]; then
+        # Containers a killed test left behind: only this run's (named by its prefix).
+        ids=$(podman ps -aq --filter "name=^$(cat "$RUN_DIR/container-prefix")" 2>/dev/null)
         [ -n "$ids" ] && podman rm -f $ids >/dev/null 2>&1
+        rm -f "$RUN_DIR/container-prefix"
     fi
     if [ -f "$RUN_DIR/podman-service.pid" ]; then
         pid=$(cat "$RUN_DIR/podman-service.pid")

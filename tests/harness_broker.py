@@ -55,7 +55,8 @@ def _start_broker_container(image: str, command, timeout_s: float, log_dir: Path
     port = free_port()
     # Kafka clients must be told the host-side port: the broker advertises it. The name finds a
     # container whose start failed half-way (created, never started) to remove it.
-    name = f"topicvault-test-{uuid.uuid4().hex[:12]}"
+    # The prefix is the run's (ci/broker-engine.sh), so its stop removes only this run's leftovers.
+    name = f"{os.environ.get('TOPICVAULT_CONTAINER_PREFIX', 'topicvault-test-')}{uuid.uuid4().hex[:12]}"
     container = DockerContainer(image).with_name(name).with_command(command(port)).with_bind_ports(9092, port)
     try:
         container.start()

@@ -288,7 +288,13 @@ class LiveTraffic:
                 i += 1
             producer.poll(0)
             time.sleep(self.pause_s)
-        producer.flush(150)
+        try:
+            producer.flush(150)
+        except (KafkaException, SystemError) as exc:
+            # After an unclean election the idempotent producer's state is fatal: flush raises
+            # (SystemError when a delivery report came with the fatal error set). What was not
+            # acknowledged is not in `acked`; say why instead of dying on the thread.
+            self.failed.append(f"flush: {exc}")
         self._sort_acked()
 
     def _sort_acked(self) -> None:

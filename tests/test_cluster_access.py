@@ -204,8 +204,10 @@ def can_consume(config: dict, topic: str, group: str) -> KafkaError | None:
 
     The commit comes first: it needs Read on the group and the topic, and a refusal is answered
     at once (a fetch the broker refuses is only logged by librdkafka, and the poll would time out)."""
+    # A group the user may not read: librdkafka never finds its coordinator and gives up on the
+    # commit after session.timeout.ms (45 s by default). An allowed commit takes ~1 s.
     consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "log_level": 0})
+                         "session.timeout.ms": 10000, "log_level": 0})
     try:
         refused = [tp.error for tp in consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
                    if tp.error is not None]
