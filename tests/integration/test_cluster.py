@@ -22,7 +22,7 @@ from clitools import run_cli
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 

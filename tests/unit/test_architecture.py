@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # The entry points, and what the CLI prints (report: beside the commands, above the types it prints).
 ROOT_MODULES_ALLOWED = {"__init__", "__main__", "cli", "datasources", "report"}
 # keys/ and formats/ turn bytes and names into records and back; they know nothing of these.

@@ -17,7 +17,7 @@ import pytest
 from kafkatools import consume_all
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def quick_start() -> list[str]:

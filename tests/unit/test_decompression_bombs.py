@@ -68,7 +68,7 @@ def test_the_measure_is_the_child_s_own_peak_not_its_parent_s():
 
 # One record whose value is 1 GiB of zeros, written by tests/data/bombs/make_bombs.py (building them
 # takes GiBs of memory for a moment, so they are kept as files).
-BOMBS = Path(__file__).parent / "data" / "bombs"
+BOMBS = Path(__file__).parents[1] / "data" / "bombs"
 
 
 @pytest.mark.parametrize("name,compression", [("parquet", "zstd"), ("avro", "deflate")])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOT_SHIPPED = {"tests", "benchmarks", ".venv", ".git", "ci", ".ci", ".tv-run"}
 
 

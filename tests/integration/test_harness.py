@@ -67,7 +67,7 @@ def test_a_killed_owner_takes_its_broker_and_s3_server_with_it(tmp_path):
     script = tmp_path / "owner.py"
     script.write_text(textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path.insert(0, {str(Path(__file__).parents[1])!r})
         from pathlib import Path
         from harness_s3 import moto_server
         from topicvault.core.embedded_broker import EmbeddedBroker

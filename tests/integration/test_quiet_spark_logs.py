@@ -15,7 +15,7 @@ from kafkatools import produce_records
 from nasty import nasty_records
 
 VENV_BIN = Path(sys.executable).parent
-MAIN = Path(__file__).resolve().parents[1] / "__main__.py"  # what `python -c 'import topicvault.__main__ ...'` names
+MAIN = Path(__file__).resolve().parents[2] / "__main__.py"  # what `python -c 'import topicvault.__main__ ...'` names
 SPARK_LOG_LINE = re.compile(r"^\S+ \S+ (INFO|WARN) |^\d\d:\d\d:\d\d (INFO|WARN) ", re.M)
 
 

@@ -22,7 +22,7 @@ from topicvault.core.locations import open_store
 from topicvault.source.object_reader import read_partition
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 ARCHIVE = DATA / "archive-v1"
 
 

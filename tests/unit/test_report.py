@@ -124,7 +124,7 @@ LS_STATE = BackupState(
 PLAIN_STATE = BackupState(last_sequence=1,
                           partitions={("pay", 0): PartitionState("pay", 0, 0, 3, [entry("pay", 0, 0, 2)])})
 
-GOLDEN = json.loads((Path(__file__).parent / "data" / "report_golden.json").read_text())
+GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "report_golden.json").read_text())
 LOCATION = "/tmp/rep/loc"  # the location the captured commands were given
 SKIPPED_EXIT = 3
 FOLLOW_RESULT = types.SimpleNamespace(commits=3, records=12345, lag={("orders", 0): 5, ("orders", 1): 7})

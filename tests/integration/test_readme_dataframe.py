@@ -17,7 +17,7 @@ from nasty import nasty_records
 from test_cluster import python_without_topicvault  # noqa: F401  (a fixture)
 from topicvault.core.errors import TopicvaultError
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def dataframe_snippet() -> str:
