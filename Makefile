@@ -24,7 +24,7 @@ test: $(STAMP)
 
 # The pure-logic tier: no broker, S3 server or Spark (seconds; two workers).
 unit: $(STAMP)
-	$(VENV)/bin/python -m pytest -q --unit -n 2 $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
 
 # The fault tests on a three-node Apache Kafka cluster (minutes each), after the suite.
 faults: $(STAMP)

@@ -1,7 +1,10 @@
 """Shared fixtures. Each harness module owns one real service; all are stopped at session end.
 
-`pytest --unit` (`make unit`) keeps only the pure-logic tier: tests that need none of the real
-services (broker, S3 server, Spark) and so run in seconds.
+Tests are tiered by folder: tests/unit/ (`make unit`) holds the pure-logic tier, tests that need
+none of the real services (broker, S3 server, Spark) and so run in seconds; a test there that asks
+for one stops the collection. tests/integration/ holds the rest of `make test`, tests/faults/ the
+three-node cluster faults (`make faults`). `pytest --unit` still keeps only the unit-tier tests of
+whatever it collects (the local-directory cases of tests parametrized over both stores).
 """
 
 import os
@@ -11,8 +14,18 @@ from harness_broker import *  # noqa: F401,F403  (bootstrap, broker_kind)
 from harness_s3 import *  # noqa: F401,F403  (s3_endpoint, s3_uri)
 from harness_spark import *  # noqa: F401,F403  (spark)
 
+# The pure-logic tier's folder (`make unit`); tests/integration/ holds those that start a service.
+UNIT_FOLDER = "tests/unit/"
 # A test that asks for any of these (directly or through another fixture) starts a real service.
 SERVICE_FIXTURES = frozenset({"bootstrap", "spark", "s3_endpoint", "s3_uri", "proxied_broker"})
+
+
+@pytest.fixture
+def store(store_uri: str):
+    """The store at `store_uri` (harness_s3): a local directory, then a bucket on the S3 server."""
+    from topicvault.core.locations import open_store
+
+    return open_store(store_uri)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,6 +51,10 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    misplaced = [item.nodeid for item in items if item.nodeid.startswith(UNIT_FOLDER) and _needs_a_service(item)]
+    if misplaced:
+        raise pytest.UsageError(f"{misplaced[0]} needs a broker, S3 server or Spark: move it to tests/integration/"
+                                f" ({len(misplaced)} such test(s) in {UNIT_FOLDER})")
     if not config.getoption("--unit"):
         return
     services = [item for item in items if _needs_a_service(item)]

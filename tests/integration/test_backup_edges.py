@@ -1,5 +1,4 @@
 """Backup edge cases: offset gaps, transactions, and the DataFrame API writing the same bytes."""
-
 from __future__ import annotations
 
 import hashlib
@@ -210,25 +209,6 @@ def test_retention_deleting_what_a_backup_reads_commits_what_was_read_and_the_ne
     monkeypatch.setattr(kafka_reader, "_log_start", lambda consumer, read: 0)
     with pytest.raises(TopicvaultError, match=r"reading behind-\S+\[0\] at offset 120 failed"):
         backup_group(job, tasks)
-
-
-def test_a_transaction_holding_back_a_partition_since_the_last_backup_is_warned_about():
-    """read_committed reads stop at the last stable offset (LSO): a transaction left open (a
-    producer that died mid-transaction until transaction.timeout.ms; a hanging one, KIP-890)
-    holds back everything after it while the high watermark runs on, and retention may delete
-    those records before they are backed up. A run whose LSO did not move since the last commit
-    says so; one that moved (transactions commit and new ones open) says nothing."""
-    from topicvault.core.archive.commits import BackupState, CommitRecord, PartitionRange
-    from topicvault.sink.plan import ClusterRead, plan_backup
-
-    state = BackupState()
-    state.apply(CommitRecord(1, 0, (PartitionRange("t", 0, 0, 40), PartitionRange("t", 1, 0, 40)), ()), "k")
-    offsets = {("t", 0): (0, 40), ("t", 1): (0, 55)}  # low, last stable offset
-    plan = plan_backup(ClusterRead({"t": 2}, offsets, log_ends={("t", 0): 70, ("t", 1): 70}), state)
-    held = [w for w in plan.warnings if "transaction" in w]
-    assert len(held) == 1 and "t[0]" in held[0] and "40..69" in held[0], plan.warnings
-    assert not [w for w in plan_backup(ClusterRead({"t": 2}, offsets, log_ends={("t", 0): 40, ("t", 1): 55}), state).warnings
-                if "transaction" in w]
 
 
 def test_an_open_transaction_holds_a_backup_back_and_the_next_run_says_so(bootstrap, broker_kind, spark,

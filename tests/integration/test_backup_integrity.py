@@ -1,5 +1,4 @@
 """Issue #16 (backup side): topic identity, commit what was read, lost ranges, isolation level."""
-
 from __future__ import annotations
 
 import json
@@ -13,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 from harness_broker import TANSU_KINDS
 from kafkatools import consume_all, create_topic, produce_records
 from topicvault.core.archive.checkpoints import load_state
-from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
+from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
@@ -46,8 +45,6 @@ def recreate(bootstrap: str, topic: str, partitions: int = 1) -> None:
             assert time.monotonic() < deadline, f"could not re-create {topic}"
             time.sleep(0.2)
 
-
-# --- item 1: a deleted and re-created topic is refused, never spliced ------------------------------
 
 def test_recreated_topic_is_refused_by_the_next_backup(bootstrap, spark, topic_factory, tmp_path):
     topic = topic_factory(1, prefix="ident")
@@ -89,43 +86,6 @@ def test_recreated_topic_stops_a_followed_backup(bootstrap, spark, topic_factory
     # Starting it again is refused before anything runs.
     out = run_cli("backup", "--follow", "-b", bootstrap, "--to", str(location), "-t", topic, expect_exit=1)
     assert_one_line_error(out, "was deleted and re-created")
-
-
-def test_commits_without_topic_ids_still_load_and_are_accepted():
-    old = {"format_version": 1, "sequence": 1, "created_ms": 0, "topics": {},
-           "ranges": [{"topic": "t", "partition": 0, "start": 0, "end": 5}], "objects": []}
-    record = CommitRecord.from_json(json.dumps(old).encode(), "k")
-    assert record.topic_ids is None and record.lost == ()
-    state = BackupState()
-    state.apply(record, "k")
-    plan = plan_backup(ClusterRead({"t": 1}, {("t", 0): (0, 9)}, topic_ids={"t": "ID1"}), state)
-    assert [(t.start, t.end) for t in plan.tasks] == [(5, 9)] and plan.topic_ids == {"t": "ID1"}
-    with pytest.raises(TopicvaultError, match="deleted and re-created"):
-        state.apply(CommitRecord(2, 0, (), (), topic_ids={"t": "ID1"}), "k2")
-        plan_backup(ClusterRead({"t": 1}, {("t", 0): (0, 9)}, topic_ids={"t": "ID2"}), state)
-
-
-# --- item 8: a commit ends where its tasks really stopped --------------------------------------------
-
-def entry(first: int, last: int) -> ObjectEntry:
-    return ObjectEntry(f"o{first}", "t", 0, first, last, last - first + 1, 1, 0, 0, "x")
-
-
-def test_read_extent_commits_only_the_contiguous_prefix_of_a_partition():
-    from topicvault.sink.plan import TaskResult, read_extent
-
-    partitions = [PartitionPlan("t", 0, 0, 30, 0)]
-    results = [
-        TaskResult(OffsetRange("t", 0, 0, 10), 10, [entry(0, 9)]),
-        TaskResult(OffsetRange("t", 0, 10, 20), 14, [entry(10, 13)]),  # EOF at 14
-        TaskResult(OffsetRange("t", 0, 20, 30), 30, [entry(20, 29)]),  # after the gap: not committed
-    ]
-    extent = read_extent(partitions, list(reversed(results)))
-    assert extent.ranges == [PartitionRange("t", 0, 0, 14)]
-    assert [o.first_offset for o in extent.objects] == [0, 10]
-    assert "committed up to 14" in extent.warnings[0]
-    whole = read_extent(partitions, [results[0], TaskResult(OffsetRange("t", 0, 10, 30), 30, [entry(10, 25)])])
-    assert whole.ranges == [PartitionRange("t", 0, 0, 30)] and not whole.warnings
 
 
 def test_task_that_meets_partition_eof_early_commits_what_it_read(bootstrap, spark, topic_factory, tmp_path):
@@ -180,22 +140,6 @@ def test_range_ending_in_a_transaction_marker_is_complete(bootstrap, spark, topi
     assert state.partitions[(topic, 0)].end == 4  # offsets 0..2 and the marker at 3
 
 
-# --- item 9: offsets lost to retention are recorded and reported for ever ----------------------------
-
-def test_plan_records_offsets_deleted_before_they_were_read():
-    from topicvault.sink.plan import TaskResult, read_extent
-
-    state = BackupState()
-    state.apply(CommitRecord(1, 0, (PartitionRange("t", 0, 0, 10),), ()), "k")
-    plan = plan_backup(ClusterRead({"t": 1}, {("t", 0): (25, 30)}), state)
-    assert plan.lost == [PartitionRange("t", 0, 10, 25)]
-    assert [(t.start, t.end) for t in plan.tasks] == [(25, 30)]
-    extent = read_extent(plan.partitions, [TaskResult(plan.tasks[0], 30, [])])
-    assert extent.ranges == [PartitionRange("t", 0, 10, 30)]  # continues the history; the hole is `lost`
-    only_lost = plan_backup(ClusterRead({"t": 1}, {("t", 0): (25, 25)}), state)
-    assert only_lost.needs_commit and read_extent(only_lost.partitions, []).ranges == [PartitionRange("t", 0, 10, 25)]
-
-
 def test_lost_range_is_reported_by_ls_verify_and_restore(bootstrap, spark, topic_factory, tmp_path):
     # tansu cannot delete records: the snapshot is planned as if retention had moved the log start to 25.
     from topicvault.core.kafka import topic_ids
@@ -242,8 +186,6 @@ def test_real_retention_loss_is_recorded(bootstrap, broker_kind, spark, topic_fa
     assert "offsets 10..14 were deleted by retention" in out
     assert f"lost: {topic}[0]: offsets 10..14" in run_cli("ls", str(location))
 
-
-# --- item 12: read_uncommitted is refused for backups -------------------------------------------------
 
 @pytest.mark.parametrize("follow", [[], ["--follow"]])
 def test_read_uncommitted_is_refused_before_anything_is_written(bootstrap, topic_factory, tmp_path, follow):
@@ -296,27 +238,6 @@ def test_a_log_rewritten_below_the_archive_end_stops_the_backup_instead_of_splic
     assert "offset 9, the last record this location backed up, was written in leader epoch 7" in out, out
     assert "new location" in out and "Traceback" not in out
     assert load_state(open_store(str(location))).partitions[(topic, 0)].end == 10  # nothing more committed
-
-
-def test_a_last_record_is_kept_until_the_end_moves_without_one():
-    from topicvault.core.archive.commits import BackupState, PartitionRange
-
-    state = BackupState()
-    first = CommitRecord(1, 0, (PartitionRange("t", 0, 0, 10),), (), last_records={"t:0": (9, 4)})
-    assert CommitRecord.from_json(first.to_json(), "k") == first
-    state.apply(first, "k1")
-    assert state.last_records == {("t", 0): (9, 4)}
-    state.apply(CommitRecord(2, 0, (), (), kind="compact"), "k2")  # maintenance moves no end
-    assert state.last_records == {("t", 0): (9, 4)}
-    # A DataFrame write or a micro-batch records none: checking the old one would re-read all it wrote.
-    state.apply(CommitRecord(3, 0, (PartitionRange("t", 0, 10, 20),), ()), "k3")
-    assert state.last_records == {}
-    old = json.loads(first.to_json())
-    del old["last_records"]  # commits written before last records were recorded
-    assert CommitRecord.from_json(json.dumps(old).encode(), "k").last_records is None
-    old["last_records"] = ["damaged"]
-    with pytest.raises(TopicvaultError, match="unreadable"):
-        CommitRecord.from_json(json.dumps(old).encode(), "k")
 
 
 def test_a_followed_topic_deleted_between_lookups_is_named_as_deleted(bootstrap, topic_factory):

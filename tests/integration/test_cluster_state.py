@@ -1,5 +1,4 @@
 """Cluster state: consumer groups resume at the same record after a restore, topic settings, selection."""
-
 from __future__ import annotations
 
 import json
@@ -10,10 +9,9 @@ from pathlib import Path
 import pytest
 from clitools import run_cli
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from harness_broker import TANSU_KINDS
 from kafkatools import consume_all, produce_records
-from topicvault.core.cluster import topic_overrides
 from topicvault.core.envelope import Record
 
 BASE = 1_700_000_000_000
@@ -209,16 +207,6 @@ def test_restore_creates_topics_with_saved_configs_and_caps_replication(bootstra
 
     run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-n", "--no-configs")
     assert _describe(bootstrap, f"{topic}-n").get("cleanup.policy") != "compact"
-
-
-def test_topic_overrides_keep_only_topic_level_configs():
-    entries = {
-        "cleanup.policy": ConfigEntry("cleanup.policy", "compact", ConfigSource.DYNAMIC_TOPIC_CONFIG),
-        "retention.ms": ConfigEntry("retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG, is_default=True),
-        "segment.bytes": ConfigEntry("segment.bytes", "1073741824", ConfigSource.STATIC_BROKER_CONFIG),
-        "secret": ConfigEntry("secret", None, ConfigSource.DYNAMIC_TOPIC_CONFIG, is_sensitive=True),
-    }
-    assert topic_overrides(entries) == {"cleanup.policy": "compact"}
 
 
 def test_topic_configs_round_trip(bootstrap, broker_kind, spark, topic_factory, tmp_path, request):

@@ -5,7 +5,6 @@
 - Both writers refuse mode("overwrite") instead of silently appending.
 - `topicvault-kafka` writer: a retried task never produces again (see the subprocess test).
 """
-
 from __future__ import annotations
 
 import json
@@ -121,15 +120,6 @@ def test_kafka_writer_task_retry_never_produces_again(bootstrap, spark, topic_fa
     assert written == source
     assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
     assert "is a retry" in done.stdout and "topicvault restore" in done.stdout
-
-
-def test_a_bad_allow_offset_gaps_value_is_a_one_line_error(tmp_path):
-    from topicvault.core.errors import TopicvaultError
-    from topicvault.sink.datasource import ObjectBatchWriter
-
-    with pytest.raises(TopicvaultError, match="allowOffsetGaps must be true or false"):
-        ObjectBatchWriter({"path": str(tmp_path), "allowOffsetGaps": "maybe"})
-    assert not any(tmp_path.iterdir())
 
 
 def test_transaction_markers_need_allow_offset_gaps_and_then_restore_exactly(bootstrap, spark, topic_factory,

@@ -2,7 +2,6 @@
 server, KMS through moto's KMS on the same endpoint. Nothing of a record's key, value or
 headers may appear in the stored bytes; with the key a restore is byte-exact; without it (or
 with a wrong one) restore stops with one line naming the object before anything is produced."""
-
 from __future__ import annotations
 
 import json
@@ -204,12 +203,6 @@ def test_kms_key_through_moto(bootstrap, spark, topic_factory, s3_uri, tmp_path)
     run_cli("restore", "--from", s3_uri, "-b", bootstrap, "--rename", f"{topic}={target}",
             "--state", str(tmp_path / "state"), "--encryption-key", f"kms://{alias}")
     assert without_offsets(consume_all(bootstrap, target)) == without_offsets(consume_all(bootstrap, topic))
-
-
-def test_keygen_cli_writes_a_usable_key(tmp_path):
-    out = run_cli("keygen", str(tmp_path / "k"))
-    assert f"--encryption-key file://{tmp_path / 'k'}" in out and "wrote key file:" in out
-    assert "never overwrites" in run_cli("keygen", str(tmp_path / "k"), expect_exit=1)
 
 
 def test_a_bad_key_is_one_line_before_anything_is_written(bootstrap, topic_factory, tmp_path):

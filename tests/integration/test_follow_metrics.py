@@ -1,6 +1,5 @@
 """`backup --follow --metrics-port N` (issue #18 item 7): a follower serves Prometheus metrics
 that match what it backed up, and stops serving (its port free again) when it stops."""
-
 from __future__ import annotations
 
 import os
@@ -13,7 +12,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-from clitools import assert_one_line_error, run_cli
 from kafkatools import produce_records
 from test_metrics import free_port, samples
 from topicvault.core.archive.checkpoints import load_state
@@ -22,23 +20,9 @@ from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
+
+
 FAIL_AT = 5  # a task's first attempt fails once it has read this many records of a range
-
-
-def test_a_metrics_port_in_use_is_a_one_line_error_before_anything_is_written(tmp_path):
-    location = tmp_path / "loc"
-    with socket.socket() as taken:
-        taken.bind(("0.0.0.0", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        output = run_cli("backup", "--follow", "-b", "127.0.0.1:1", "--to", str(location), "-t", "t",
-                         "--metrics-port", str(port), expect_exit=1)
-    assert_one_line_error(output, f"--metrics-port {port} is in use by another process", "pick a free port")
-    assert not location.exists()
-    output = run_cli("backup", "-b", "127.0.0.1:1", "--to", str(location), "-t", "t", "--metrics-port", "9999",
-                     expect_exit=1)
-    assert_one_line_error(output, "--metrics-port works with --follow")
-    assert not location.exists()
 
 
 def scrape(port: int) -> dict:

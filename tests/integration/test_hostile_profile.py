@@ -5,18 +5,15 @@ checkout, a CI workspace, /tmp) chose it. It is read only when the user owns it 
 may write it; librdkafka properties that run a command or load a library are taken from the
 command line only; `${VAR}` is expanded only into secret settings, which are never printed.
 """
-
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from clitools import assert_one_line_error, run_cli
-from topicvault.core.errors import TopicvaultError
-from topicvault.core.profiles import CODE_RUNNING_PROPERTIES, resolve
+from test_hostile_profile_logic import profile_in_cwd  # noqa: F401  (shared with the unit half)
 
 EVIL_C = r"""
 #include <stdio.h>
@@ -41,15 +38,6 @@ def evil_library(tmp_path, monkeypatch) -> tuple[Path, Path]:
     return library, marker
 
 
-def profile_in_cwd(directory: Path, monkeypatch, text: str) -> Path:
-    directory.mkdir(exist_ok=True)
-    path = directory / "topicvault.toml"
-    path.write_text(text)
-    path.chmod(0o644)
-    monkeypatch.chdir(directory)
-    return path
-
-
 def test_a_profile_in_the_working_directory_cannot_load_a_library(bootstrap, topic_factory, evil_library,
                                                                   tmp_path, monkeypatch):
     library, marker = evil_library
@@ -64,70 +52,3 @@ bootstrap_servers = "{bootstrap}"
                   expect_exit=1)
     assert_one_line_error(out, "plugin.library.paths", "-X")
     assert not marker.exists(), "the profile's library was loaded"
-
-
-def test_code_running_properties_are_taken_from_the_command_line_only(tmp_path):
-    path = tmp_path / "p.toml"
-    assert {"plugin.library.paths", "sasl.kerberos.kinit.cmd", "ssl.engine.location", "ssl.providers"} <= set(
-        CODE_RUNNING_PROPERTIES)
-    for name in sorted(CODE_RUNNING_PROPERTIES):
-        path.write_text(f'[clusters.c]\nbootstrap_servers = "b:9092"\n[clusters.c.properties]\n"{name}" = "x"\n')
-        with pytest.raises(TopicvaultError, match=f"{name}.*-X"):
-            resolve(config_file=str(path), cluster="c", env={})
-        with pytest.raises(TopicvaultError, match=f"{name}.*-X"):  # nor from the environment
-            resolve(env={f"TOPICVAULT_KAFKA_{name.upper().replace('.', '_')}": "x", "TOPICVAULT_BOOTSTRAP_SERVERS": "b"})
-        # Given with -X (the user typed it), it is taken.
-        assert resolve(config_file=str(path), kafka_properties={name: "y"}, cluster="c",
-                       env={}).kafka_properties[name] == "y"
-
-
-def test_a_profile_others_may_write_is_not_read_from_the_working_directory(tmp_path, monkeypatch):
-    path = profile_in_cwd(tmp_path / "work", monkeypatch, '[stores.s]\nuri = "/tmp/archive-x"\n')
-    path.chmod(0o664)
-    out = run_cli("config", "--store", "s", expect_exit=1)
-    assert_one_line_error(out, "topicvault.toml", "writable by group", "chmod go-w", "--config")
-    path.chmod(0o646)
-    assert_one_line_error(run_cli("config", "--store", "s", expect_exit=1), "others")
-    # Named with --config, the user vouches for it.
-    assert "/tmp/archive-x" in run_cli("config", "--store", "s", "--config", str(path))
-    path.chmod(0o644)
-    assert "/tmp/archive-x" in run_cli("config", "--store", "s")
-
-
-def test_a_profile_owned_by_someone_else_is_not_read_from_the_working_directory(tmp_path, monkeypatch):
-    if os.geteuid() != 0:
-        pytest.skip("giving a file to another user needs root")
-    path = profile_in_cwd(tmp_path / "work", monkeypatch, '[stores.s]\nuri = "/tmp/archive-y"\n')
-    os.chown(path, 54321, 54321)
-    out = run_cli("config", "--store", "s", expect_exit=1)
-    assert_one_line_error(out, "topicvault.toml", "owned by uid 54321", "--config")
-    assert "/tmp/archive-y" in run_cli("config", "--store", "s", "--config", str(path))
-
-
-# --- item 7: ${VAR} only into secret settings -------------------------------------------------------
-
-def test_environment_values_go_only_into_secret_settings(tmp_path, monkeypatch):
-    path = tmp_path / "p.toml"
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "leak-me-8f3a")
-    monkeypatch.setenv("KAFKA_PASSWORD", "pw-71c2")
-    for setting in ('"client.id" = "${AWS_SECRET_ACCESS_KEY}"', '"sasl.username" = "${AWS_SECRET_ACCESS_KEY}"'):
-        path.write_text(f'[clusters.c]\nbootstrap_servers = "b:9092"\n[clusters.c.properties]\n{setting}\n')
-        out = run_cli("config", "--config", str(path), "--cluster", "c", expect_exit=1)
-        assert_one_line_error(out, "${AWS_SECRET_ACCESS_KEY}", "secret settings only")
-        assert "leak-me-8f3a" not in out
-    for section in ('[stores.s]\nuri = "s3://b/${AWS_SECRET_ACCESS_KEY}"',
-                    '[clusters.c]\nbootstrap_servers = "${AWS_SECRET_ACCESS_KEY}:9092"',
-                    '[stores.s]\nuri = "/x"\nencryption_key = "file:///${AWS_SECRET_ACCESS_KEY}"'):
-        path.write_text(section + "\n")
-        named = ["--cluster", "c"] if section.startswith("[clusters") else ["--store", "s"]
-        out = run_cli("config", "--config", str(path), *named, expect_exit=1)
-        assert "leak-me-8f3a" not in out and "secret settings only" in out, out
-    # Secret settings still take their value from the environment, and it is never printed.
-    path.write_text('[clusters.c]\nbootstrap_servers = "b:9092"\n[clusters.c.properties]\n'
-                    '"sasl.password" = "${KAFKA_PASSWORD}"\n[stores.s]\nuri = "s3://b/p"\n'
-                    'secret_access_key = "${AWS_SECRET_ACCESS_KEY}"\n')
-    settings = resolve(config_file=str(path), cluster="c", store="s")
-    assert settings.kafka_properties["sasl.password"] == "pw-71c2"
-    assert settings.store_options["secret_access_key"] == "leak-me-8f3a"
-    out = run_cli("config", "--config", str(path), "--cluster", "c", "--store", "s")
-    assert "pw-71c2" not in out and "leak-me-8f3a" not in out and "***" in out

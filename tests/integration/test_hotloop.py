@@ -1,5 +1,4 @@
 """Backup and restore tasks run their per-record loops with the cyclic collector running rarely (issue #20)."""
-
 from __future__ import annotations
 
 import gc
@@ -7,22 +6,8 @@ import gc
 import pyarrow as pa
 from kafkatools import produce_records
 from topicvault.core.envelope import Record, records_to_batch
-from topicvault.core.hotloop import HOT_LOOP_THRESHOLDS, rare_cyclic_gc
+from topicvault.core.hotloop import HOT_LOOP_THRESHOLDS
 from topicvault.core.kafka import KafkaSettings
-
-
-def test_the_collector_runs_rarely_inside_and_as_before_after_even_on_error():
-    before = gc.get_threshold()
-    assert before != HOT_LOOP_THRESHOLDS
-    with rare_cyclic_gc():
-        assert gc.get_threshold() == HOT_LOOP_THRESHOLDS and gc.isenabled()
-    assert gc.get_threshold() == before
-    try:
-        with rare_cyclic_gc():
-            raise ValueError("boom")
-    except ValueError:
-        pass
-    assert gc.get_threshold() == before
 
 
 def test_a_restore_produces_and_a_backup_reads_with_the_collector_running_rarely(

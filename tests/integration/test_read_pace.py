@@ -5,7 +5,6 @@ read-ahead queue fills. librdkafka then postpones that partition's next fetch by
 `fetch.queue.backoff.ms`, 1 s by default: every full queue cost the task a second of waiting
 once it came back (2 KB records backed up at a third of a bare consumer's pace).
 """
-
 from __future__ import annotations
 
 import time
@@ -13,9 +12,11 @@ import time
 from kafkatools import produce_records
 from topicvault.core.envelope import Record
 from topicvault.core.kafka import KafkaSettings
-from topicvault.sink.kafka_reader import OffsetRange, RangeEnd, range_consumer_config, read_ranges
+from topicvault.sink.kafka_reader import OffsetRange, RangeEnd, read_ranges
 
 RECORDS = 6_000
+
+
 VALUE = 2048
 
 
@@ -41,16 +42,6 @@ def test_a_read_whose_queue_filled_does_not_wait_a_second_per_fetch(bootstrap, t
     # About 12 fetches of 1 MiB: with the 1 s backoff after each full queue this took 6.5 s
     # (measured 6.3 s); now under 1 s, nearly all of it the sleeps (bound for a loaded machine).
     assert elapsed < 4.0, f"reading {RECORDS} records of {VALUE} B took {elapsed:.1f} s"
-
-
-def test_our_consumers_refetch_soon_after_their_queue_drains():
-    from topicvault.core.kafka import consumer_config
-
-    for config in (range_consumer_config(KafkaSettings.of("localhost:9092")),
-                   consumer_config(KafkaSettings.of("localhost:9092"))):
-        assert int(config["fetch.queue.backoff.ms"]) <= 50
-    # The user's -X still wins.
-    assert consumer_config(KafkaSettings.of("h:1", {"fetch.queue.backoff.ms": "500"}))["fetch.queue.backoff.ms"] == "500"
 
 
 def test_a_task_reads_on_while_an_object_it_closed_is_being_stored(bootstrap, topic_factory, tmp_path, monkeypatch):
@@ -89,20 +80,6 @@ def test_a_task_reads_on_while_an_object_it_closed_is_being_stored(bootstrap, to
     assert [o.records for r in results for o in r.objects] == [10, 10, 10]
     assert [o.first_offset for r in results for o in r.objects] == [0, 10, 20]
     assert waited == [True], "the task stored its first object before reading on"
-
-
-def test_a_restore_producer_can_queue_the_largest_record_it_may_send():
-    # librdkafka refuses (BufferError) a message larger than its local queue even when the
-    # queue is empty, and a restore retries a BufferError until the queue drains: a record
-    # over the queue size (possible with -X message.max.bytes above it) hung the restore.
-    # No broker needed: produce only queues locally.
-    from topicvault.source.kafka_writer import restore_producer
-
-    settings = KafkaSettings.of("127.0.0.1:9", {"message.max.bytes": str(48 * 1024 * 1024)})
-    producer = restore_producer(settings, lambda error, message: None)
-    producer.produce("t", b"v" * (40 * 1024 * 1024), b"k", 0)  # raised BufferError: Local: Queue full
-    producer.purge()
-
 
 
 def _fastest_read_of_five(bootstrap: str, topic_factory, prefix: str, fetch_wait_ms: int, end: int) -> float:
@@ -173,12 +150,3 @@ def test_counting_a_topic_created_a_moment_ago_does_not_wait_out_a_fetch_error_b
     # Measured: 0.55-1.05 s with the 500 ms backoff (the race hit 5 counts in 6), 0.03-0.15 s
     # without it or with a short one; the median of three, bounded for a loaded machine.
     assert sorted(took)[1] < 0.45, f"counting a new topic's partitions took {', '.join(f'{t:.2f}' for t in took)} s"
-
-
-def test_our_reads_to_eof_refetch_soon_after_a_fetch_error():
-    from topicvault.core.kafka import metadata_consumer_config
-
-    assert int(metadata_consumer_config(KafkaSettings.of("localhost:9092"))["fetch.error.backoff.ms"]) <= 50
-    # The user's -X still wins.
-    user = KafkaSettings.of("h:1", {"fetch.error.backoff.ms": "500"})
-    assert metadata_consumer_config(user)["fetch.error.backoff.ms"] == "500"

@@ -1,5 +1,4 @@
 """Issue #19 item 4: `restore --follow`, a warm standby that restores what lands in the archive, exactly once."""
-
 from __future__ import annotations
 
 import gzip
@@ -14,13 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clitools import assert_one_line_error, run_cli
 from harness_broker import TANSU_KINDS
 from kafkatools import consume_all, produce_records, produce_until
 from nasty import nasty_records
 from test_cluster_state import commit_offsets, committed
 from test_peer_layouts import FIELDS, aiven_csv
-from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
+from test_restore_follow_logic import BASE  # noqa: F401  (shared with the unit half)
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
@@ -29,18 +27,13 @@ from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.follow import (
     FollowRound,
     FollowSummary,
-    PartitionLag,
     StandbyRequest,
-    check_follow_options,
     follow_restore,
-    standby_lag,
 )
-from topicvault.source.offset_map import OffsetMap, continued
 from topicvault.source.restore import RestoreJob, plan_restore, restore_group, run_restore, set_loading_configs
 from topicvault.source.selection import Selection
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
-BASE = 1_700_000_000_000
 
 
 def exact(records) -> list[tuple]:
@@ -90,77 +83,6 @@ class Standby:
         if self.failure is not None:
             raise self.failure
         return self.summary
-
-
-# --- pure logic ----------------------------------------------------------------------------------------------
-
-
-def test_offset_maps_of_rounds_join_into_the_whole_map():
-    first = OffsetMap("s", 0, "t", 5)
-    first.ranges = [(0, 5, 10)]
-    second = OffsetMap("s", 0, "t", 15, [(10, 15, 5), (20, 20, 3)])
-    joined = first.followed_by(second)
-    assert joined.ranges == [(0, 5, 15), (20, 20, 3)]
-    assert joined.target_end == 23 and joined.last_source_offset == 22
-    assert joined.translate(12) == 17 and joined.translate(17) == 20
-
-    holed = OffsetMap("s", 0, "t", 23)
-    holed.add_hole(23, 40)
-    assert joined.followed_by(holed).last_source_offset == 40  # a left-out object counts as passed
-    assert OffsetMap("s", 0, "t", 0).last_source_offset is None
-    with pytest.raises(ValueError, match="does not follow"):
-        joined.followed_by(OffsetMap("s", 0, "t", 99))
-    other = OffsetMap("s", 1, "t", 0, [(0, 0, 1)])
-    merged = continued({("s", 0): first}, [second, other])
-    assert [(m.partition, m.ranges) for m in merged] == [(0, [(0, 5, 15), (20, 20, 3)]), (1, [(0, 0, 1)])]
-
-
-def test_selection_after_a_restored_offset_keeps_the_users_bounds():
-    selection = Selection(from_offsets=(("*", 50),), to_offsets=(("s:0", 90),))
-    assert selection.after("s", 0, None) == selection
-    assert selection.after("s", 0, 10).bounds("s", 0) == (50, 90)  # the user's first offset is later
-    assert selection.after("s", 0, 60).bounds("s", 0) == (61, 90)
-    assert selection.after("s", 0, 60).bounds("s", 1) == (50, None)  # other partitions unchanged
-    entries = [ObjectEntry(f"o{i}", "s", 0, i * 10, i * 10 + 9, 10, 1, 0, 0, "") for i in range(10)]
-    assert [e.first_offset for e in selection.after("s", 0, 69).objects("s", 0, entries)] == [70, 80, 90]
-
-
-def test_follow_refuses_options_it_cannot_honour():
-    with pytest.raises(TopicvaultError, match="--until restores the archive as of a past moment"):
-        check_follow_options(Selection(until_ms=BASE), 10, False)
-    with pytest.raises(TopicvaultError, match="drop --follow to see the plan"):
-        check_follow_options(Selection(), 10, True)
-    with pytest.raises(TopicvaultError, match="bad --poll-interval 0"):
-        check_follow_options(Selection(), 0, False)
-    check_follow_options(Selection(from_offsets=(("*", 5),)), 0.5, False)
-
-
-def test_follow_flags_are_one_line_errors_before_anything_runs(tmp_path):
-    for extra, needle in ((["--follow", "--until", str(BASE)], "--until"), (["--poll-interval", "5"], "--follow"),
-                          (["--follow", "--dry-run"], "--dry-run"), (["--follow", "--poll-interval", "-1"],
-                                                                      "--poll-interval")):
-        out = run_cli("restore", "--from", str(tmp_path / "none"), "-b", "127.0.0.1:1", *extra, expect_exit=1)
-        assert_one_line_error(out, needle)
-    assert not (tmp_path / "none").exists()
-
-
-def test_lag_compares_the_archives_newest_offset_with_the_restored_one():
-    archive = BackupState(partitions={
-        ("s", 0): PartitionState("s", 0, 0, 30, [ObjectEntry("a", "s", 0, 0, 19, 20, 1, 0, 0, ""),
-                                                 ObjectEntry("b", "s", 0, 20, 28, 9, 1, 0, 0, "")]),
-        ("s", 1): PartitionState("s", 1, 0, 5, [ObjectEntry("c", "s", 1, 0, 4, 5, 1, 0, 0, "")]),
-        ("x", 0): PartitionState("x", 0, 0, 5, [ObjectEntry("d", "x", 0, 0, 4, 5, 1, 0, 0, "")]),
-    })
-    done = OffsetMap("s", 0, "t", 0, [(0, 0, 20)])
-    lags = standby_lag(archive, {"s": "t"}, [done])
-    assert lags == [PartitionLag("s", 0, "t", 29, 20), PartitionLag("s", 1, "t", 5, 0)]
-    finished = FollowRound(2, "r1", 20, 0, 100, 1.5, tuple(lags), 7, 3.25)
-    assert finished.behind_by_topic() == {"t": 14}
-    assert "14 offsets behind" in finished.line() and "commit 7, written 3.2 s ago" in finished.line()
-    assert json.loads(json.dumps(finished.to_json()))["behind"] == {"t": 14}
-
-
-# --- against the broker -------------------------------------------------------------------------------------
 
 
 def backup_now(spark, bootstrap: str, location: str, topic: str) -> None:
@@ -475,9 +397,6 @@ def test_a_standby_continuing_a_one_shot_restore_checks_the_objects_that_landed_
     assert [(s.first_offset, s.last_offset, s.records) for s in first.skipped] == [(105, 107, 3)]
     assert [(s.first_offset, s.last_offset) for s in summary.skipped] == [(105, 107)]
     assert [r.value for r in consume_all(bootstrap, target)[0]] == [r.value for r in rows[:5] + rows[8:]]
-
-
-# --- the issue's end to end: two followers, each killed once, both stopped by SIGTERM ----------------------
 
 
 def start_cli(args: list[str], log: Path) -> subprocess.Popen:

@@ -1,5 +1,4 @@
 """Restore guards of issue #16: renames, targets safe while data goes in, speculation, re-runs."""
-
 from __future__ import annotations
 
 import functools
@@ -19,6 +18,7 @@ from kafkatools import consume_all, create_topic, produce_records, topic_exists
 from nasty import nasty_records
 from test_crash import run_cli_process
 from test_restore_follow import exact
+from test_restore_guards_logic import LOADING  # noqa: F401  (shared with the unit half)
 from topicvault.core.cluster import (
     LOADING_CONFIGS,
     NO_LIMIT_MS,
@@ -26,14 +26,12 @@ from topicvault.core.cluster import (
     broker_configs,
     lifted_timestamp_limits,
     loading_configs,
-    retention_from_broker_configs,
     topic_overrides,
 )
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.source.kafka_writer import count_records
-from topicvault.source.restore_plan import check_log_starts, parse_renames
 
 
 def error_line(output: str) -> str:
@@ -50,12 +48,6 @@ def two_topic_backup(bootstrap, spark, topic_factory, tmp_path):
     location = tmp_path / "backup"
     run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topics[0], "-t", topics[1])
     return topics, location
-
-
-def test_one_topic_renamed_twice_is_refused():
-    with pytest.raises(TopicvaultError, match=r"--rename names 'a' twice \(a=x, a=y\)"):
-        parse_renames(["a=x", "a=y"])
-    assert parse_renames(["a=x", "a=x", "b=y"]) == {"a": "x", "b": "y"}  # the same pair twice is harmless
 
 
 def test_two_topics_renamed_onto_one_target_are_refused_before_anything_is_created(bootstrap, two_topic_backup):
@@ -89,11 +81,7 @@ def test_rerun_without_restore_id_names_the_earlier_restore(bootstrap, two_topic
     assert sum(map(len, consume_all(bootstrap, f"{a}-again").values())) == 40
 
 
-# --- #16 item 7: restore targets are safe while data goes in -------------------------------------
-
 BASE = 1_700_000_000_000  # 2023: older than any retention the tests set
-LOADING = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete",
-           "message.timestamp.type": "CreateTime"}
 
 
 def describe(bootstrap: str, topic: str) -> dict[str, str]:
@@ -119,31 +107,6 @@ def edit_saved_configs(location: Path, topic: str, configs: dict[str, str]) -> N
     record = json.loads(path.read_text())
     record["topics"][topic].update(configs=configs, configs_reported=True)
     path.write_text(json.dumps(record))
-
-
-def test_loading_configs_keep_every_record_and_the_saved_record_size():
-    saved = {"cleanup.policy": "compact", "retention.ms": "60000", "retention.bytes": "1000",
-             "message.timestamp.type": "LogAppendTime", "max.message.bytes": "2000000", "segment.ms": "1000"}
-    assert loading_configs(saved) == {**LOADING, "max.message.bytes": "2000000"}
-    assert loading_configs({}) == LOADING
-
-
-def test_a_restore_lifts_every_timestamp_limit_its_target_cluster_knows_and_no_other():
-    kafka_4 = ["log.retention.ms", "log.message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms"]
-    assert lifted_timestamp_limits(kafka_4) == {"message.timestamp.after.max.ms": NO_LIMIT_MS,
-                                                "message.timestamp.before.max.ms": NO_LIMIT_MS}
-    kafka_3_6 = [*kafka_4, "log.message.timestamp.difference.max.ms"]
-    assert set(lifted_timestamp_limits(kafka_3_6)) == {"message.timestamp.after.max.ms",
-                                                       "message.timestamp.before.max.ms",
-                                                       "message.timestamp.difference.max.ms"}
-    # Before 3.6 only the one limit exists: naming the others would fail the topic's creation.
-    assert lifted_timestamp_limits(["log.retention.ms", "log.message.timestamp.difference.max.ms"]) == {
-        "message.timestamp.difference.max.ms": NO_LIMIT_MS}
-    assert lifted_timestamp_limits([]) == {}  # tansu describes no broker configs (and enforces no limit)
-    assert NO_LIMIT_MS == "9223372036854775807"
-    lifted = {**LOADING_CONFIGS, **lifted_timestamp_limits(kafka_4)}
-    assert loading_configs({"max.message.bytes": "2000000", "retention.ms": "60000"}, lifted) == {
-        **lifted, "max.message.bytes": "2000000"}
 
 
 def test_the_lifted_timestamp_limits_are_dropped_with_the_other_loading_overrides(bootstrap, topic_factory):
@@ -228,15 +191,6 @@ def test_no_configs_ends_with_the_targets_defaults(bootstrap, spark, topic_facto
     assert describe(bootstrap, f"{topic}-n") == {}  # tansu lists only overrides: none left
 
 
-def test_default_retention_follows_kafkas_precedence():
-    # A topic created without retention.ms gets the broker's log.retention.ms, else minutes, else hours.
-    assert retention_from_broker_configs({"log.retention.ms": None, "log.retention.minutes": None,
-                                          "log.retention.hours": "168"}) == 168 * 3_600_000
-    assert retention_from_broker_configs({"log.retention.minutes": "30", "log.retention.hours": "168"}) == 1_800_000
-    assert retention_from_broker_configs({"log.retention.ms": "-1", "log.retention.hours": "168"}) == -1
-    assert retention_from_broker_configs({}) is None  # tansu describes no broker configs
-
-
 def test_retention_warning_looks_at_an_existing_target(bootstrap, spark, topic_factory, tmp_path):
     topic = topic_factory(1, prefix="oldrecs")
     produce_records(bootstrap, topic, [Record(topic, 0, 0, b"k", b"v%d" % i, BASE + i, 0, ()) for i in range(5)])
@@ -245,13 +199,6 @@ def test_retention_warning_looks_at_an_existing_target(bootstrap, spark, topic_f
     short = topic_factory(1, prefix="short", config={"retention.ms": "3600000"})
     out = run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={short}")
     assert f"{short}" in out and "retention.ms=3600000" in out and "while the restore runs" in out
-
-
-def test_resume_refuses_a_target_whose_log_start_moved_past_the_saved_start():
-    starts = {("t", 0): 0, ("t", 1): 500, ("u", 0): 7}
-    check_log_starts("rid", starts, {("t", 0): 0, ("t", 1): 500, ("u", 0): 3})
-    with pytest.raises(TopicvaultError, match=r"t\[1\] now starts at offset 900, past offset 500 .* restore rid"):
-        check_log_starts("rid", starts, {("t", 0): 0, ("t", 1): 900, ("u", 0): 3})
 
 
 def test_resume_after_records_were_deleted_stops_before_producing(bootstrap, broker_kind, spark, topic_factory,
@@ -280,8 +227,6 @@ def test_resume_after_records_were_deleted_stops_before_producing(bootstrap, bro
     assert "now starts at offset 100, past offset 0" in error_line(out)
     assert sum(map(len, consume_all(bootstrap, target).values())) == before
 
-
-# --- #16 item 11: no speculative task attempts in restore jobs -----------------------------------
 
 SPECULATION_SCRIPT = """
 import sys
@@ -335,19 +280,6 @@ def test_restore_with_speculation_in_the_users_spark_settings_is_exactly_once(bo
         del os.environ["PYSPARK_SUBMIT_ARGS"]
     assert {p: [r.value for r in rs] for p, rs in consume_all(bootstrap, f"{topic}-s").items()} == \
         {p: [r.value for r in rs] for p, rs in consume_all(bootstrap, topic).items()}
-
-
-def test_a_resume_on_a_replicated_target_waits_for_what_the_killed_attempt_sent_before_counting():
-    """A killed attempt's last produce request may be in the leader's log but not yet replicated:
-    a read_uncommitted count stops at the high watermark, so it misses those records, and the
-    resume produces them a second time. Followers take up to replica.lag.time.max.ms to copy them
-    (or leave the ISR). Without replicas the high watermark moves at the append: no wait."""
-    from topicvault.core.cluster import resume_settle_s
-
-    assert resume_settle_s(1, {"replica.lag.time.max.ms": "30000"}) == 0
-    assert resume_settle_s(3, {"replica.lag.time.max.ms": "10000"}) == 15
-    assert resume_settle_s(3, None) == 35  # Kafka's default, when the broker does not say
-    assert resume_settle_s(3, {}) == 35
 
 
 def test_a_resume_that_counts_none_of_its_records_yet_still_waits_for_unreplicated_ones(

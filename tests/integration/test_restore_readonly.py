@@ -4,7 +4,6 @@ Archives here are really read-only: a local one is made immutable (`chattr -R +i
 run as root, for whom a read-only mode bit stops nothing), an S3 one is read with credentials
 whose IAM policy allows only reads (moto's server enforces IAM once told to).
 """
-
 from __future__ import annotations
 
 import json
@@ -27,7 +26,7 @@ from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.locations import open_store
 from topicvault.source.offset_map import load_offset_maps
-from topicvault.source.restore_state import RestoreRecords, archive_identity, default_state_uri
+from topicvault.source.restore_state import RestoreRecords, default_state_uri
 
 
 def immutable(path: Path) -> None:
@@ -142,8 +141,6 @@ def test_restore_started_by_an_older_version_resumes_once_its_state_is_imported(
     assert sum(m.records for m in load_offset_maps(records, rid).values()) == 2_000  # now in the state store
 
 
-# --- S3 with credentials that may only read -------------------------------------------------------
-
 READ_ONLY_POLICY = {"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation"], "Resource": "*"}]}
 
@@ -196,14 +193,6 @@ def test_restore_from_s3_with_read_only_credentials_is_killed_and_resumes(bootst
     source = consume_all(bootstrap, topic)
     assert {p: strip(r) for p, r in consume_all(bootstrap, target).items()} == {p: strip(r) for p, r in source.items()}
     assert sorted((i.key, i.etag) for i in archive.list()) == listed
-
-
-def test_archive_identity_is_one_spelling_of_the_uri(tmp_path):
-    spellings = [str(tmp_path / "a"), f"file://{tmp_path}/a", f"{tmp_path}/a/", f"{tmp_path}/x/../a"]
-    assert len({archive_identity(open_store(s)) for s in spellings}) == 1
-    s3 = {archive_identity(open_store(u)) for u in ("s3://b/p/q", "s3a://b/p/q/", "s3://b//p/q")}
-    assert s3 == {"s3://b/p/q"}
-    assert archive_identity(open_store("s3://b")) == "s3://b"
 
 
 def test_peer_archive_is_restored_read_only_and_skip_is_refused_for_it(bootstrap, spark, frozen, tmp_path):

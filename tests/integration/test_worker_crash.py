@@ -4,7 +4,6 @@ and the crash leaves a Python traceback in the log (faulthandler).
 The worker is killed by the fault point TOPICVAULT_SEGV_AT (core/faults.py) while it reads a range
 of records; the CLI and its JVM go on. The archive must then hold exactly what the source holds.
 """
-
 from __future__ import annotations
 
 import json
@@ -23,40 +22,9 @@ from topicvault.core.envelope import Record
 from topicvault.core.spark import LOCAL_TASK_ATTEMPTS
 
 BASE = 1_700_000_000_000
+
+
 SEGV_AFTER = 3  # records a task has read of its range when its worker dies
-
-
-def test_a_local_master_of_a_follower_retries_tasks():
-    from topicvault.core.spark import task_retries
-
-    assert task_retries("local[2]") == f"local[2,{LOCAL_TASK_ATTEMPTS}]"
-    assert task_retries("local[*]") == f"local[*,{LOCAL_TASK_ATTEMPTS}]"
-    assert task_retries("local") == f"local[1,{LOCAL_TASK_ATTEMPTS}]"
-    for chosen in ("local[2,1]", "local[*,8]", "spark://host:7077", "yarn"):
-        assert task_retries(chosen) == chosen  # the user's own attempts, or a cluster's spark.task.maxFailures
-
-
-def test_a_crashed_worker_is_reported_by_spark_s_cause_not_its_header():
-    from topicvault.core.spark import failure_reason
-
-    text = ("[STREAM_FAILED] Query [id = f34a, runId = 956c] terminated with exception: Job aborted due to stage "
-            "failure: Task 0 in stage 0.0 failed 4 times, most recent failure: Lost task 0.3 in stage 0.0 (TID 3) "
-            "(localhost executor driver): org.apache.spark.SparkException: Python worker exited unexpectedly "
-            "(crashed). Consider setting 'spark.sql.execution.pyspark.udf.faulthandler.enabled' or'spark.python."
-            "worker.faulthandler.enabled' configuration to 'true' for the better Python traceback.\n\tat x.y(z)")
-    assert failure_reason(text) == "SparkException: Python worker exited unexpectedly (crashed)"
-
-
-def test_restarts_back_off_and_are_bounded_in_a_window():
-    from topicvault.core.restarts import RestartBudget
-
-    now = [0.0]
-    budget = RestartBudget(max_restarts=3, window_s=100, clock=lambda: now[0])
-    assert [budget.next_delay() for _ in range(3)] == [1, 2, 4]
-    assert budget.next_delay() is None  # the fourth within 100 s: give up
-    assert "after 3 restarts in 100 s, giving up: boom" in budget.give_up("followed backup", "boom")
-    now[0] = 150.0  # the earlier restarts left the window
-    assert budget.next_delay() == 1 and budget.total == 4
 
 
 def follow_with_segfaults(bootstrap: str, topic: str, partitions: tuple[int, ...], master: str, times: int,

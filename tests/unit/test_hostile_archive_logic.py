@@ -1,0 +1,64 @@
+"""The pure-logic half of test_hostile_archive (no broker, S3 server or Spark).
+
+Issue #39 items 1-2: whoever can write the bucket must not make a restore touch what it did not create.
+
+A restore's own state (start offsets, topic configs, offset maps, holes, peer objects seen) is read
+only from its state store, or from a location the user names once with --import-state; topic
+configs stored in the archive go through an allow-list; internal topics are restored only by name.
+"""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.locations import open_store
+from topicvault.source import restore_state
+from topicvault.source.restore_state import RestoreRecords, load_peer_objects_seen
+
+
+def test_every_saved_peer_object_list_is_unpacked_within_a_bound(tmp_path, monkeypatch):
+    records = RestoreRecords(open_store(str(tmp_path / "state")), open_store(str(tmp_path / "archive")))
+    seen = {(f"topic/0/{i:019d}.json", 1000 + i) for i in range(20_000)}
+    restore_state.save_peer_objects_seen(records, "r1", seen, [])
+    assert load_peer_objects_seen(records, "r1") == (seen, [])
+    # A list that unpacks past the bound is refused as it is unpacked, not after.
+    monkeypatch.setattr(restore_state, "MAX_STATE_BYTES", 64 * 1024)
+    with pytest.raises(TopicvaultError, match="more than 65536 bytes"):
+        load_peer_objects_seen(records, "r1")
+    bomb = gzip.compress(b"[" + b" " * (8 * 2**20) + b"]", mtime=0)
+    records.state.put(records.key("r2", restore_state.PEER_OBJECTS_NAME), bomb)
+    with pytest.raises(TopicvaultError, match="more than 65536 bytes"):
+        load_peer_objects_seen(records, "r2")
+
+
+HOSTILE_CONFIGS = {"message.timestamp.type": "LogAppendTime", "cleanup.policy": "compact",
+                   "unclean.leader.election.enable": "true", "min.insync.replicas": "1", "segment.ms": "1000",
+                   "max.message.bytes": "1", "retention.ms": "-1", "follower.replication.throttled.replicas": "*"}
+
+
+def test_only_configs_on_the_allow_list_and_within_bounds_are_set():
+    from topicvault.source.topic_policy import screen_topic_configs
+
+    screened = screen_topic_configs(HOSTILE_CONFIGS)
+    assert screened.applied == {"message.timestamp.type": "LogAppendTime", "cleanup.policy": "compact",
+                                "retention.ms": "-1"}
+    assert set(screened.skipped) == {"unclean.leader.election.enable", "min.insync.replicas", "segment.ms",
+                                     "max.message.bytes", "follower.replication.throttled.replicas"}
+    assert screen_topic_configs({"segment.ms": "3600000", "max.message.bytes": "8388608",
+                                 "cleanup.policy": "rm -rf"}).applied == {"segment.ms": "3600000",
+                                                                          "max.message.bytes": "8388608"}
+    applied, skipped = screened.notes("t")
+    assert applied == "t: saved configs set once the data is in: cleanup.policy=compact, " \
+                      "message.timestamp.type=LogAppendTime, retention.ms=-1"
+    assert "min.insync.replicas=1 (durability is the target's)" in skipped and "segment.ms=1000 (below" in skipped
+
+
+def test_internal_topic_names():
+    from topicvault.source.topic_policy import is_internal_topic
+
+    internal = ["__consumer_offsets", "__transaction_state", "_schemas", "connect-configs", "connect-offsets",
+                "connect-status", "connect-cluster-configs", "_confluent-license", "mm2-offsets.src.internal"]
+    assert all(map(is_internal_topic, internal))
+    assert not any(map(is_internal_topic, ["orders", "_orders", "connect-configs-x", "payments.internal.v2"]))

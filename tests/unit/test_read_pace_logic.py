@@ -1,0 +1,46 @@
+"""The pure-logic half of test_read_pace (no broker, S3 server or Spark).
+
+A backup read keeps pace once the task is busy elsewhere (issue #20).
+
+A backup task stops consuming while it encodes and stores an object, so the consumer's
+read-ahead queue fills. librdkafka then postpones that partition's next fetch by
+`fetch.queue.backoff.ms`, 1 s by default: every full queue cost the task a second of waiting
+once it came back (2 KB records backed up at a third of a bare consumer's pace).
+"""
+
+from __future__ import annotations
+
+from topicvault.core.kafka import KafkaSettings
+from topicvault.sink.kafka_reader import range_consumer_config
+
+
+def test_our_consumers_refetch_soon_after_their_queue_drains():
+    from topicvault.core.kafka import consumer_config
+
+    for config in (range_consumer_config(KafkaSettings.of("localhost:9092")),
+                   consumer_config(KafkaSettings.of("localhost:9092"))):
+        assert int(config["fetch.queue.backoff.ms"]) <= 50
+    # The user's -X still wins.
+    assert consumer_config(KafkaSettings.of("h:1", {"fetch.queue.backoff.ms": "500"}))["fetch.queue.backoff.ms"] == "500"
+
+
+def test_a_restore_producer_can_queue_the_largest_record_it_may_send():
+    # librdkafka refuses (BufferError) a message larger than its local queue even when the
+    # queue is empty, and a restore retries a BufferError until the queue drains: a record
+    # over the queue size (possible with -X message.max.bytes above it) hung the restore.
+    # No broker needed: produce only queues locally.
+    from topicvault.source.kafka_writer import restore_producer
+
+    settings = KafkaSettings.of("127.0.0.1:9", {"message.max.bytes": str(48 * 1024 * 1024)})
+    producer = restore_producer(settings, lambda error, message: None)
+    producer.produce("t", b"v" * (40 * 1024 * 1024), b"k", 0)  # raised BufferError: Local: Queue full
+    producer.purge()
+
+
+def test_our_reads_to_eof_refetch_soon_after_a_fetch_error():
+    from topicvault.core.kafka import metadata_consumer_config
+
+    assert int(metadata_consumer_config(KafkaSettings.of("localhost:9092"))["fetch.error.backoff.ms"]) <= 50
+    # The user's -X still wins.
+    user = KafkaSettings.of("h:1", {"fetch.error.backoff.ms": "500"})
+    assert metadata_consumer_config(user)["fetch.error.backoff.ms"] == "500"

@@ -1,0 +1,21 @@
+"""The pure-logic half of test_restore_readonly (no broker, S3 server or Spark).
+
+Issue #19 item 1: restore from an archive it may only read; its state lives elsewhere.
+
+Archives here are really read-only: a local one is made immutable (`chattr -R +i`: the tests
+run as root, for whom a read-only mode bit stops nothing), an S3 one is read with credentials
+whose IAM policy allows only reads (moto's server enforces IAM once told to).
+"""
+
+from __future__ import annotations
+
+from topicvault.core.locations import open_store
+from topicvault.source.restore_state import archive_identity
+
+
+def test_archive_identity_is_one_spelling_of_the_uri(tmp_path):
+    spellings = [str(tmp_path / "a"), f"file://{tmp_path}/a", f"{tmp_path}/a/", f"{tmp_path}/x/../a"]
+    assert len({archive_identity(open_store(s)) for s in spellings}) == 1
+    s3 = {archive_identity(open_store(u)) for u in ("s3://b/p/q", "s3a://b/p/q/", "s3://b//p/q")}
+    assert s3 == {"s3://b/p/q"}
+    assert archive_identity(open_store("s3://b")) == "s3://b"
