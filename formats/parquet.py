@@ -29,7 +29,7 @@ ROW_GROUP_BYTES = 8 * 1024 * 1024
 ROW_GROUP = Rotation(ROW_GROUP_RECORDS, ROW_GROUP_BYTES)
 # Columns whose min/max statistics are written: the ones a reader prunes row groups by. Those of
 # key, value and headers would be copies of the largest and smallest values (three more copies of
-# a 64 MiB value while it is encoded: tests/test_large_record_memory.py) that nothing reads.
+# a 64 MiB value while it is encoded: tests/unit/test_large_record_memory.py) that nothing reads.
 STATISTICS_COLUMNS = ["metadata.partition", "metadata.offset", "metadata.timestamp"]
 # Records decoded first to learn the decoded size of an object's records (see read_stream).
 SIZE_PROBE_RECORDS = 256
@@ -100,7 +100,7 @@ class ParquetFormat(ObjectFormat):
 
     name = "parquet"
     extension = "parquet"
-    reads_views = True  # decoding copies values out of the pages (tests/test_memory_reuse.py)
+    reads_views = True  # decoding copies values out of the pages (tests/unit/test_memory_reuse.py)
 
     def __init__(self, compression: str = "zstd") -> None:
         self.compression = compression

@@ -1,4 +1,4 @@
-"""Writes the two record bombs tests/test_decompression_bombs.py reads: one record whose value is
+"""Writes the two record bombs tests/unit/test_decompression_bombs.py reads: one record whose value is
 1 GiB of zeros, in Parquet (zstd) and Avro (deflate) objects of 34 KB and about 1 MB.
 
 Kept as files because building them takes 3-8 GiB of memory for a moment (Arrow's Parquet writer
