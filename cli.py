@@ -748,7 +748,7 @@ def compact_command(
     """Merge each partition's small committed objects into objects of the rotation size, in one
     commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
     from .core.rotation import Rotation
-    from .source.compact import CompactJob, compact
+    from .maintenance.compact import CompactJob, compact
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     key_template = _key_template_of(key_template, time_partition)
@@ -775,7 +775,7 @@ def expire_command(
     """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
     from .core.instants import instant_or_age_to_epoch_ms
     from .core.locations import open_store
-    from .sink.expire import check_before, expire
+    from .maintenance.expire import check_before, expire
 
     now_ms = int(time.time() * 1000)
     try:

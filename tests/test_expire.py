@@ -16,7 +16,7 @@ from kafkatools import consume_all, produce_records
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState, fold_commits
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
-from topicvault.sink.expire import plan_expire
+from topicvault.maintenance.expire import plan_expire
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
 T0 = 1_700_000_000_000
@@ -147,8 +147,8 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
     import types
 
     from topicvault.core.archive import commit_log
+    from topicvault.maintenance.expire import expire
     from topicvault.sink.datasource import commit_written
-    from topicvault.sink.expire import expire
 
     store = LocalStore(str(tmp_path / "loc"))
     objects = [ObjectEntry(f"topic=t/partition=0/{first:019d}-r000000000001.parquet", "t", 0, first, first + 9,

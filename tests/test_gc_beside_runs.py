@@ -25,8 +25,8 @@ from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.core.store import missing_objects
+from topicvault.maintenance.garbage import collect_garbage
 from topicvault.sink.datasource import commit_written
-from topicvault.sink.retire import collect_garbage
 
 T = "orders"
 GONE = "deleted by a garbage collection"
@@ -174,9 +174,9 @@ def test_a_backup_whose_objects_gc_deleted_fails_without_committing(bootstrap, s
 
 def test_a_compact_whose_merged_objects_gc_deleted_commits_and_retires_nothing(bootstrap, spark, topic_factory,
                                                                               tmp_path, monkeypatch):
+    from topicvault.maintenance import compact as compact_module
+    from topicvault.maintenance.compact import CompactJob, compact
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
-    from topicvault.source import compact as compact_module
-    from topicvault.source.compact import CompactJob, compact
 
     topic = topic_factory(1, prefix="gcc")
     uri = str(tmp_path / "loc")
@@ -203,9 +203,9 @@ def test_a_compact_whose_merged_objects_gc_deleted_commits_and_retires_nothing(b
 
 def test_a_compact_longer_than_the_grace_keeps_its_merged_objects_while_its_lease_lives(
         bootstrap, spark, topic_factory, tmp_path, monkeypatch):
+    from topicvault.maintenance import compact as compact_module
+    from topicvault.maintenance.compact import CompactJob, compact
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
-    from topicvault.source import compact as compact_module
-    from topicvault.source.compact import CompactJob, compact
 
     topic = topic_factory(1, prefix="gcm")
     uri = str(tmp_path / "loc")
@@ -290,7 +290,7 @@ def test_a_lease_renewal_that_fails_is_reported_once_and_its_recovery_too(tmp_pa
 
 
 def test_a_gc_reads_the_state_again_while_it_deletes_and_spares_what_was_committed_meanwhile(tmp_path):
-    from topicvault.sink.retire import DELETES_PER_STATE_READ
+    from topicvault.maintenance.garbage import DELETES_PER_STATE_READ
 
     plain = LocalStore(str(tmp_path / "loc"))
     commit_written(plain, stored(plain, entry(0, 9)))

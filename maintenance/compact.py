@@ -13,7 +13,7 @@ version 2). It is a conditional put like every commit: when a follower committed
 state is read forward and the commit rebuilt, as long as every object this run replaces is
 still there (a racing compact or expire that removed one makes this run give up, committing
 nothing; what it wrote is collected as orphans later). Only after the commit are replaced
-objects retired; they are deleted by a later run after the grace period (sink.retire).
+objects retired; they are deleted by a later run after the grace period (maintenance.garbage).
 
 Killed anywhere, the location stays consistent: before the commit nothing it wrote is named
 by any commit (orphans); after it, the state already holds the merged objects and the retired
@@ -43,8 +43,8 @@ from ..core.store import ObjectStore
 from ..formats import ObjectFormat, extension_of, format_for_extension, resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from ..sink.objects import PartitionObjects
-from ..sink.retire import DEFAULT_GRACE_MS, Collected, collect_garbage, collection_time, deleted_retirees
-from .object_reader import check_keys_open, read_object_batches
+from ..source.object_reader import check_keys_open, read_object_batches
+from .garbage import DEFAULT_GRACE_MS, Collected, collect_garbage, collection_time, deleted_retirees
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ after it was backed up. TIME must lie in the past. What is dropped goes in one c
 removes those objects and records the partition's new start, one past the last dropped
 object, so `ls`, `verify` and `restore` agree the archive now starts there. A record at or
 after TIME is never dropped, and no object is ever cut. Dropped objects are retired and
-deleted after the grace period, as compact's are (sink.retire).
+deleted after the grace period, as compact's are (maintenance.garbage).
 
 Bucket lifecycle rules are no substitute: they delete objects by age under the commits'
 feet, so the state names objects that are gone; restore and verify then fail on them, and a
@@ -30,7 +30,7 @@ from ..core.crypto import Keyring
 from ..core.errors import NoBackup, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore
-from .retire import Collected, collect_garbage, collection_time, deleted_retirees
+from .garbage import Collected, collect_garbage, collection_time, deleted_retirees
 
 
 @dataclass(frozen=True)
