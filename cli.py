@@ -748,13 +748,15 @@ def compact_command(
     """Merge each partition's small committed objects into objects of the rotation size, in one
     commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
     from .core.rotation import Rotation
-    from .source.compact import CompactJob, compact
+    from .maintenance.compact import CompactJob, execute_compaction, plan_compaction
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     key_template = _key_template_of(key_template, time_partition)
     job = CompactJob(_uri_of(settings, "URI"), _store_of(settings), Rotation(max_records, max_bytes), compression,
                      key_template, settings.encryption_keys, _grace_ms(grace))
-    _print(report.compact(compact(job, dry_run), dry_run, as_json))
+    location = job.open_store()
+    plan = plan_compaction(job, location, dry_run)
+    _print(report.compact(plan.dry_result() if dry_run else execute_compaction(job, location, plan), dry_run, as_json))
 
 
 @app.command("expire")
@@ -775,7 +777,7 @@ def expire_command(
     """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
     from .core.instants import instant_or_age_to_epoch_ms
     from .core.locations import open_store
-    from .sink.expire import check_before, expire
+    from .maintenance.expire import check_before, execute_expiry, plan_expiry
 
     now_ms = int(time.time() * 1000)
     try:
@@ -786,8 +788,9 @@ def expire_command(
     check_before(before_ms, now_ms)  # --before 0s, or a time to come
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     grace_ms = _grace_ms(grace)
-    result = expire(open_store(_uri_of(settings, "URI"), settings.store_options), before_ms, grace_ms, dry_run,
-                    keyring=_keyring_of(settings))
+    location, keyring = open_store(_uri_of(settings, "URI"), settings.store_options), _keyring_of(settings)
+    plan = plan_expiry(location, before_ms, grace_ms, dry_run, keyring=keyring)
+    result = plan.dry_result() if dry_run else execute_expiry(location, plan, grace_ms, keyring=keyring)
     _print(report.expire(result, dry_run, as_json))
 
 

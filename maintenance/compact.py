@@ -13,7 +13,7 @@ version 2). It is a conditional put like every commit: when a follower committed
 state is read forward and the commit rebuilt, as long as every object this run replaces is
 still there (a racing compact or expire that removed one makes this run give up, committing
 nothing; what it wrote is collected as orphans later). Only after the commit are replaced
-objects retired; they are deleted by a later run after the grace period (sink.retire).
+objects retired; they are deleted by a later run after the grace period (maintenance.garbage).
 
 Killed anywhere, the location stays consistent: before the commit nothing it wrote is named
 by any commit (orphans); after it, the state already holds the merged objects and the retired
@@ -27,6 +27,7 @@ the follower's time and its commit slot; run `compact` beside it (say, hourly) i
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -43,8 +44,16 @@ from ..core.store import ObjectStore
 from ..formats import ObjectFormat, extension_of, format_for_extension, resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from ..sink.objects import PartitionObjects
-from ..sink.retire import DEFAULT_GRACE_MS, Collected, collect_garbage, collection_time, deleted_retirees
-from .object_reader import check_keys_open, read_object_batches
+from ..source.object_reader import check_keys_open, read_object_batches
+from .garbage import (
+    DEFAULT_GRACE_MS,
+    Collected,
+    GarbagePlan,
+    collect_garbage,
+    collection_time,
+    deleted_retirees,
+    gather_collection,
+)
 
 
 @dataclass(frozen=True)
@@ -143,26 +152,56 @@ def check_names(merges: list[Merge], codec: KeyCodec) -> None:
                 )
 
 
-def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -> CompactResult:
-    """Merge the location's small objects (see the module doc); then delete retired objects and
-    orphans older than the grace period. With `dry_run`, only plan and count."""
-    store, codec, keyring = job.open_store(), job.codec(), job.keyring()
+@dataclass(frozen=True)
+class CompactPlan:
+    """What a compact run will do: write `merges` again and commit them on top of `state`. A dry
+    run's plan also says what the collection after it would delete."""
+
+    state: BackupState
+    merges: tuple[Merge, ...]
+    collection: GarbagePlan | None = None  # planned by dry runs only: a real run plans it after its commit
+
+    def dry_result(self) -> CompactResult:
+        """The plan as `compact --dry-run` reports it."""
+        collected = self.collection.collected() if self.collection else Collected()
+        return CompactResult(self.merges, (), (), None, collected)
+
+
+def compact_plan(state: BackupState, job: CompactJob, sealing_key_id: str | None = None) -> CompactPlan:
+    """Pure: plan_compact on `state`, refusing a merge whose format lacks the job's codec or whose
+    objects are not named like the job's codec names them (check_names)."""
+    merges = plan_compact(state, job.rotation, sealing_key_id)
+    for merge in merges:
+        _format_of(merge, job.compression)  # a codec the format lacks fails before anything is written
+    check_names(merges, job.codec())
+    return CompactPlan(state, tuple(merges))
+
+
+def plan_compaction(job: CompactJob, store: ObjectStore, dry_run: bool = False,
+                    now_ms: int | None = None) -> CompactPlan:
+    """Read the state, plan (compact_plan) and check that every key needed is there; with
+    `dry_run`, also plan the collection that would follow, counting the merged objects as retired."""
+    keyring = job.keyring()
     state = load_state(store, keyring)
     if not state.partitions:
         raise NoBackup(job.store_uri)
-    merges = plan_compact(state, job.rotation, keyring.sealing.key_id if keyring else None)
-    for merge in merges:
-        _format_of(merge, job.compression)  # a codec the format lacks fails before anything is written
-    check_names(merges, codec)
+    plan = compact_plan(state, job, keyring.sealing.key_id if keyring else None)
     # Every key needed, before writing; unencrypted objects are what a compact with a key encrypts.
-    check_keys_open(store, (o for m in merges for o in m.objects), keyring, allow_plaintext=True)
-    if dry_run:
-        replaced = (o.key for m in merges for o in m.objects)
-        collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms), dry_run=True,
-                                    would_retire=replaced)
-        return CompactResult(tuple(merges), (), (), None, collected)
+    check_keys_open(store, (o for m in plan.merges for o in m.objects), keyring, allow_plaintext=True)
+    if not dry_run:
+        return plan
+    replaced = (o.key for m in plan.merges for o in m.objects)
+    collection, _ = gather_collection(store, state, job.grace_ms, collection_time(now_ms), would_retire=replaced)
+    return dataclasses.replace(plan, collection=collection)
+
+
+def execute_compaction(job: CompactJob, store: ObjectStore, plan: CompactPlan,
+                       now_ms: int | None = None) -> CompactResult:
+    """Write the plan's merges, commit them in one commit, then delete retired objects and orphans
+    older than the grace period."""
+    codec, keyring, state, merges = job.codec(), job.keyring(), plan.state, plan.merges
     run_id = new_run_id()  # per run, never per job: a job run twice must not write under the same keys
-    commit_key = None
+    commit_key, done = None, []
     # From before the first merged object to after the commit: another compact or an expire
     # leaves them alone, however long this one runs (core.archive.leases).
     with RunLease(store, run_id) if merges else nullcontext():
@@ -174,8 +213,16 @@ def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -
             forgotten = deleted_retirees(store, state)
             commit_key = append(store, state, lambda current: _record(current, done, forgotten), keyring).key
     collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms))
-    return CompactResult(tuple(merges), tuple(o for m, _ in done for o in m.objects),
+    return CompactResult(merges, tuple(o for m, _ in done for o in m.objects),
                          tuple(o for _, w in done for o in w), commit_key, collected)
+
+
+def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -> CompactResult:
+    """Merge the location's small objects (see the module doc); then delete retired objects and
+    orphans older than the grace period. With `dry_run`, only plan and count."""
+    store = job.open_store()
+    plan = plan_compaction(job, store, dry_run, now_ms)
+    return plan.dry_result() if dry_run else execute_compaction(job, store, plan, now_ms)
 
 
 def _rewrite(store: ObjectStore, codec: KeyCodec, keyring: Keyring | None, job: CompactJob,

@@ -43,7 +43,7 @@ from ..core.archive.checkpoints import read_forward
 from ..core.archive.commits import BackupState
 from ..core.archive.leases import expired_leases, live_runs
 from ..core.faults import crash_after, crash_now
-from ..core.store import ObjectStore
+from ..core.store import ObjectInfo, ObjectStore
 from ..keys.codec import run_id_of
 
 DEFAULT_GRACE_MS = 24 * 3_600_000
@@ -82,23 +82,32 @@ def collection_time(now_ms: int | None, not_before_ms: int = 0) -> int:
     return now_ms if now_ms is not None else max(int(time.time() * 1000), not_before_ms)
 
 
-def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_ms: int,
-                    dry_run: bool = False, would_retire: Iterable[str] = ()) -> Collected:
-    """Delete retired objects whose retiring commit is older than `grace_ms`, and objects no
-    commit ever named that were last written more than `grace_ms` ago; see the module doc.
+@dataclass(frozen=True)
+class GarbagePlan:
+    """What a collection will delete: retired objects and orphans past the grace, and leases
+    expired for longer than it (killed runs'); `live` is what the state named when planned."""
 
-    A dry run counts `would_retire` (what the run would retire, its commit not written) as
-    retired at `now_ms`. `state` is read forward (in place) after the listing. Crash point:
-    `retire.delete:N` (after N deletes; 0 is before the first)."""
-    would_retire = set(would_retire)
-    if would_retire and not dry_run:
-        raise ValueError("would_retire is for dry runs: a real run retires by its commit")
-    everything = list(store.list())
+    retired: tuple[str, ...] = ()
+    orphans: tuple[str, ...] = ()
+    waiting: int = 0  # unreferenced objects younger than the grace period
+    expired_leases: tuple[str, ...] = ()
+    live: frozenset[str] = frozenset()
+
+    def collected(self) -> Collected:
+        """The plan as the result of a dry run: what would be deleted."""
+        return Collected(list(self.retired), list(self.orphans), self.waiting)
+
+
+def plan_collection(listing: Iterable[ObjectInfo], state: BackupState, grace_ms: int, now_ms: int,
+                    would_retire: Iterable[str] = ()) -> GarbagePlan:
+    """Pure: from a listing of the location and its state (read forward after the listing), what
+    a collection at `now_ms` deletes; see the module doc. `would_retire` (a dry run's: what the
+    run would retire, its commit not written) counts as retired at `now_ms`."""
+    everything, would_retire = list(listing), set(would_retire)
+    if not state.partitions:
+        return GarbagePlan()
     # Another location nested inside this one (its own _topicvault/ below our root) is not ours.
     nested = {i.key[:i.key.index("/" + STATE_PREFIX) + 1] for i in everything if "/" + STATE_PREFIX in i.key}
-    state = read_forward(store, state)
-    if not state.partitions:
-        return Collected()
     # One alternation (longest first), not a loop over topics per key: locations hold many of both.
     names_a_topic = re.compile("|".join(map(re.escape, sorted({t for t, _ in state.partitions}, key=len, reverse=True))))
     listed = [info for info in everything
@@ -107,25 +116,41 @@ def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_m
               and names_a_topic.search(info.key)]
     live = {o.key for ps in state.partitions.values() for o in ps.objects} - would_retire
     running = live_runs(everything, now_ms)  # runs still writing: their objects are not orphans
-    found = Collected()
+    retired, orphans, waiting = [], [], 0
     for info in listed:
         if info.key in live:
             continue
         retired_ms = now_ms if info.key in would_retire else state.retired.get(info.key)
         if retired_ms is not None and retired_ms + grace_ms <= now_ms:
-            found.retired.append(info.key)
+            retired.append(info.key)
         elif (retired_ms is None and info.modified_ms is not None and info.modified_ms + grace_ms <= now_ms
               and run_id_of(info.key) not in running):
-            found.orphans.append(info.key)
+            orphans.append(info.key)
         else:
-            found.waiting += 1
-    if dry_run:
-        return found
-    for lease in expired_leases(everything, now_ms, grace_ms):
+            waiting += 1
+    return GarbagePlan(tuple(retired), tuple(orphans), waiting,
+                       tuple(expired_leases(everything, now_ms, grace_ms)), frozenset(live))
+
+
+def gather_collection(store: ObjectStore, state: BackupState, grace_ms: int, now_ms: int,
+                      would_retire: Iterable[str] = ()) -> tuple[GarbagePlan, BackupState]:
+    """List the location, read `state` forward (in place) after the listing, and plan the
+    collection on both; returns the plan and the state read forward."""
+    listing = list(store.list())
+    state = read_forward(store, state)
+    return plan_collection(listing, state, grace_ms, now_ms, would_retire), state
+
+
+def execute_collection(store: ObjectStore, state: BackupState, plan: GarbagePlan) -> Collected:
+    """Delete what `plan` found, reading `state` forward every DELETES_PER_STATE_READ deletes and
+    sparing what a commit named since. Crash point: `retire.delete:N` (after N deletes; 0 is
+    before the first)."""
+    for lease in plan.expired_leases:
         store.delete(lease)  # a run that never committed: its objects are orphans like any
     crash_at = crash_after("retire.delete")
+    live = set(plan.live)
     spared: set[str] = set()  # committed since the collection read the state
-    for count, key in enumerate(found.retired + found.orphans):
+    for count, key in enumerate(plan.retired + plan.orphans):
         if crash_at is not None and count >= crash_at:
             crash_now()
         if count and count % DELETES_PER_STATE_READ == 0:
@@ -134,6 +159,17 @@ def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_m
             spared.add(key)
             continue
         store.delete(key)
-    return Collected([k for k in found.retired if k not in spared], [k for k in found.orphans if k not in spared],
-                     found.waiting)
+    return Collected([k for k in plan.retired if k not in spared], [k for k in plan.orphans if k not in spared],
+                     plan.waiting)
 
+
+def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_ms: int,
+                    dry_run: bool = False, would_retire: Iterable[str] = ()) -> Collected:
+    """Delete retired objects whose retiring commit is older than `grace_ms`, and objects no
+    commit ever named that were last written more than `grace_ms` ago: gather_collection, then
+    (unless `dry_run`) execute_collection; see the module doc."""
+    would_retire = tuple(would_retire)
+    if would_retire and not dry_run:
+        raise ValueError("would_retire is for dry runs: a real run retires by its commit")
+    plan, state = gather_collection(store, state, grace_ms, now_ms, would_retire)
+    return plan.collected() if dry_run else execute_collection(store, state, plan)

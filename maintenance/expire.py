@@ -10,7 +10,7 @@ after it was backed up. TIME must lie in the past. What is dropped goes in one c
 removes those objects and records the partition's new start, one past the last dropped
 object, so `ls`, `verify` and `restore` agree the archive now starts there. A record at or
 after TIME is never dropped, and no object is ever cut. Dropped objects are retired and
-deleted after the grace period, as compact's are (sink.retire).
+deleted after the grace period, as compact's are (maintenance.garbage).
 
 Bucket lifecycle rules are no substitute: they delete objects by age under the commits'
 feet, so the state names objects that are gone; restore and verify then fail on them, and a
@@ -21,6 +21,7 @@ keep it off `_topicvault/`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..core.archive.checkpoints import load_state
@@ -30,7 +31,7 @@ from ..core.crypto import Keyring
 from ..core.errors import NoBackup, TopicvaultError
 from ..core.faults import crash_after, crash_now
 from ..core.store import ObjectStore
-from .retire import Collected, collect_garbage, collection_time, deleted_retirees
+from .garbage import Collected, GarbagePlan, collect_garbage, collection_time, deleted_retirees, gather_collection
 
 
 @dataclass(frozen=True)
@@ -109,21 +110,51 @@ def check_before(before_ms: int, now_ms: int) -> None:
                               "now it would drop every object of the archive, those just backed up too")
 
 
-def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = False,
-           now_ms: int | None = None, keyring: Keyring | None = None) -> ExpireResult:
-    """Drop what plan_expire finds in one commit (authenticated with `keyring`), then delete
-    retired objects and orphans older than the grace period. With `dry_run`, only plan and count."""
+@dataclass(frozen=True)
+class ExpirePlan:
+    """What an expire run will do: drop `expiries` on top of `state` in one commit; `held` is
+    reported. A dry run's plan also says what the collection after it would delete."""
+
+    before_ms: int
+    state: BackupState
+    expiries: tuple[Expiry, ...]
+    held: tuple[HeldBack, ...] = ()
+    collection: GarbagePlan | None = None  # planned by dry runs only: a real run plans it after its commit
+
+    def dry_result(self) -> ExpireResult:
+        """The plan as `expire --dry-run` reports it."""
+        collected = self.collection.collected() if self.collection else Collected()
+        return ExpireResult(self.before_ms, self.expiries, None, collected, self.held)
+
+
+def expire_plan(state: BackupState, before_ms: int) -> ExpirePlan:
+    """Pure: the expiries and held-back objects of `state` at `before_ms` (plan_expire, held_back)."""
+    return ExpirePlan(before_ms, state, tuple(plan_expire(state, before_ms)), tuple(held_back(state, before_ms)))
+
+
+def plan_expiry(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = False,
+                now_ms: int | None = None, keyring: Keyring | None = None) -> ExpirePlan:
+    """Check the arguments, read the state (authenticated with `keyring`) and plan; with `dry_run`,
+    also plan the collection that would follow, counting the dropped objects as retired now."""
     if grace_ms < 0:
         raise TopicvaultError("--grace must not be negative")
     check_before(before_ms, collection_time(now_ms))
     state = load_state(store, keyring)
     if not state.partitions:
         raise NoBackup(store.uri)
-    expiries, held = plan_expire(state, before_ms), tuple(held_back(state, before_ms))
-    if dry_run:
-        dropped = (o.key for e in expiries for o in e.dropped)
-        return ExpireResult(before_ms, tuple(expiries), None, collect_garbage(
-            store, state, grace_ms, collection_time(now_ms), dry_run=True, would_retire=dropped), held)
+    plan = expire_plan(state, before_ms)
+    if not dry_run:
+        return plan
+    dropped = (o.key for e in plan.expiries for o in e.dropped)
+    collection, _ = gather_collection(store, state, grace_ms, collection_time(now_ms), would_retire=dropped)
+    return dataclasses.replace(plan, collection=collection)
+
+
+def execute_expiry(store: ObjectStore, plan: ExpirePlan, grace_ms: int, now_ms: int | None = None,
+                   keyring: Keyring | None = None) -> ExpireResult:
+    """Drop what `plan` found in one commit (authenticated with `keyring`), then delete retired
+    objects and orphans older than the grace period."""
+    state, expiries = plan.state, list(plan.expiries)
     commit_key, committed_ms = None, 0
     if expiries:
         if crash_after("expire.commit") is not None:
@@ -138,7 +169,16 @@ def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = Fa
     # The clock is read after the commit (read before, what this run retired waited for the
     # next run with no grace whenever the commit was stamped a millisecond later).
     now = collection_time(now_ms, not_before_ms=committed_ms)
-    return ExpireResult(before_ms, tuple(expiries), commit_key, collect_garbage(store, state, grace_ms, now), held)
+    return ExpireResult(plan.before_ms, plan.expiries, commit_key, collect_garbage(store, state, grace_ms, now),
+                        plan.held)
+
+
+def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = False,
+           now_ms: int | None = None, keyring: Keyring | None = None) -> ExpireResult:
+    """Drop what plan_expire finds in one commit (authenticated with `keyring`), then delete
+    retired objects and orphans older than the grace period. With `dry_run`, only plan and count."""
+    plan = plan_expiry(store, before_ms, grace_ms, dry_run, now_ms, keyring)
+    return plan.dry_result() if dry_run else execute_expiry(store, plan, grace_ms, now_ms, keyring)
 
 
 def _record(state: BackupState, expiries: list[Expiry], forgotten: tuple[str, ...]) -> CommitRecord:
