@@ -748,7 +748,7 @@ def compact_command(
     """Merge each partition's small committed objects into objects of the rotation size, in one
     commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
     from .core.rotation import Rotation
-    from .maintenance.compact import CompactJob, execute_compaction, plan_compaction
+    from .source.maintenance.compact import CompactJob, execute_compaction, plan_compaction
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     key_template = _key_template_of(key_template, time_partition)
@@ -777,7 +777,7 @@ def expire_command(
     """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
     from .core.instants import instant_or_age_to_epoch_ms
     from .core.locations import open_store
-    from .maintenance.expire import check_before, execute_expiry, plan_expiry
+    from .source.maintenance.expire import check_before, execute_expiry, plan_expiry
 
     now_ms = int(time.time() * 1000)
     try:

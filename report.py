@@ -19,14 +19,14 @@ from .core.text import iso, plural, rate, show_text, table, terminal_text, to_js
 
 if TYPE_CHECKING:  # the CLI imports this module at start; the library's modules only when a command runs
     from .core.sandbox import Sandbox
-    from .maintenance.compact import CompactResult
-    from .maintenance.expire import ExpireResult
-    from .maintenance.garbage import Collected
     from .sink.backup import BackupResult
     from .sink.follow import FollowResult
     from .sink.plan import BackupPlan, PartitionPlan
     from .source.follow import FollowRestart, FollowRound, FollowSummary
     from .source.groups import GroupOffset
+    from .source.maintenance.compact import CompactResult
+    from .source.maintenance.expire import ExpireResult
+    from .source.maintenance.garbage import Collected
     from .source.object_reader import SkippedObject
     from .source.restore import RestorePlan, RestoreResult
     from .source.verify import VerifyReport
@@ -455,7 +455,7 @@ def verify(verified: VerifyReport, compared_live: bool, as_json: bool, strict: b
 # --- compact, expire ---------------------------------------------------------------------------
 
 def collected_line(collected: Collected, verb: str = "deleted") -> str:
-    """What a garbage collection (a maintenance.garbage.Collected) deleted, or with another verb would delete."""
+    """What a garbage collection (a source.maintenance.garbage.Collected) deleted, or with another verb would delete."""
     return (f"{verb} {collected.deleted} unreferenced objects ({len(collected.retired)} retired, "
             f"{len(collected.orphans)} never committed); {collected.waiting} wait for the grace period")
 
@@ -473,7 +473,7 @@ def _maintenance_end(collected: Collected, dry_run: bool, plan: str, done: str) 
 
 
 def compact(result: CompactResult, dry_run: bool, as_json: bool) -> list[Line]:
-    """`compact` (a maintenance.compact.CompactResult): each run of objects merged, and what was deleted."""
+    """`compact` (a source.maintenance.compact.CompactResult): each run of objects merged, and what was deleted."""
     if as_json:
         return [_out(to_json({
             "dry_run": dry_run, "commit": result.commit_key,
@@ -492,7 +492,7 @@ def compact(result: CompactResult, dry_run: bool, as_json: bool) -> list[Line]:
 
 
 def expire(result: ExpireResult, dry_run: bool, as_json: bool) -> list[Line]:
-    """`expire` (a maintenance.expire.ExpireResult): each partition's dropped prefix, and what was deleted."""
+    """`expire` (a source.maintenance.expire.ExpireResult): each partition's dropped prefix, and what was deleted."""
     before = iso(result.before_ms)
     if as_json:
         return [_out(to_json({

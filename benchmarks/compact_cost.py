@@ -21,8 +21,8 @@ from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec, new_run_id
-from topicvault.maintenance.compact import CompactJob, compact
 from topicvault.sink.objects import write_objects
+from topicvault.source.maintenance.compact import CompactJob, compact
 
 
 def build_archive(root: str, objects: int, records: int) -> int:

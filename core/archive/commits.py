@@ -11,7 +11,7 @@ move a partition's start (`starts`). A reader that ignored those would see the r
 the replacing objects (every record twice), so such records carry format_version 2, which
 topicvault before them refuses to read ("unsupported format_version 2"); backups still write
 version 1, readable by every version. Removed objects are remembered as `retired` (with the
-time of the commit) until they are deleted after a grace period (see maintenance.garbage).
+time of the commit) until they are deleted after a grace period (see source.maintenance.garbage).
 
 Authentication (issue #39, docs/threat-model-encryption.md): a record written with a keyring
 carries AUTHENTICATION_FIELD (core.crypto.authentication) over its body, which names the first

@@ -1,7 +1,7 @@
 """Run leases: a run that is writing objects it has not committed yet says so in the location.
 
 A backup or a compact stores its objects first and commits them at its end, so until then they
-look like orphans (named by no commit). Garbage collection (maintenance.garbage) deletes orphans older
+look like orphans (named by no commit). Garbage collection (source.maintenance.garbage) deletes orphans older
 than its --grace; without a lease, a run longer than the grace lost its objects to a daily
 compact or expire and could never finish (a first backup of a big topic can run for days).
 
@@ -124,7 +124,7 @@ def check_objects_held(store: ObjectStore, record: CommitRecord) -> None:
     """Raise (one line) unless the store holds every object `record` adds.
 
     A run writes its objects first and commits them last; a compact or expire deletes them as
-    orphans meanwhile if the run's lease lapsed (see the module doc, maintenance.garbage). Committing them
+    orphans meanwhile if the run's lease lapsed (see the module doc, source.maintenance.garbage). Committing them
     anyway would name a hole that every restore then stops at; a compact would also retire the
     originals of the missing merged objects. Checked right before each commit attempt: one
     listing per folder of new objects, or a stat per object in a directory (ObjectStore.missing)."""

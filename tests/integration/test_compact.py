@@ -23,8 +23,8 @@ from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
-from topicvault.maintenance.compact import CompactJob, compact
-from topicvault.maintenance.expire import expire
+from topicvault.source.maintenance.compact import CompactJob, compact
+from topicvault.source.maintenance.expire import expire
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
 

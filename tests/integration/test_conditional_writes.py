@@ -88,7 +88,7 @@ def test_a_follower_and_compacts_beside_it_keep_every_record_on_a_store_that_ign
     from topicvault.core.envelope import Record
     from topicvault.core.rotation import Rotation
     from topicvault.core.s3_store import S3Store
-    from topicvault.source.compact import CompactJob, compact
+    from topicvault.source.maintenance.compact import CompactJob, compact
 
     topic = topic_factory(2, prefix="cw-follow")
     log = tmp_path / "follow.log"

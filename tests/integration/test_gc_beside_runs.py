@@ -80,8 +80,8 @@ def test_a_backup_whose_objects_gc_deleted_fails_without_committing(bootstrap, s
 def test_a_compact_whose_merged_objects_gc_deleted_commits_and_retires_nothing(bootstrap, spark, topic_factory,
                                                                               tmp_path, monkeypatch):
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
-    from topicvault.source import compact as compact_module
-    from topicvault.source.compact import CompactJob, compact
+    from topicvault.source.maintenance import compact as compact_module
+    from topicvault.source.maintenance.compact import CompactJob, compact
 
     topic = topic_factory(1, prefix="gcc")
     uri = str(tmp_path / "loc")
@@ -109,8 +109,8 @@ def test_a_compact_whose_merged_objects_gc_deleted_commits_and_retires_nothing(b
 def test_a_compact_longer_than_the_grace_keeps_its_merged_objects_while_its_lease_lives(
         bootstrap, spark, topic_factory, tmp_path, monkeypatch):
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
-    from topicvault.source import compact as compact_module
-    from topicvault.source.compact import CompactJob, compact
+    from topicvault.source.maintenance import compact as compact_module
+    from topicvault.source.maintenance.compact import CompactJob, compact
 
     topic = topic_factory(1, prefix="gcm")
     uri = str(tmp_path / "loc")

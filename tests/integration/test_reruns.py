@@ -26,7 +26,7 @@ from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
-from topicvault.maintenance.expire import expire
+from topicvault.source.maintenance.expire import expire
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 from topicvault.source.restore_state import STATE_NAME
 from topicvault.source.throttle import RateLimit

@@ -23,10 +23,10 @@ from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
-from topicvault.maintenance.compact import CompactJob, compact
-from topicvault.maintenance.expire import expire
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.follow import StandbyRequest, archive_with_newer_commits, standby_lag
+from topicvault.source.maintenance.compact import CompactJob, compact
+from topicvault.source.maintenance.expire import expire
 from topicvault.source.restore import (
     RestoreJob,
     plan_restore,

@@ -14,10 +14,10 @@ from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec
-from topicvault.maintenance.compact import CompactJob, compact
-from topicvault.maintenance.expire import expire
 from topicvault.sink.datasource import commit_written
 from topicvault.sink.objects import write_objects
+from topicvault.source.maintenance.compact import CompactJob, compact
+from topicvault.source.maintenance.expire import expire
 
 PACKAGE_ROOT = Path(archive_keys.__file__).resolve().parents[2]  # core/archive/ -> the package
 T0 = 1_700_000_000_000

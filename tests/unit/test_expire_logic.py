@@ -13,7 +13,7 @@ from pathlib import Path
 from clitools import assert_one_line_error, run_cli
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
 from topicvault.core.local_store import LocalStore
-from topicvault.sink.expire import plan_expire
+from topicvault.source.maintenance.expire import plan_expire
 
 T0 = 1_700_000_000_000
 
@@ -72,7 +72,7 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
 
     from topicvault.core.archive import commit_log
     from topicvault.sink.datasource import commit_written
-    from topicvault.sink.expire import expire
+    from topicvault.source.maintenance.expire import expire
 
     store = LocalStore(str(tmp_path / "loc"))
     objects = [ObjectEntry(f"topic=t/partition=0/{first:019d}-r000000000001.parquet", "t", 0, first, first + 9,

@@ -25,7 +25,7 @@ from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LocalStore
 from topicvault.core.store import missing_objects
 from topicvault.sink.datasource import commit_written
-from topicvault.sink.retire import collect_garbage
+from topicvault.source.maintenance.garbage import collect_garbage
 
 T = "orders"
 
@@ -175,7 +175,7 @@ def test_a_lease_renewal_that_fails_is_reported_once_and_its_recovery_too(tmp_pa
 
 
 def test_a_gc_reads_the_state_again_while_it_deletes_and_spares_what_was_committed_meanwhile(tmp_path):
-    from topicvault.sink.retire import DELETES_PER_STATE_READ
+    from topicvault.source.maintenance.garbage import DELETES_PER_STATE_READ
 
     plain = LocalStore(str(tmp_path / "loc"))
     commit_written(plain, stored(plain, entry(0, 9)))

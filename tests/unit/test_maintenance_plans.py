@@ -1,4 +1,4 @@
-"""The maintenance planners (maintenance/): compact, expire and garbage collection planned from an
+"""The maintenance planners (source/maintenance/): compact, expire and garbage collection planned from an
 in-memory state and listing, with no store round trip; each plan is frozen and says exactly what
 its execute would write and delete."""
 
@@ -11,9 +11,9 @@ from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionS
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.rotation import Rotation
 from topicvault.core.store import ObjectInfo
-from topicvault.maintenance.compact import CompactJob, CompactPlan, Merge, compact_plan
-from topicvault.maintenance.expire import ExpirePlan, Expiry, HeldBack, expire_plan
-from topicvault.maintenance.garbage import GarbagePlan, plan_collection
+from topicvault.source.maintenance.compact import CompactJob, CompactPlan, Merge, compact_plan
+from topicvault.source.maintenance.expire import ExpirePlan, Expiry, HeldBack, expire_plan
+from topicvault.source.maintenance.garbage import GarbagePlan, plan_collection
 
 T = "orders"
 RUN = "r000000000001"

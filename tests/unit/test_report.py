@@ -16,14 +16,14 @@ import pytest
 from topicvault import report
 from topicvault.core import text
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionRange, PartitionState
-from topicvault.maintenance.compact import CompactResult, Merge
-from topicvault.maintenance.expire import ExpireResult, Expiry
-from topicvault.maintenance.garbage import Collected
 from topicvault.sink.backup import BackupResult
 from topicvault.sink.kafka_reader import OffsetRange
 from topicvault.sink.plan import BackupPlan, PartitionPlan
 from topicvault.source.follow import FollowRound, FollowSummary, PartitionLag
 from topicvault.source.groups import GroupOffset
+from topicvault.source.maintenance.compact import CompactResult, Merge
+from topicvault.source.maintenance.expire import ExpireResult, Expiry
+from topicvault.source.maintenance.garbage import Collected
 from topicvault.source.object_reader import SkippedObject
 from topicvault.source.offset_map import OffsetMap
 from topicvault.source.peer_layout import PeerReadReport

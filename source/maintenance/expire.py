@@ -24,13 +24,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..core.archive.checkpoints import load_state
-from ..core.archive.commit_log import append, maintenance_record
-from ..core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject
-from ..core.crypto import Keyring
-from ..core.errors import NoBackup, TopicvaultError
-from ..core.faults import crash_after, crash_now
-from ..core.store import ObjectStore
+from ...core.archive.checkpoints import load_state
+from ...core.archive.commit_log import append, maintenance_record
+from ...core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject
+from ...core.crypto import Keyring
+from ...core.errors import NoBackup, TopicvaultError
+from ...core.faults import crash_after, crash_now
+from ...core.store import ObjectStore
 from .garbage import Collected, GarbagePlan, collect_garbage, collection_time, deleted_retirees, gather_collection
 
 
