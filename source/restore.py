@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
 from ..core.access import AccessApplied
@@ -67,6 +67,7 @@ from .restore_plan import (
     TargetFacts,
     build_restore_plan,
     check_on_error,
+    outside_holes,
     parse_renames,  # noqa: F401 - cli.py and the tests import it from here
     restore_targets,
 )
@@ -206,6 +207,7 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = R
     a prefix of it after `target_start`, so each is counted and produced from there on, within
     `rate` (this task's share of the restore's limit).
     """
+    tasks = left_out_by_earlier_attempts(job, tasks)
     # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
     # and topics are created without their saved configs until the data is in (no compaction).
     starts = {task.target: task.target_start for task in tasks}
@@ -224,6 +226,31 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = R
     ends = partition_ends(job.kafka, [task.target for task in tasks])
     return [_finish(job, task, written[task.target].records, stream, result, ends[task.target])
             for task, stream, result in zip(tasks, streams, produced)]
+
+
+def left_out_by_earlier_attempts(job: RestoreJob, tasks: list[RestoreTask]) -> list[RestoreTask]:
+    """The tasks, each leaving out the objects of its own that an earlier attempt of it left out.
+
+    An attempt saves each object it leaves out before producing past it (see _stream), and may
+    then fail or lose its result: a retry that reads the object (a flaky read, a repaired copy)
+    would count the target against the sequence with it and refuse, as a resume would without
+    the saved hole. Such a hole names an object of the task itself and is not among the holes
+    of earlier runs the plan gave it (earlier_holes).
+    """
+    if job.on_error != "skip" or not any(task.restore_id for task in tasks):
+        return tasks
+    saved = {restore_id: saved_holes(job.restore_records(), restore_id)
+             for restore_id in {task.restore_id for task in tasks if task.restore_id}}
+    updated = []
+    for task in tasks:
+        keys = {entry.key for entry in task.objects}
+        known = {(hole.key, hole.first_offset, hole.last_offset) for hole in task.earlier_holes}
+        found = tuple(hole for hole in saved.get(task.restore_id, {}).get((task.source_topic, task.partition), [])
+                      if hole.key in keys and (hole.key, hole.first_offset, hole.last_offset) not in known)
+        updated.append(task if not found else replace(
+            task, objects=tuple(outside_holes(task.selection, list(task.objects), found)),
+            earlier_holes=task.earlier_holes + found))
+    return updated
 
 
 def check_replicas_answer(settings: KafkaSettings, partitions: list[tuple[str, int]], wait_s: float) -> None:
