@@ -446,7 +446,8 @@ def lost_ranges(plan: RestorePlan) -> list[PartitionRange]:
 def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: int, groups: tuple[str, ...],
            extra_notes: tuple[str, ...], left_out: tuple[LateRecords, ...],
            lost: tuple[PartitionRange, ...]) -> FollowRound:
-    maps = continued(plan.restored, [r.offset_map for r in result.results])
+    maps = list(result.outcome.offset_maps) if result.outcome is not None else continued(
+        plan.restored, [r.offset_map for r in result.results])
     # The first round's plan notes name every lost range already; a later round names those new to it.
     notes = tuple(plan.notes if number == 1 else [lost_note(r) for r in lost]) + tuple(
         line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()) + extra_notes

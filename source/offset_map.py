@@ -171,7 +171,8 @@ class OffsetMap:
 
 
 def recording(batches: Iterable[pa.RecordBatch], offset_map: OffsetMap) -> Iterator[pa.RecordBatch]:
-    """Pass batches through, adding their source offsets to `offset_map`."""
+    """Pass batches through, adding their source offsets to `offset_map`: an accumulator of the one
+    who drains them, read once they are drained (a restore task folds it into its result)."""
     for batch in batches:
         offset_map.add_offsets(batch.column("offset"))
         yield batch
@@ -226,6 +227,20 @@ def save_hole(records: RestoreRecords, restore_id: str, hole: SkippedObject) -> 
     """
     name = f"{HOLES_DIR}{hole.topic}-{hole.partition}-{hole.first_offset:019d}.json"
     records.write(restore_id, name, json.dumps(vars(hole), sort_keys=True).encode())
+
+
+def save_new_holes(records: RestoreRecords, restore_id: str, holes: Iterable[SkippedObject]) -> int:
+    """Save those of `holes` the state does not hold yet; returns how many were written.
+
+    A restore task saves each hole where it runs before producing past it (save_hole); the
+    driver saves a run's holes here once more only where the state lacks them (a task on
+    another machine wrote its own local state directory), so each is written once.
+    """
+    saved = {hole for found in saved_holes(records, restore_id).values() for hole in found}
+    new = [hole for hole in holes if hole not in saved]
+    for hole in new:
+        save_hole(records, restore_id, hole)
+    return len(new)
 
 
 def saved_holes(records: RestoreRecords, restore_id: str) -> dict[tuple[str, int], list[SkippedObject]]:

@@ -99,7 +99,7 @@ class PartitionReading:
     ends_within: Callable[[ObjectEntry], bool] | None = None  # an object after which nothing is selected
     key_template: str | None = None  # peer archives: the user's file-name template
     peer_options: PeerOptions = PeerOptions()
-    report: "PeerReadReport | None" = None  # peer archives: filled with the duplicates and gaps found
+    tally: "PeerTally | None" = None  # peer archives: counts the duplicates and gaps found
 
 
 def read_layout_partition(store: ObjectStore, layout: Layout, entries: list[ObjectEntry],
@@ -108,7 +108,7 @@ def read_layout_partition(store: ObjectStore, layout: Layout, entries: list[Obje
     if layout.commit_log:
         return read_partition(store, entries, reading.skip, reading.keyring, reading.ends_within or (lambda entry: False))
     peer = peer_layout(layout.name, reading.key_template)
-    return read_peer_partition(store, peer, reading.peer_options, entries, reading.report)
+    return read_peer_partition(store, peer, reading.peer_options, entries, reading.tally)
 
 
 def peer_state(store: ObjectStore, layout: str, key_template: str | None) -> tuple[BackupState, list[str]]:
@@ -177,9 +177,9 @@ def header_encoding_hint(store: ObjectStore, layout: str, options: PeerOptions, 
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class PeerReadReport:
-    """What merging a partition's objects found besides records."""
+    """What merging a partition's objects found besides records (see PeerTally, which counts it)."""
 
     where: str
     duplicates: int = 0  # records whose offset was already restored (a sink's re-delivery)
@@ -201,6 +201,21 @@ class PeerReadReport:
         """For `--json`."""
         return {"partition": self.where, "duplicates": self.duplicates, "gaps": self.gaps,
                 "missing_offsets": self.missing}
+
+
+@dataclass
+class PeerTally:
+    """Counts what read_peer_partition finds while its batches are drained; whoever drains them
+    takes the frozen report() once they are done (the reader itself keeps no result)."""
+
+    where: str
+    duplicates: int = 0
+    gaps: int = 0
+    missing: int = 0
+
+    def report(self) -> PeerReadReport:
+        """What was counted so far, frozen."""
+        return PeerReadReport(self.where, self.duplicates, self.gaps, self.missing)
 
 
 class _Cursor:
@@ -227,17 +242,17 @@ def read_peer_partition(
     peer: PeerLayout,
     options: PeerOptions,
     entries: list[ObjectEntry],
-    report: PeerReadReport | None = None,
+    tally: PeerTally | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """A partition's records in offset order, each offset once, merged from a peer's objects.
 
-    `report`, if given, is filled with the duplicates and gaps found (complete once the
-    iterator is exhausted).
+    `tally`, if given, counts the duplicates and gaps found (complete once the iterator is
+    exhausted: its report() then is the partition's PeerReadReport).
     """
     if not entries:
         return
     where = f"{entries[0].topic}[{entries[0].partition}]"
-    report = report if report is not None else PeerReadReport(where)
+    report = tally if tally is not None else PeerTally(where)
 
     def open_object(entry: ObjectEntry) -> _Cursor:
         obj = PeerKey(entry.key, entry.topic, entry.partition, entry.first_offset)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Iterator
+from dataclasses import dataclass, replace
+from typing import Iterable, Iterator
 
 from ..core.access import AccessApplied
 from ..core.archive.commits import BackupState, ObjectEntry
@@ -41,6 +41,7 @@ from .offset_map import (
     continued,
     recording,
     save_hole,
+    save_new_holes,
     save_offset_maps,
     saved_holes,
     saved_offset_maps,
@@ -50,6 +51,7 @@ from .peer_layout import (
     AUTO,
     PartitionReading,
     PeerReadReport,
+    PeerTally,
     archive_state,
     header_encoding_hint,
     layout_notes,
@@ -65,6 +67,7 @@ from .restore_plan import (
     TargetFacts,
     build_restore_plan,
     check_on_error,
+    outside_holes,
     parse_renames,  # noqa: F401 - cli.py and the tests import it from here
     restore_targets,
 )
@@ -119,7 +122,9 @@ class RestoreJob:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """What one restore task found already written and what it produced."""
+    """What one restore task found already written and what it produced: its whole outcome, which
+    the driver merges with the others' (merged_outcome) and saves once (save_outcome), as Spark's
+    writers hand a commit message to the driver's commit. Nothing else of a task reaches the driver."""
 
     target_topic: str
     partition: int
@@ -132,6 +137,41 @@ class TaskResult:
     skipped: tuple[SkippedObject, ...] = ()  # objects left out (--on-error skip), in offset order
 
 
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a restore run leaves saved, merged from its tasks' results: every partition's whole offset
+    map (earlier runs' followed by this one's) and the objects this run left out."""
+
+    offset_maps: tuple[OffsetMap, ...]
+    new_holes: tuple[SkippedObject, ...]  # by topic, partition and offset; none an earlier run saved
+
+
+def merged_outcome(plan: RestorePlan, results: Iterable[TaskResult]) -> RunOutcome:
+    """The run's outcome from its tasks' results, in whatever order they came (a pure function).
+
+    One result per source partition: a second one (a task attempt counted twice) would chain maps
+    of the same records, so it stops the restore before anything is saved.
+    """
+    by_partition: dict[tuple[str, int], TaskResult] = {}
+    for result in results:
+        where = (result.offset_map.source_topic, result.offset_map.partition)
+        if where in by_partition:
+            raise TopicvaultError(f"restore {plan.restore_id}: two task results for {where[0]}[{where[1]}]; nothing "
+                                  "was saved: run again with the same --restore-id")
+        by_partition[where] = result
+    ordered = [by_partition[where] for where in sorted(by_partition)]
+    earlier = {hole for task in plan.tasks for hole in task.earlier_holes}
+    holes = {hole for result in ordered for hole in result.skipped if hole not in earlier}
+    return RunOutcome(tuple(continued(plan.restored, [r.offset_map for r in ordered])),
+                      tuple(sorted(holes, key=lambda h: (h.topic, h.partition, h.first_offset, h.last_offset))))
+
+
+def save_outcome(records: RestoreRecords, restore_id: str, outcome: RunOutcome) -> None:
+    """Save a run's outcome: the holes the state lacks (see save_new_holes), then the offset maps."""
+    save_new_holes(records, restore_id, outcome.new_holes)
+    save_offset_maps(records, restore_id, list(outcome.offset_maps))
+
+
 @dataclass
 class RestoreResult:
     """What a restore run did."""
@@ -140,6 +180,7 @@ class RestoreResult:
     results: list[TaskResult]
     elapsed_s: float
     access: AccessApplied | None = None  # what --cluster-state created
+    outcome: RunOutcome | None = None  # what the run saved (None: built by hand, say in a test)
 
     @property
     def produced(self) -> int:
@@ -166,6 +207,7 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = R
     a prefix of it after `target_start`, so each is counted and produced from there on, within
     `rate` (this task's share of the restore's limit).
     """
+    tasks = left_out_by_earlier_attempts(job, tasks)
     # Records, not offsets: a broker may leave offset gaps after a failed attempt (tansu does),
     # and topics are created without their saved configs until the data is in (no compaction).
     starts = {task.target: task.target_start for task in tasks}
@@ -184,6 +226,31 @@ def restore_group(job: RestoreJob, tasks: list[RestoreTask], rate: RateLimit = R
     ends = partition_ends(job.kafka, [task.target for task in tasks])
     return [_finish(job, task, written[task.target].records, stream, result, ends[task.target])
             for task, stream, result in zip(tasks, streams, produced)]
+
+
+def left_out_by_earlier_attempts(job: RestoreJob, tasks: list[RestoreTask]) -> list[RestoreTask]:
+    """The tasks, each leaving out the objects of its own that an earlier attempt of it left out.
+
+    An attempt saves each object it leaves out before producing past it (see _stream), and may
+    then fail or lose its result: a retry that reads the object (a flaky read, a repaired copy)
+    would count the target against the sequence with it and refuse, as a resume would without
+    the saved hole. Such a hole names an object of the task itself and is not among the holes
+    of earlier runs the plan gave it (earlier_holes).
+    """
+    if job.on_error != "skip" or not any(task.restore_id for task in tasks):
+        return tasks
+    saved = {restore_id: saved_holes(job.restore_records(), restore_id)
+             for restore_id in {task.restore_id for task in tasks if task.restore_id}}
+    updated = []
+    for task in tasks:
+        keys = {entry.key for entry in task.objects}
+        known = {(hole.key, hole.first_offset, hole.last_offset) for hole in task.earlier_holes}
+        found = tuple(hole for hole in saved.get(task.restore_id, {}).get((task.source_topic, task.partition), [])
+                      if hole.key in keys and (hole.key, hole.first_offset, hole.last_offset) not in known)
+        updated.append(task if not found else replace(
+            task, objects=tuple(outside_holes(task.selection, list(task.objects), found)),
+            earlier_holes=task.earlier_holes + found))
+    return updated
 
 
 def check_replicas_answer(settings: KafkaSettings, partitions: list[tuple[str, int]], wait_s: float) -> None:
@@ -209,12 +276,13 @@ def check_replicas_answer(settings: KafkaSettings, partitions: list[tuple[str, i
 
 @dataclass
 class _Stream:
-    """One task's source records on their way to the producer, and what reading them found."""
+    """One task's source records on their way to the producer, and the accumulators that observe
+    them: the task's own, read once the producer drained `batches` (see _finish), never shared."""
 
-    offset_map: OffsetMap  # filled as the producer drains `batches`
     batches: Iterator
-    skipped: list  # SkippedObject, filled as objects are left out (--on-error skip)
-    peer_report: PeerReadReport | None
+    taken: OffsetMap  # the source offsets of the records selected (holes are added by _finish)
+    left_out: list  # SkippedObject: objects this attempt left out (--on-error skip), in offset order
+    peer: PeerTally | None
 
 
 def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: RateLimit = RateLimit()) -> _Stream:
@@ -225,8 +293,8 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: Ra
             f"more than the {task.records} this restore writes: another producer wrote to it; "
             "restore into a new topic"
         )
-    offset_map = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
-    skipped: list[SkippedObject] = []
+    taken = OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start)
+    left_out: list[SkippedObject] = []
 
     def skip(entry: ObjectEntry, reason: str) -> None:
         # The hole is what this restore selected of the object; saved before any later record is produced,
@@ -237,25 +305,22 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: Ra
         first, last = task.selection.bounds(task.source_topic, task.partition)
         first, last = max(first, entry.first_offset), min(entry.last_offset, entry.last_offset if last is None else last)
         hole = SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason)
+        # The one write a task makes besides producing: ahead of the records after the hole (a write-ahead
+        # record, not the run's outcome, which the driver saves; see save_outcome).
         if task.restore_id:
             save_hole(job.restore_records(), task.restore_id, hole)
-        offset_map.add_hole(first, last)
-        skipped.append(hole)
-
-    for hole in task.earlier_holes:
-        offset_map.add_hole(hole.first_offset, hole.last_offset)
-        skipped.append(hole)
+        left_out.append(hole)
 
     layout = task.archive_layout
-    peer_report = None if layout.commit_log else PeerReadReport(f"{task.source_topic}[{task.partition}]")
+    peer = None if layout.commit_log else PeerTally(f"{task.source_topic}[{task.partition}]")
     reading = PartitionReading(job.keyring() if layout.commit_log else None, skip if job.on_error == "skip" else None,
-                               task.selection.may_end_within, job.key_template, job.peer_options, peer_report)
+                               task.selection.may_end_within, job.key_template, job.peer_options, peer)
     source = read_layout_partition(job.open_store(), layout, list(task.objects), reading)
     selected = without_holes(task.selection.records(task.source_topic, task.partition, source),
                              [(h.first_offset, h.last_offset) for h in task.earlier_holes])
-    batches = _prefix_checked(skip_records(recording(selected, offset_map), present, written.tail), task, present)
+    batches = _prefix_checked(skip_records(recording(selected, taken), present, written.tail), task, present)
     batches = counted(in_pieces(batches, rate), job.progress_dir, f"{task.target_topic}-{task.partition}")
-    return _Stream(offset_map, batches, skipped, peer_report)
+    return _Stream(batches, taken, left_out, peer)
 
 
 def _prefix_checked(batches: Iterator, task: RestoreTask, present: int) -> Iterator:
@@ -272,9 +337,18 @@ def _prefix_checked(batches: Iterator, task: RestoreTask, present: int) -> Itera
         ) from None
 
 
+def drained_offset_map(task: RestoreTask, taken: OffsetMap, left_out: Iterable[SkippedObject]) -> OffsetMap:
+    """A task's offset map once its batches are drained: the offsets `taken`, with the holes of
+    earlier runs and those this one `left_out`."""
+    holes = sorted((h.first_offset, h.last_offset) for h in (*task.earlier_holes, *left_out))
+    return OffsetMap(task.source_topic, task.partition, task.target_topic, task.target_start, list(taken.ranges),
+                     holes=holes)
+
+
 def _finish(job: RestoreJob, task: RestoreTask, present: int, stream: "_Stream", produced: ProduceResult,
             end: int) -> TaskResult:
-    offset_map = stream.offset_map
+    """Fold what the stream's accumulators observed into the task's result, checked against the target."""
+    offset_map = drained_offset_map(task, stream.taken, stream.left_out)
     if present > offset_map.records:
         raise TopicvaultError(
             f"{task.target_topic}[{task.partition}] holds {present} records after offset {task.target_start} but this "
@@ -291,7 +365,8 @@ def _finish(job: RestoreJob, task: RestoreTask, present: int, stream: "_Stream",
         offset_map = offset_map.landed_at(landed)
     return TaskResult(
         task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced,
-        offset_map, stream.peer_report, tuple(stream.skipped),
+        offset_map, stream.peer.report() if stream.peer is not None else None,
+        (*task.earlier_holes, *stream.left_out),
     )
 
 
@@ -446,14 +521,9 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     # The groups run at the same time (one per core), so each gets an equal share of the limit.
     share = job.rate.shared_by(len(groups)) if groups else job.rate
     results = [r for group in run_tasks(spark, lambda tasks: restore_group(job, tasks, share), groups) for r in group]
-    records = job.restore_records()
-    # A task saves each object it leaves out where it runs, before producing past it; on a cluster of
-    # several machines a local state directory is that machine's own, so the driver saves them too
-    # (those of earlier runs, which the tasks report again, the driver read from its state).
-    earlier = {hole for task in plan.tasks for hole in task.earlier_holes}
-    for hole in (hole for result in results for hole in result.skipped if hole not in earlier):
-        save_hole(records, plan.restore_id, hole)
-    save_offset_maps(records, plan.restore_id, continued(plan.restored, [r.offset_map for r in results]))
+    # The tasks' results are their whole outcome: merged and saved once, here.
+    outcome = merged_outcome(plan, results)
+    save_outcome(job.restore_records(), plan.restore_id, outcome)
     if configure:
         apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)
-    return RestoreResult(plan, results, time.monotonic() - started, access)
+    return RestoreResult(plan, results, time.monotonic() - started, access, outcome)

@@ -343,7 +343,7 @@ class _PartitionPlanning:
             first_chosen, _ = chosen.bounds(source, partition)
             holes = tuple(_left_out_before(restore_id, h) for h in facts.saved_holes.get((source, partition), [])
                           if h.last_offset >= first_chosen)
-            objects = _outside_holes(chosen, chosen.objects(source, partition, ps.objects), holes)
+            objects = outside_holes(chosen, chosen.objects(source, partition, ps.objects), holes)
         else:
             # A peer object's offsets and times are known only once it is read: select records, not objects.
             # Its name's offset (first or last of the object) orders it; what it holds up to `through` is left out.
@@ -368,7 +368,7 @@ class _PartitionPlanning:
                           selection.after(source, partition, passed))
 
 
-def _outside_holes(selection: Selection, objects: list[ObjectEntry], holes: tuple[SkippedObject, ...]) -> list[ObjectEntry]:
+def outside_holes(selection: Selection, objects: list[ObjectEntry], holes: tuple[SkippedObject, ...]) -> list[ObjectEntry]:
     """The objects (in offset order) a resumed run reads: one wholly inside a hole is not read (its records
     stay out), and none after one that may hold the end of the selection (see Selection.may_end_within)."""
     kept = []

@@ -14,7 +14,7 @@ import pytest
 from topicvault.core.errors import CorruptObject, TopicvaultError
 from topicvault.core.locations import open_store
 from topicvault.formats.peers import PEERS, PeerOptions, peer_layout
-from topicvault.source.peer_layout import PeerReadReport, peer_state, read_peer_partition, resolve_layout
+from topicvault.source.peer_layout import PeerReadReport, PeerTally, peer_state, read_peer_partition, resolve_layout
 
 
 def b64(data: bytes) -> str:
@@ -32,11 +32,11 @@ def restored(root: Path, layout: str, options: PeerOptions = PeerOptions(), temp
     state, _ = peer_state(store, layout, template)
     key = partition or sorted(state.partitions)[0]
     entries = state.partitions[key].objects
-    report = PeerReadReport(f"{key[0]}[{key[1]}]")
+    tally = PeerTally(f"{key[0]}[{key[1]}]")
     rows = []
-    for batch in read_peer_partition(store, peer_layout(layout, template), options, entries, report):
+    for batch in read_peer_partition(store, peer_layout(layout, template), options, entries, tally):
         rows.extend(batch.to_pylist())
-    return rows, report
+    return rows, tally.report()
 
 
 # ---- Aiven csv, default settings: format.output.fields=value, base64 ----
