@@ -377,14 +377,16 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         return seconds
 
     spark_read_s = spark_write_s = None
-    if spark_kafka is None:
-        consumes, backups, durable_consumes = alternated(
-            repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"), durable_consume_run)
-    else:
-        consumes, backups, spark_reads, durable_consumes = alternated(
-            repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"), spark_read_run,
-            durable_consume_run)
+    # The durable copy goes to a local file: beside a backup to S3 it would not compare like with like.
+    durable = not location.startswith("s3://")
+    sides = [consume_run, lambda attempt: backup_run((), f"{location}-{attempt}")]
+    sides += [spark_read_run] if spark_kafka is not None else []
+    sides += [durable_consume_run] if durable else []
+    consumes, backups, *others = alternated(repeats, *sides)
+    if spark_kafka is not None:
+        spark_reads = others.pop(0)
         spark_read_s = median(spark_reads)
+    durable_consumes = others.pop(0) if durable else None
     data = list(bench_records.records(shape, records, size))
     if spark_kafka is None:
         produces, restores = alternated(repeats, partial(produce_run, data=data), restore_attempt)
@@ -411,8 +413,9 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         "bare_consume_runs_s": consumes, "backup_runs_s": [b[0] for b in backups],
         "bare_produce_runs_s": produces, "restore_runs_s": [r[0] for r in restores],
         "backup_over_bare_consume": consume_s / backup_s,
-        "bare_consume_to_file_s": median(durable_consumes), "bare_consume_to_file_runs_s": durable_consumes,
-        "backup_over_bare_consume_to_file": median(durable_consumes) / backup_s,
+        "bare_consume_to_file_s": median(durable_consumes) if durable else None,
+        "bare_consume_to_file_runs_s": durable_consumes,
+        "backup_over_bare_consume_to_file": median(durable_consumes) / backup_s if durable else None,
         "load_average": os.getloadavg(),
         "fixed_part_s": fixed,
         "backup_over_bare_consume_fixed_parts_off": _ratio(consume_s - fixed["bare_consume_s"],
@@ -524,9 +527,10 @@ def report(run: dict) -> None:
         backup_target, restore_target = USER_TARGETS["backup"], USER_TARGETS["restore"]
     print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= {backup_target})")
     print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= {restore_target})")
-    print(f"backup / bare consume writing keys and values to a local file, fsynced = "
-          f"{run['backup_over_bare_consume_to_file']:.2f}x  (median of "
-          f"{', '.join(f'{x:.2f}' for x in run['bare_consume_to_file_runs_s'])} s; see docs/performance.md)")
+    if run.get("backup_over_bare_consume_to_file") is not None:
+        print(f"backup / bare consume writing keys and values to a local file, fsynced = "
+              f"{run['backup_over_bare_consume_to_file']:.2f}x  (median of "
+              f"{', '.join(f'{x:.2f}' for x in run['bare_consume_to_file_runs_s'])} s; see docs/performance.md)")
     print(f"load average after the case: {', '.join(f'{x:.1f}' for x in run['load_average'])} (2 cores, shared)")
     if run.get("spark_kafka_read_s") is not None:
         print(f"backup / Spark's Kafka source to Parquet = {run['backup_over_spark_kafka_read']:.2f}x, "
