@@ -187,6 +187,35 @@ def bare_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, floa
     return count, elapsed
 
 
+def bare_consume_to_file(bootstrap: str, topic: str, partitions: int, path: str) -> tuple[int, float]:
+    """bare_consume, also writing each record's key and value bytes (nothing else: no framing,
+    headers or timestamps) to a local file, fsynced before the clock stops: the least a durable
+    copy of the data costs, which a backup pays too (its objects are fsynced before its commit)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.partition.eof": True,
+                         "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
+                         "queued.max.messages.kbytes": 256 << 10})
+    started = time.monotonic()
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    done, count = set(), 0
+    with open(path, "wb", buffering=8 << 20) as out:
+        write = out.write
+        while len(done) < partitions:
+            for message in consumer.consume(num_messages=20_000, timeout=0.2):
+                if message.error() is None:
+                    key, value = message.key(), message.value()
+                    message.headers(), message.timestamp()
+                    write(key or b"")
+                    write(value or b"")
+                    count += 1
+                elif message.error().code() == KafkaError._PARTITION_EOF:
+                    done.add(message.partition())
+        out.flush()
+        os.fsync(out.fileno())
+    elapsed = time.monotonic() - started
+    consumer.close()
+    return count, elapsed
+
+
 def bare_produce(bootstrap: str, topic: str, partitions: int, data: list) -> float:
     """Write the records (key, value, headers) with one idempotent producer."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -291,6 +320,15 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         assert count == expected, f"bare consumer read {count} of {expected}"
         return consume_s
 
+    def durable_consume_run(attempt: int) -> float:
+        """The bare consumer writing keys and values to a local file, fsynced (see bare_consume)."""
+        path = Path(f"{location}-bare-copy-{attempt}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        count, consume_s = bare_consume_to_file(bootstrap, source, partitions, str(path))
+        path.unlink()
+        assert count == records, f"bare consumer read {count} of {records}"
+        return consume_s
+
     def produce_run(attempt: int, data: list) -> float:
         bare = f"{name}.bare.{attempt}"
         create_topics(settings, {bare: partitions})
@@ -339,12 +377,16 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         return seconds
 
     spark_read_s = spark_write_s = None
-    if spark_kafka is None:
-        consumes, backups = alternated(repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"))
-    else:
-        consumes, backups, spark_reads = alternated(
-            repeats, consume_run, lambda attempt: backup_run((), f"{location}-{attempt}"), spark_read_run)
+    # The durable copy goes to a local file: beside a backup to S3 it would not compare like with like.
+    durable = not location.startswith("s3://")
+    sides = [consume_run, lambda attempt: backup_run((), f"{location}-{attempt}")]
+    sides += [spark_read_run] if spark_kafka is not None else []
+    sides += [durable_consume_run] if durable else []
+    consumes, backups, *others = alternated(repeats, *sides)
+    if spark_kafka is not None:
+        spark_reads = others.pop(0)
         spark_read_s = median(spark_reads)
+    durable_consumes = others.pop(0) if durable else None
     data = list(bench_records.records(shape, records, size))
     if spark_kafka is None:
         produces, restores = alternated(repeats, partial(produce_run, data=data), restore_attempt)
@@ -371,6 +413,10 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         "bare_consume_runs_s": consumes, "backup_runs_s": [b[0] for b in backups],
         "bare_produce_runs_s": produces, "restore_runs_s": [r[0] for r in restores],
         "backup_over_bare_consume": consume_s / backup_s,
+        "bare_consume_to_file_s": median(durable_consumes) if durable else None,
+        "bare_consume_to_file_runs_s": durable_consumes,
+        "backup_over_bare_consume_to_file": median(durable_consumes) / backup_s if durable else None,
+        "load_average": os.getloadavg(),
         "fixed_part_s": fixed,
         "backup_over_bare_consume_fixed_parts_off": _ratio(consume_s - fixed["bare_consume_s"],
                                                            backup_s - fixed["backup_s"]),
@@ -481,6 +527,11 @@ def report(run: dict) -> None:
         backup_target, restore_target = USER_TARGETS["backup"], USER_TARGETS["restore"]
     print(f"backup / bare consume  = {run['backup_over_bare_consume']:.2f}x  (target >= {backup_target})")
     print(f"restore / bare produce = {run['restore_over_bare_produce']:.2f}x  (target >= {restore_target})")
+    if run.get("backup_over_bare_consume_to_file") is not None:
+        print(f"backup / bare consume writing keys and values to a local file, fsynced = "
+              f"{run['backup_over_bare_consume_to_file']:.2f}x  (median of "
+              f"{', '.join(f'{x:.2f}' for x in run['bare_consume_to_file_runs_s'])} s; see docs/performance.md)")
+    print(f"load average after the case: {', '.join(f'{x:.1f}' for x in run['load_average'])} (2 cores, shared)")
     if run.get("spark_kafka_read_s") is not None:
         print(f"backup / Spark's Kafka source to Parquet = {run['backup_over_spark_kafka_read']:.2f}x, "
               f"restore / Spark's Kafka sink from Parquet = {run['restore_over_spark_kafka_write']:.2f}x "
