@@ -167,13 +167,19 @@ class WorkerRssSampler(threading.Thread):
         return False
 
 
-def bare_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, float]:
-    """Read every record with one consumer, to EOF on all partitions."""
+def _assigned_consumer(bootstrap: str, topic: str, partitions: int) -> tuple[Consumer, float]:
+    """The bare consumers' client, assigned every partition from offset 0, and when it started."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.partition.eof": True,
                          "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
                          "queued.max.messages.kbytes": 256 << 10})
     started = time.monotonic()
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    return consumer, started
+
+
+def bare_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, float]:
+    """Read every record with one consumer, to EOF on all partitions."""
+    consumer, started = _assigned_consumer(bootstrap, topic, partitions)
     done, count = set(), 0
     while len(done) < partitions:
         for message in consumer.consume(num_messages=20_000, timeout=0.2):
@@ -191,11 +197,7 @@ def bare_consume_to_file(bootstrap: str, topic: str, partitions: int, path: str)
     """bare_consume, also writing each record's key and value bytes (nothing else: no framing,
     headers or timestamps) to a local file, fsynced before the clock stops: the least a durable
     copy of the data costs, which a backup pays too (its objects are fsynced before its commit)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.partition.eof": True,
-                         "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
-                         "queued.max.messages.kbytes": 256 << 10})
-    started = time.monotonic()
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer, started = _assigned_consumer(bootstrap, topic, partitions)
     done, count = set(), 0
     with open(path, "wb", buffering=8 << 20) as out:
         write = out.write

@@ -1,10 +1,5 @@
-"""The pure-logic half of test_archive_compat (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_archive_compat.py (its docstring covers both halves):
 On-disk compatibility: an archive written before issue #21 still reads and restores exactly.
-
-tests/data/archive-v1 was made with the CLI of commit a17ac99 (two backups of a 2-partition
-topic `legacy.orders`, --max-records 4: nulls, empty bytes, tombstones, duplicate and null
-headers, timestamps 1 and 2100); archive-v1.expected.json holds what the broker held then.
 """
 
 from __future__ import annotations

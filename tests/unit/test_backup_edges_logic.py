@@ -1,5 +1,4 @@
-"""The pure-logic half of test_backup_edges (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_backup_edges.py (its docstring covers both halves):
 Backup edge cases: offset gaps, transactions, and the DataFrame API writing the same bytes.
 """
 

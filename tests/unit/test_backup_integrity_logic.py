@@ -1,5 +1,4 @@
-"""The pure-logic half of test_backup_integrity (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_backup_integrity.py (its docstring covers both halves):
 Issue #16 (backup side): topic identity, commit what was read, lost ranges, isolation level.
 """
 

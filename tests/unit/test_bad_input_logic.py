@@ -1,5 +1,4 @@
-"""The pure-logic half of test_bad_input (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_bad_input.py (its docstring covers both halves):
 Bad input: one line naming what is wrong, a non-zero exit, no traceback, nothing half-done.
 """
 

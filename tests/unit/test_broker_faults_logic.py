@@ -1,9 +1,5 @@
-"""The pure-logic half of test_broker_faults (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_broker_faults.py (its docstring covers both halves):
 Broker faults: the broker goes away mid-restore and comes back, or stays away past a deadline.
-
-A TCP proxy sits between clients and a broker of the test's own (the broker advertises the
-proxy's port), so the outage is real to every client: connections dropped, new ones refused.
 """
 
 from __future__ import annotations

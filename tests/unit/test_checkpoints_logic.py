@@ -1,10 +1,5 @@
-"""The pure-logic half of test_checkpoints (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_checkpoints.py (its docstring covers both halves):
 Checkpoints of the folded state: reads that do not grow with history, and correctness first.
-
-Commits are made with the library (small synthetic records through the real committer
-function), not with hundreds of backups. Request counts are taken at the S3 server: a
-moto_server of this module's own logs one line per request.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The pure-logic half of test_client_settings (no broker, S3 server or Spark).
-
-A Kafka client setting librdkafka rejects: one line naming it, as a real subprocess prints it,
-with no traceback and no secret, --debug included.
+"""The pure-logic half of tests/integration/test_client_settings.py (its docstring covers both halves):
+A Kafka client setting librdkafka rejects: one line naming it, as a real subprocess prints it, with no traceback and no secret, --debug included.
 """
 
 from __future__ import annotations

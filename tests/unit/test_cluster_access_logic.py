@@ -1,8 +1,5 @@
-"""The pure-logic half of test_cluster_access (no broker, S3 server or Spark).
-
-Whole-cluster recovery (issue 37): ACLs and SCRAM users saved by backup, restored by
-`restore --cluster-state` into an empty cluster on Apache Kafka with StandardAuthorizer and a
-SASL/SCRAM listener; checked with real clients that authenticate as the saved principals.
+"""The pure-logic half of tests/integration/test_cluster_access.py (its docstring covers both halves):
+Whole-cluster recovery (issue 37): ACLs and SCRAM users saved by backup, restored by `restore --cluster-state` into an empty cluster on Apache Kafka with StandardAuthorizer and a SASL/SCRAM listener; checked with real clients that authenticate as the saved principals.
 """
 
 from __future__ import annotations

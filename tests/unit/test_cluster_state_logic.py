@@ -1,5 +1,4 @@
-"""The pure-logic half of test_cluster_state (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_cluster_state.py (its docstring covers both halves):
 Cluster state: consumer groups resume at the same record after a restore, topic settings, selection.
 """
 

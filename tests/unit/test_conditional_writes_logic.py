@@ -1,14 +1,5 @@
-"""The pure-logic half of test_conditional_writes (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_conditional_writes.py (its docstring covers both halves):
 Stores that ignore conditional writes never lose a commit (issue #34 items 1 and 7).
-
-Older MinIO and Ceph releases and some S3-compatible services ignore `If-None-Match: *` on
-PutObject, some only on CompleteMultipartUpload: a compact that read the state before a
-follower's micro-batch then wrote its commit over the follower's, and the follower's next batch
-was committed across the gap (`allowOffsetGaps`). Each location is probed once; where the
-condition does not hold, committers take turns (an exclusive lease made of plain writes and a
-listing). Pure logic over a local directory store that drops the condition; the S3 cases run
-through an HTTP proxy that drops the header in front of the S3 server.
 """
 
 from __future__ import annotations

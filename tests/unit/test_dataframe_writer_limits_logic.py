@@ -1,8 +1,5 @@
-"""The pure-logic half of test_dataframe_writer_limits (no broker, S3 server or Spark).
-
-The `topicvault-kafka` DataFrame writer is held to the CLI restore's limits: its
-maxRecordsPerSecond / maxBytesPerSecond options hold for the whole write, and a session with
-spark.speculation=true is refused before anything is produced.
+"""The pure-logic half of tests/integration/test_dataframe_writer_limits.py (its docstring covers both halves):
+The `topicvault-kafka` DataFrame writer is held to the CLI restore's limits: its maxRecordsPerSecond / maxBytesPerSecond options hold for the whole write, and a session with spark.speculation=true is refused before anything is produced.
 """
 
 from __future__ import annotations

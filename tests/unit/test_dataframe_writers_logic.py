@@ -1,11 +1,5 @@
-"""The pure-logic half of test_dataframe_writers (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_dataframe_writers.py (its docstring covers both halves):
 The DataFrame writers are as safe as the CLI (issue #16 item 10).
-
-- `topicvault` writer: commits only offsets it really wrote, contiguous from the committed end;
-  a filtered DataFrame is refused, not committed as a complete backup.
-- Both writers refuse mode("overwrite") instead of silently appending.
-- `topicvault-kafka` writer: a retried task never produces again (see the subprocess test).
 """
 
 from __future__ import annotations

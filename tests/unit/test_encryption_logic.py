@@ -1,9 +1,5 @@
-"""The pure-logic half of test_encryption (no broker, S3 server or Spark).
-
-Client-side encryption end to end (issue #22): real broker, local directory and the S3
-server, KMS through moto's KMS on the same endpoint. Nothing of a record's key, value or
-headers may appear in the stored bytes; with the key a restore is byte-exact; without it (or
-with a wrong one) restore stops with one line naming the object before anything is produced.
+"""The pure-logic half of tests/integration/test_encryption.py (its docstring covers both halves):
+Client-side encryption end to end (issue #22): real broker, local directory and the S3 server, KMS through moto's KMS on the same endpoint.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The pure-logic half of test_expire (no broker, S3 server or Spark).
-
-`topicvault expire --before TIME`: whole old objects dropped in a commit that moves each
-partition's start; ls, verify and restore agree; never a record at or after TIME.
+"""The pure-logic half of tests/integration/test_expire.py (its docstring covers both halves):
+`topicvault expire --before TIME`: whole old objects dropped in a commit that moves each partition's start; ls, verify and restore agree; never a record at or after TIME.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The pure-logic half of test_follow (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_follow.py (its docstring covers both halves):
 `backup --follow`: continuous backup survives SIGKILL, stops cleanly on SIGTERM, restores exactly.
 """
 

@@ -1,7 +1,5 @@
-"""The pure-logic half of test_follow_metrics (no broker, S3 server or Spark).
-
-`backup --follow --metrics-port N` (issue #18 item 7): a follower serves Prometheus metrics
-that match what it backed up, and stops serving (its port free again) when it stops.
+"""The pure-logic half of tests/integration/test_follow_metrics.py (its docstring covers both halves):
+`backup --follow --metrics-port N` (issue #18 item 7): a follower serves Prometheus metrics that match what it backed up, and stops serving (its port free again) when it stops.
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""The pure-logic half of test_gc_beside_runs (no broker, S3 server or Spark).
-
-Garbage collection beside a running backup or compact. A run longer than the grace keeps its
-objects while its lease lives (core.archive.leases) and commits. Should its lease lapse, a compact or
-expire deletes its objects as orphans (older than the grace and named by no commit yet); the
-run must then fail with one line, committing nothing, never commit a hole.
-
-GC is simulated for real: `collect_garbage` with a grace of 0 runs between a run's writes and
-its commit (the moment a long run is most exposed); a lapsed lease is a GC whose clock is past
-the lease's lifetime.
+"""The pure-logic half of tests/integration/test_gc_beside_runs.py (its docstring covers both halves):
+Garbage collection beside a running backup or compact.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The pure-logic half of test_groups_over_time (no broker, S3 server or Spark).
-
-One point in time for data and consumer groups: group snapshots are kept over time and
-`restore --until TIME --groups` commits each group's position as of TIME (issue #19 item 5).
+"""The pure-logic half of tests/integration/test_groups_over_time.py (its docstring covers both halves):
+One point in time for data and consumer groups: group snapshots are kept over time and `restore --until TIME --groups` commits each group's position as of TIME (issue #19 item 5).
 """
 
 from __future__ import annotations

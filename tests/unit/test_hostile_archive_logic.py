@@ -1,10 +1,5 @@
-"""The pure-logic half of test_hostile_archive (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_hostile_archive.py (its docstring covers both halves):
 Issue #39 items 1-2: whoever can write the bucket must not make a restore touch what it did not create.
-
-A restore's own state (start offsets, topic configs, offset maps, holes, peer objects seen) is read
-only from its state store, or from a location the user names once with --import-state; topic
-configs stored in the archive go through an allow-list; internal topics are restored only by name.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""The pure-logic half of test_hostile_profile (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_hostile_profile.py (its docstring covers both halves):
 Issue #39 items 3 and 7: a profile someone else could write must not run code or leak the environment.
-
-`./topicvault.toml` is read without being named: whoever can write the working directory (a shared
-checkout, a CI workspace, /tmp) chose it. It is read only when the user owns it and nobody else
-may write it; librdkafka properties that run a command or load a library are taken from the
-command line only; `${VAR}` is expanded only into secret settings, which are never printed.
 """
 
 from __future__ import annotations

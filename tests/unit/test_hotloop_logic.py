@@ -1,5 +1,4 @@
-"""The pure-logic half of test_hotloop (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_hotloop.py (its docstring covers both halves):
 Backup and restore tasks run their per-record loops with the cyclic collector running rarely (issue #20).
 """
 

@@ -1,11 +1,5 @@
-"""The pure-logic half of test_read_pace (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_read_pace.py (its docstring covers both halves):
 A backup read keeps pace once the task is busy elsewhere (issue #20).
-
-A backup task stops consuming while it encodes and stores an object, so the consumer's
-read-ahead queue fills. librdkafka then postpones that partition's next fetch by
-`fetch.queue.backoff.ms`, 1 s by default: every full queue cost the task a second of waiting
-once it came back (2 KB records backed up at a third of a bare consumer's pace).
 """
 
 from __future__ import annotations

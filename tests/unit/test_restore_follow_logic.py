@@ -1,5 +1,4 @@
-"""The pure-logic half of test_restore_follow (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_restore_follow.py (its docstring covers both halves):
 Issue #19 item 4: `restore --follow`, a warm standby that restores what lands in the archive, exactly once.
 """
 

@@ -1,5 +1,4 @@
-"""The pure-logic half of test_restore_guards (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_restore_guards.py (its docstring covers both halves):
 Restore guards of issue #16: renames, targets safe while data goes in, speculation, re-runs.
 """
 

@@ -1,10 +1,5 @@
-"""The pure-logic half of test_restore_readonly (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_restore_readonly.py (its docstring covers both halves):
 Issue #19 item 1: restore from an archive it may only read; its state lives elsewhere.
-
-Archives here are really read-only: a local one is made immutable (`chattr -R +i`: the tests
-run as root, for whom a read-only mode bit stops nothing), an S3 one is read with credentials
-whose IAM policy allows only reads (moto's server enforces IAM once told to).
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The pure-logic half of test_restore_skip (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_restore_skip.py (its docstring covers both halves):
 Issue #19 item 2: `restore --on-error skip` leaves out objects it cannot read, names them, restores the rest.
 """
 

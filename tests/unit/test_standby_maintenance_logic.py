@@ -1,13 +1,5 @@
-"""The pure-logic half of test_standby_maintenance (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_standby_maintenance.py (its docstring covers both halves):
 A warm standby (`restore --follow`) beside `compact` and `expire` of the archive it follows.
-
-Compaction replaces objects the standby restored with merged ones (fresh keys, same offsets):
-a round selects by offset, so it restores what is new exactly once. Expiry that drops records
-the standby has not restored yet would splice its copy: the round stops with a one-line error
-naming the partition and the offsets gone. While following, the standby's topics keep their
-loading configs (no compaction or retention acting on a partition being written); the saved
-configs are applied when it stops for good.
 """
 
 from __future__ import annotations

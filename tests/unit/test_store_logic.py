@@ -1,5 +1,4 @@
-"""The pure-logic half of test_store (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_store.py (its docstring covers both halves):
 ObjectStore contract against a real directory and a real (moto) S3 server.
 """
 

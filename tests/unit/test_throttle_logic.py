@@ -1,7 +1,5 @@
-"""The pure-logic half of test_throttle (no broker, S3 server or Spark).
-
-Restore throttling: --max-records-per-second and --max-bytes-per-second hold for the whole
-restore, shared across its tasks (issue #19 item 3).
+"""The pure-logic half of tests/integration/test_throttle.py (its docstring covers both halves):
+Restore throttling: --max-records-per-second and --max-bytes-per-second hold for the whole restore, shared across its tasks (issue #19 item 3).
 """
 
 from __future__ import annotations

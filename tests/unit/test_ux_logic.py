@@ -1,5 +1,4 @@
-"""The pure-logic half of test_ux (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_ux.py (its docstring covers both halves):
 User experience: config profiles and precedence, secret redaction, --json, inspect, progress, local[4].
 """
 

@@ -1,5 +1,4 @@
-"""The pure-logic half of test_wide_topics (no broker, S3 server or Spark).
-
+"""The pure-logic half of tests/integration/test_wide_topics.py (its docstring covers both halves):
 Wide topics (issue #18 item 5): one backup task reads many partitions through one consumer.
 """
 

@@ -1,10 +1,5 @@
-"""The pure-logic half of test_worker_crash (no broker, S3 server or Spark).
-
-Issue 41: a follower survives a Python worker that dies of SIGSEGV in the middle of a micro-batch,
-and the crash leaves a Python traceback in the log (faulthandler).
-
-The worker is killed by the fault point TOPICVAULT_SEGV_AT (core/faults.py) while it reads a range
-of records; the CLI and its JVM go on. The archive must then hold exactly what the source holds.
+"""The pure-logic half of tests/integration/test_worker_crash.py (its docstring covers both halves):
+Issue 41: a follower survives a Python worker that dies of SIGSEGV in the middle of a micro-batch, and the crash leaves a Python traceback in the log (faulthandler).
 """
 
 from __future__ import annotations
