@@ -66,7 +66,7 @@ from ..core.spark import failure_reason
 from ..core.text import plural
 from ..formats.peers import PeerKey, peer_layout
 from .object_reader import SkippedObject
-from .offset_map import OffsetMap, continued
+from .offset_map import OffsetMap
 from .peer_layout import decode_peer_object, peer_state
 from .restore import RestoreJob, RestorePlan, RestoreResult, plan_restore, run_restore
 from .restore_plan import RestoreRequest
@@ -446,8 +446,7 @@ def lost_ranges(plan: RestorePlan) -> list[PartitionRange]:
 def _round(job: RestoreJob, plan: RestorePlan, result: RestoreResult, number: int, groups: tuple[str, ...],
            extra_notes: tuple[str, ...], left_out: tuple[LateRecords, ...],
            lost: tuple[PartitionRange, ...]) -> FollowRound:
-    maps = list(result.outcome.offset_maps) if result.outcome is not None else continued(
-        plan.restored, [r.offset_map for r in result.results])
+    maps = list(result.outcome.offset_maps)  # what run_restore merged and saved (merged_outcome)
     # The first round's plan notes name every lost range already; a later round names those new to it.
     notes = tuple(plan.notes if number == 1 else [lost_note(r) for r in lost]) + tuple(
         line for r in result.results if r.peer_report is not None for line in r.peer_report.lines()) + extra_notes
