@@ -270,15 +270,58 @@ def _load_topicvault(_: int) -> int:
     return 0
 
 
+class CpuMeter:
+    """CPU seconds spent while a side runs: the whole machine's (every core's busy time, from
+    /proc/stat) and the broker's (its process, from /proc/PID/stat). The rest is the client's:
+    the bare client, or topicvault with its Spark workers and JVM. On 2 shared cores this says
+    whether a side was short of CPU (the machine near 2 busy cores) and what each side costs,
+    which its wall time alone cannot tell apart."""
+
+    TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, broker) -> None:
+        process = broker.members[0].process if hasattr(broker, "members") else broker.process
+        self.broker_pid = process.pid
+        self.sides: dict[str, list[dict[str, float]]] = {}
+
+    def _now(self) -> tuple[float, float, float]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        machine_busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+        stat = Path(f"/proc/{self.broker_pid}/stat").read_text()
+        broker = sum(int(x) for x in stat[stat.rindex(")") + 2:].split()[11:13])  # utime + stime
+        return time.monotonic(), machine_busy * self.TICK_S, broker * self.TICK_S
+
+    def metered(self, side: str, run: Callable[[], object]) -> object:
+        """run(), its CPU seconds recorded under `side`; returns what run() returned."""
+        before = self._now()
+        result = run()
+        after = self._now()
+        wall, machine, broker = (b - a for a, b in zip(before, after))
+        self.sides.setdefault(side, []).append(
+            {"wall_s": wall, "machine_busy_cpu_s": machine, "broker_cpu_s": broker, "client_cpu_s": machine - broker})
+        return result
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Each side's medians: wall, machine, broker and client CPU seconds, and busy cores."""
+        return {side: {**{name: median(r[name] for r in runs) for name in runs[0]},
+                       "busy_cores": median(r["machine_busy_cpu_s"] / r["wall_s"] for r in runs)}
+                for side, runs in self.sides.items()}
+
+
 def measure(master: str, bootstrap: str, location: str, shape: str, records: int, size: int,
             partitions: int, key_file: str | None = None, repeats: int = 3,
-            spark_kafka: SparkKafka | None = None) -> dict:
+            spark_kafka: SparkKafka | None = None, cpu: CpuMeter | None = None) -> dict:
     """Side-by-side rounds on `records` records of `shape`: bare consume, backup (and Spark's
     Kafka source), then bare produce, restore (and Spark's Kafka sink), each side `repeats`
     times in alternation; the figures are the medians (one run of each varies by up to 40% on
     a shared 2-core machine: the broker runs there too). With `key_file`, also an encrypted
-    backup and restore of the same records (once)."""
+    backup and restore of the same records (once). `cpu` records the CPU each side spends
+    (timed runs only, not the fixed parts)."""
     settings = KafkaSettings.of(bootstrap)
+
+    def metered(side: str, run: Callable[[], float]) -> float:
+        """run(), its CPU recorded under `side` (nothing recorded for an empty side)."""
+        return cpu.metered(side, run) if cpu is not None and side else run()
     name = f"bench.{shape}.{size}.{records}"
     source = f"{name}.src"
     create_topics(settings, {source: partitions})
@@ -300,25 +343,27 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         return elapsed_s, spark_start_s, rss.peak_kib / 1024, rss.jvm_peak_kib / 1024
 
     def backup_run(keys: tuple[str, ...], to: str, topic: str = source,
-                   expected: int = records) -> tuple[float, float, float, float]:
+                   expected: int = records, side: str = "") -> tuple[float, float, float, float]:
         def run(spark) -> float:
             job = BackupJob(kafka=settings, store_uri=to, encryption_keys=keys)
-            result = run_backup(spark, job, plan_run(job, [topic]))
+            planned = plan_run(job, [topic])
+            result = metered(side, lambda: run_backup(spark, job, planned))
             assert result.records == expected, f"backup wrote {result.records} of {expected}"
             return result.elapsed_s
         return timed_job(run)
 
     def restore_run(keys: tuple[str, ...], location: str, target: str, topic: str = source,
-                    expected: int = records) -> tuple[float, float, float, float]:
+                    expected: int = records, side: str = "") -> tuple[float, float, float, float]:
         def run(spark) -> float:
             job = RestoreJob(settings, location, state_uri=f"{location}-restore-state-{target}", encryption_keys=keys)
-            result = run_restore(spark, job, plan_restore(job, [topic], {topic: target}, None))
+            planned = plan_restore(job, [topic], {topic: target}, None)
+            result = metered(side, lambda: run_restore(spark, job, planned))
             assert result.produced == expected, f"restore produced {result.produced} of {expected}"
             return result.elapsed_s
         return timed_job(run)
 
-    def consume_run(attempt: int, topic: str = source, expected: int = records) -> float:
-        count, consume_s = bare_consume(bootstrap, topic, partitions)
+    def consume_run(attempt: int, topic: str = source, expected: int = records, side: str = "bare_consume") -> float:
+        count, consume_s = metered(side, lambda: bare_consume(bootstrap, topic, partitions))
         assert count == expected, f"bare consumer read {count} of {expected}"
         return consume_s
 
@@ -326,23 +371,24 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         """The bare consumer writing keys and values to a local file, fsynced (see bare_consume)."""
         path = Path(f"{location}-bare-copy-{attempt}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        count, consume_s = bare_consume_to_file(bootstrap, source, partitions, str(path))
+        count, consume_s = metered("bare_consume_to_file",
+                                   lambda: bare_consume_to_file(bootstrap, source, partitions, str(path)))
         path.unlink()
         assert count == records, f"bare consumer read {count} of {records}"
         return consume_s
 
-    def produce_run(attempt: int, data: list) -> float:
+    def produce_run(attempt: int, data: list, side: str = "bare_produce") -> float:
         bare = f"{name}.bare.{attempt}"
         create_topics(settings, {bare: partitions})
-        produce_s = bare_produce(bootstrap, bare, partitions, data)
+        produce_s = metered(side, lambda: bare_produce(bootstrap, bare, partitions, data))
         delete_topic(bootstrap, bare)  # the embedded broker keeps every record in memory
         return produce_s
 
     def restore_attempt(attempt: int, backup: str = f"{location}-0", topic: str = source,
-                        expected: int = records) -> tuple[float, float, float, float]:
+                        expected: int = records, side: str = "restore") -> tuple[float, float, float, float]:
         """A timed restore of `topic` from `backup` into a new topic, deleted after."""
         restored = f"{topic}.restored.{attempt}"
-        figures = restore_run((), backup, restored, topic, expected)
+        figures = restore_run((), backup, restored, topic, expected, side)
         delete_topic(bootstrap, restored)
         return figures
 
@@ -357,10 +403,10 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         bench_records.produce(bootstrap, tiny, shape, count, size, partitions)
         tiny_data = list(bench_records.records(shape, count, size))
         sides = {
-            "bare_consume_s": lambda attempt: consume_run(attempt, tiny, count),
+            "bare_consume_s": lambda attempt: consume_run(attempt, tiny, count, side=""),
             "backup_s": lambda attempt: backup_run((), f"{location}-tiny-{attempt}", tiny, count)[0],
-            "bare_produce_s": lambda attempt: produce_run(f"tiny.{attempt}", tiny_data),
-            "restore_s": lambda attempt: restore_attempt(attempt, f"{location}-tiny-0", tiny, count)[0],
+            "bare_produce_s": lambda attempt: produce_run(f"tiny.{attempt}", tiny_data, side=""),
+            "restore_s": lambda attempt: restore_attempt(attempt, f"{location}-tiny-0", tiny, count, side="")[0],
         }
         figures = {side: median(run(attempt) for attempt in range(repeats)) for side, run in sides.items()}
         delete_topic(bootstrap, tiny)
@@ -381,7 +427,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
     spark_read_s = spark_write_s = None
     # The durable copy goes to a local file: beside a backup to S3 it would not compare like with like.
     durable = not location.startswith("s3://")
-    sides = [consume_run, lambda attempt: backup_run((), f"{location}-{attempt}")]
+    sides = [consume_run, lambda attempt: backup_run((), f"{location}-{attempt}", side="backup")]
     sides += [spark_read_run] if spark_kafka is not None else []
     sides += [durable_consume_run] if durable else []
     consumes, backups, *others = alternated(repeats, *sides)
@@ -435,6 +481,8 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         "spark_kafka_write_runs_s": spark_writes if spark_kafka else None,
         "backup_over_spark_kafka_read": spark_read_s / backup_s if spark_kafka else None,
         "restore_over_spark_kafka_write": spark_write_s / restore_s if spark_kafka else None,
+        "cpu": cpu.summary() if cpu is not None else None,
+        "cpu_runs": cpu.sides if cpu is not None else None,
     }
 
 
@@ -534,6 +582,9 @@ def report(run: dict) -> None:
               f"{run['backup_over_bare_consume_to_file']:.2f}x  (median of "
               f"{', '.join(f'{x:.2f}' for x in run['bare_consume_to_file_runs_s'])} s; see docs/performance.md)")
     print(f"load average after the case: {', '.join(f'{x:.1f}' for x in run['load_average'])} (2 cores, shared)")
+    for side, spent in (run.get("cpu") or {}).items():
+        print(f"CPU of {side} (medians): client {spent['client_cpu_s']:.2f} s, broker {spent['broker_cpu_s']:.2f} s, "
+              f"{spent['busy_cores']:.2f} of the machine's {os.cpu_count()} cores busy over {spent['wall_s']:.2f} s")
     if run.get("spark_kafka_read_s") is not None:
         print(f"backup / Spark's Kafka source to Parquet = {run['backup_over_spark_kafka_read']:.2f}x, "
               f"restore / Spark's Kafka sink from Parquet = {run['restore_over_spark_kafka_write']:.2f}x "
@@ -635,7 +686,8 @@ def run_all(args: argparse.Namespace, cases: list[tuple[str, int, int]], scratch
         # slows as it fills, which would favour whichever side ran first.
         with start_broker(args.broker) as case_broker:
             runs.append(measure(args.master, case_broker.bootstrap, f"{base}-{index}", shape, records, size,
-                                args.partitions, key_file if index == 0 else None, args.repeats, spark_kafka))
+                                args.partitions, key_file if index == 0 else None, args.repeats, spark_kafka,
+                                CpuMeter(case_broker)))
         report(runs[-1])
     results["runs"] = runs
     if args.linearity:
