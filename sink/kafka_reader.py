@@ -24,6 +24,8 @@ from ..core.kafka import (
 BATCH_RECORDS = 20_000
 BATCH_BYTES = 8 * 1024 * 1024
 SIZE_PROBE_RECORDS = 256
+# The most a backup's consumer fetches of a partition, and at once, and keeps queued (see backup_consumer_config).
+READ_AHEAD_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,15 @@ def range_consumer_config(settings: KafkaSettings) -> dict[str, object]:
             # Offsets deleted (retention) after planning must fail the read, never jump to the end.
             "auto.offset.reset": "error",
             # Read-ahead is bounded so a worker's memory does not grow with the partition: a
-            # consumer that outpaces the object writer stops fetching at this much queued data
-            # (2 KB records, one worker of two partitions: 32 MiB peaked at 410-423 MiB, 16 MiB at
-            # 381-396 MiB, equally fast; past one fetch's size it only holds more memory).
-            "fetch.max.bytes": 16 * 1024 * 1024,
-            "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "queued.max.messages.kbytes": 16 * 1024,
+            # consumer that outpaces the object writer stops fetching at this much queued data.
+            # librdkafka counts payload bytes only, holds each record with a few hundred bytes more
+            # and keeps a fetch response whole while any of its records is queued. One task of two
+            # partitions on Apache Kafka, three runs each: 200 B records peaked at 400-414 MiB
+            # with 16 MiB fetches and queue, 337-344 MiB with 8 MiB; 2 KB records at 382-462 and
+            # 347-353 MiB; 8 MiB was as fast (tests/integration/test_backup_memory.py).
+            "fetch.max.bytes": READ_AHEAD_BYTES,
+            "max.partition.fetch.bytes": READ_AHEAD_BYTES,
+            "queued.max.messages.kbytes": READ_AHEAD_BYTES // 1024,
             "fetch.wait.max.ms": 100,
         }
     )
