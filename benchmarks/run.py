@@ -63,6 +63,7 @@ from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 
 sys.path.insert(0, str(Path(__file__).parent))
+import procfs  # noqa: E402
 import records as bench_records  # noqa: E402  (benchmarks/ is not a package)
 
 DEFAULT_CASES = ("user:200:1000000,user:2048:250000,header-heavy:200:1000000,header-heavy:2048:250000,"
@@ -147,13 +148,11 @@ class WorkerRssSampler(threading.Thread):
                     jvm = not python_worker and b"java" in cmdline and b"pyspark" in cmdline
                     if not (python_worker or jvm) or int(pid) == os.getpid() or self._excluded(int(pid)):
                         continue
-                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                        if line.startswith("VmRSS:"):
-                            kib = int(line.split()[1])
-                            if python_worker:
-                                self.peak_kib = max(self.peak_kib, kib)
-                            else:
-                                self.jvm_peak_kib = max(self.jvm_peak_kib, kib)
+                    kib = procfs.rss_kib(int(pid)) or 0
+                    if python_worker:
+                        self.peak_kib = max(self.peak_kib, kib)
+                    else:
+                        self.jvm_peak_kib = max(self.jvm_peak_kib, kib)
                 except (OSError, ValueError):
                     continue
 
@@ -162,8 +161,7 @@ class WorkerRssSampler(threading.Thread):
         while self.excluded is not None and pid > 1:
             if pid == self.excluded:
                 return True
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(stat[stat.rindex(")") + 2:].split()[1])  # the parent's pid
+            pid = procfs.parent_pid(pid)
         return False
 
 
@@ -171,10 +169,10 @@ class WorkerRssSampler(threading.Thread):
 # Kafka, one KRaft node: 1.2 s, where librdkafka's defaults took 7-8 s). With the defaults a
 # partition's fetching pauses for fetch.queue.backoff.ms (1 s) each time its local queue holds
 # queued.min.messages (100,000) records, and a fetch takes at most 1 MiB of a partition: the
-# consumer sat idle most of the time (0.3 of 2 cores busy) and flattered a backup's ratio 2-5x.
+# consumer sat idle most of the time (0.3 of 2 cores busy) and flattered a backup's ratio 5-6x.
 BARE_CONSUMER_SETTINGS = {
     "fetch.max.bytes": 64 << 20,
-    "max.partition.fetch.bytes": 16 << 20,  # as topicvault's backup reads
+    "max.partition.fetch.bytes": 16 << 20,  # topicvault's backup fetches 8 MiB: it holds its memory down
     "queued.max.messages.kbytes": 256 << 10,
     "queued.min.messages": 1_000_000,
     "fetch.queue.backoff.ms": 10,
@@ -292,19 +290,13 @@ class CpuMeter:
     whether a side was short of CPU (the machine near 2 busy cores) and what each side costs,
     which its wall time alone cannot tell apart."""
 
-    TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-
     def __init__(self, broker) -> None:
         process = broker.members[0].process if hasattr(broker, "members") else broker.process
         self.broker_pid = process.pid
         self.sides: dict[str, list[dict[str, float]]] = {}
 
     def _now(self) -> tuple[float, float, float]:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        machine_busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
-        stat = Path(f"/proc/{self.broker_pid}/stat").read_text()
-        broker = sum(int(x) for x in stat[stat.rindex(")") + 2:].split()[11:13])  # utime + stime
-        return time.monotonic(), machine_busy * self.TICK_S, broker * self.TICK_S
+        return time.monotonic(), procfs.machine_busy_s(), procfs.cpu_s(self.broker_pid)
 
     def metered(self, side: str, run: Callable[[], object]) -> object:
         """run(), its CPU seconds recorded under `side`; returns what run() returned."""
@@ -334,9 +326,9 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
     (timed runs only, not the fixed parts)."""
     settings = KafkaSettings.of(bootstrap)
 
-    def metered(side: str, run: Callable[[], float]) -> float:
-        """run(), its CPU recorded under `side` (nothing recorded for an empty side)."""
-        return cpu.metered(side, run) if cpu is not None and side else run()
+    def metered(side: str | None, run: Callable[[], float]) -> float:
+        """run(), its CPU recorded under `side` (nothing recorded without a side: the fixed parts)."""
+        return cpu.metered(side, run) if cpu is not None and side is not None else run()
     name = f"bench.{shape}.{size}.{records}"
     source = f"{name}.src"
     create_topics(settings, {source: partitions})
@@ -358,7 +350,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         return elapsed_s, spark_start_s, rss.peak_kib / 1024, rss.jvm_peak_kib / 1024
 
     def backup_run(keys: tuple[str, ...], to: str, topic: str = source,
-                   expected: int = records, side: str = "") -> tuple[float, float, float, float]:
+                   expected: int = records, side: str | None = None) -> tuple[float, float, float, float]:
         def run(spark) -> float:
             job = BackupJob(kafka=settings, store_uri=to, encryption_keys=keys)
             planned = plan_run(job, [topic])
@@ -368,7 +360,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         return timed_job(run)
 
     def restore_run(keys: tuple[str, ...], location: str, target: str, topic: str = source,
-                    expected: int = records, side: str = "") -> tuple[float, float, float, float]:
+                    expected: int = records, side: str | None = None) -> tuple[float, float, float, float]:
         def run(spark) -> float:
             job = RestoreJob(settings, location, state_uri=f"{location}-restore-state-{target}", encryption_keys=keys)
             planned = plan_restore(job, [topic], {topic: target}, None)
@@ -377,7 +369,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
             return result.elapsed_s
         return timed_job(run)
 
-    def consume_run(attempt: int, topic: str = source, expected: int = records, side: str = "bare_consume") -> float:
+    def consume_run(attempt: int, topic: str = source, expected: int = records, side: str | None = None) -> float:
         count, consume_s = metered(side, lambda: bare_consume(bootstrap, topic, partitions))
         assert count == expected, f"bare consumer read {count} of {expected}"
         return consume_s
@@ -392,7 +384,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         assert count == records, f"bare consumer read {count} of {records}"
         return consume_s
 
-    def produce_run(attempt: int, data: list, side: str = "bare_produce") -> float:
+    def produce_run(attempt: int, data: list, side: str | None = None) -> float:
         bare = f"{name}.bare.{attempt}"
         create_topics(settings, {bare: partitions})
         produce_s = metered(side, lambda: bare_produce(bootstrap, bare, partitions, data))
@@ -400,7 +392,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         return produce_s
 
     def restore_attempt(attempt: int, backup: str = f"{location}-0", topic: str = source,
-                        expected: int = records, side: str = "restore") -> tuple[float, float, float, float]:
+                        expected: int = records, side: str | None = None) -> tuple[float, float, float, float]:
         """A timed restore of `topic` from `backup` into a new topic, deleted after."""
         restored = f"{topic}.restored.{attempt}"
         figures = restore_run((), backup, restored, topic, expected, side)
@@ -418,10 +410,10 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         bench_records.produce(bootstrap, tiny, shape, count, size, partitions)
         tiny_data = list(bench_records.records(shape, count, size))
         sides = {
-            "bare_consume_s": lambda attempt: consume_run(attempt, tiny, count, side=""),
+            "bare_consume_s": lambda attempt: consume_run(attempt, tiny, count),
             "backup_s": lambda attempt: backup_run((), f"{location}-tiny-{attempt}", tiny, count)[0],
-            "bare_produce_s": lambda attempt: produce_run(f"tiny.{attempt}", tiny_data, side=""),
-            "restore_s": lambda attempt: restore_attempt(attempt, f"{location}-tiny-0", tiny, count, side="")[0],
+            "bare_produce_s": lambda attempt: produce_run(f"tiny.{attempt}", tiny_data),
+            "restore_s": lambda attempt: restore_attempt(attempt, f"{location}-tiny-0", tiny, count)[0],
         }
         figures = {side: median(run(attempt) for attempt in range(repeats)) for side, run in sides.items()}
         delete_topic(bootstrap, tiny)
@@ -442,7 +434,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
     spark_read_s = spark_write_s = None
     # The durable copy goes to a local file: beside a backup to S3 it would not compare like with like.
     durable = not location.startswith("s3://")
-    sides = [consume_run, lambda attempt: backup_run((), f"{location}-{attempt}", side="backup")]
+    sides = [partial(consume_run, side="bare_consume"), lambda attempt: backup_run((), f"{location}-{attempt}", side="backup")]
     sides += [spark_read_run] if spark_kafka is not None else []
     sides += [durable_consume_run] if durable else []
     consumes, backups, *others = alternated(repeats, *sides)
@@ -451,13 +443,14 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
         spark_read_s = median(spark_reads)
     durable_consumes = others.pop(0) if durable else None
     data = list(bench_records.records(shape, records, size))
+    timed_produce = partial(produce_run, data=data, side="bare_produce")
+    timed_restore = partial(restore_attempt, side="restore")
     if spark_kafka is None:
-        produces, restores = alternated(repeats, partial(produce_run, data=data), restore_attempt)
+        produces, restores = alternated(repeats, timed_produce, timed_restore)
     else:
-        produces, restores, spark_writes = alternated(repeats, partial(produce_run, data=data), restore_attempt,
-                                                      spark_write_run)
+        produces, restores, spark_writes = alternated(repeats, timed_produce, timed_restore, spark_write_run)
         spark_write_s = median(spark_writes)
-    del data
+    del data, timed_produce  # the records, held by the partial too
     encrypted = {}
     if key_file:
         encrypted["backup_s"] = backup_run((f"file://{key_file}",), location + "-encrypted")[0]

@@ -55,6 +55,9 @@ from topicvault.core.local_kafka import LocalKafka, kafka_jars
 from topicvault.core.local_s3 import moto_server
 from topicvault.core.sandbox import SANDBOX_CREDENTIALS
 
+sys.path.insert(0, str(Path(__file__).parent))
+import procfs  # noqa: E402  (benchmarks/ is not a package)
+
 TOPIC = "soak.orders"
 STANDBY_TOPIC = "soak.orders.standby"
 FRESH_TOPIC = "soak.orders.restored"
@@ -155,22 +158,11 @@ def _children() -> dict[int, list[int]]:
     tree: dict[int, list[int]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
+            parent = procfs.parent_pid(int(pid))
         except OSError:
             continue
-        parent = int(stat[stat.rindex(")") + 2:].split()[1])
         tree.setdefault(parent, []).append(int(pid))
     return tree
-
-
-def _rss_kib(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def _kind(pid: int, root: int) -> str:
@@ -224,7 +216,7 @@ class RssSampler(threading.Thread):
                 pid = stack.pop()
                 # Another role's process (the broker and the S3 server are the soak's children) counts there.
                 stack.extend(child for child in tree.get(pid, ()) if child not in root_pids)
-                kib = _rss_kib(pid)
+                kib = procfs.rss_kib(pid)
                 if kib is None:
                     continue
                 name = f"{role}/{_kind(pid, root)}"

@@ -24,7 +24,7 @@ from ..core.kafka import (
 BATCH_RECORDS = 20_000
 BATCH_BYTES = 8 * 1024 * 1024
 SIZE_PROBE_RECORDS = 256
-# The most a backup's consumer fetches of a partition, and at once, and keeps queued (see backup_consumer_config).
+# The most a backup's consumer fetches of a partition, and at once, and keeps queued (see range_consumer_config).
 READ_AHEAD_BYTES = 8 * 1024 * 1024
 
 
