@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from kafkatools import produce_records
+from peak_memory import PEAK_MEMORY_SOURCE
 from topicvault.core.envelope import Record
 
 PARTITIONS = 2
@@ -29,28 +30,22 @@ PEAK_LIMIT_MIB = 140
 # reads) whose caller takes 50 ms over each batch, as a task encoding and storing objects does, so
 # the consumer's queue fills to its limits; in a fresh process. Prints how much its resident memory
 # peaked above what it held before the read began.
-READ = """
+READ = PEAK_MEMORY_SOURCE + """
 import json, sys, time
 from topicvault.core.kafka import KafkaSettings
 from topicvault.sink.kafka_reader import OffsetRange, RangeEnd, read_ranges
 
-def resident_mib(field):
-    for line in open("/proc/self/status"):
-        if line.startswith(field):
-            return int(line.split()[1]) / 1024
-
 bootstrap, topic, partitions, records = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 ranges = [OffsetRange(topic, p, 0, records) for p in range(partitions)]
 read = 0
-before = resident_mib("VmRSS")
-with open("/proc/self/clear_refs", "w") as refs:
-    refs.write("5")  # the peak (VmHWM) starts again from here
+before = resident_bytes("VmRSS")
+restart_peak()  # the peak (VmHWM) starts again from here
 for _, item in read_ranges(KafkaSettings.of(bootstrap), ranges):
     if not isinstance(item, RangeEnd):
         read += item.num_rows
         del item
         time.sleep(0.05)
-print(json.dumps({"records": read, "peak_mib": resident_mib("VmHWM") - before}))
+print(json.dumps({"records": read, "peak_mib": (resident_bytes("VmHWM") - before) / 2**20}))
 """
 
 

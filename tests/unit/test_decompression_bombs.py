@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from peak_memory import PEAK_MEMORY_SOURCE
 from topicvault.core.errors import CorruptObject
 from topicvault.formats.base import MAX_INFLATED_BYTES
 from topicvault.formats.jsonl import JsonlFormat
@@ -25,13 +26,8 @@ RSS_BOUND = 400 * 1024 * 1024
 def run_python(code: str) -> tuple[int, str]:
     """Run `code` in a fresh interpreter; return its peak RSS (bytes) and what it printed last
     before that measure."""
-    # VmHWM, not getrusage's ru_maxrss: Linux carries the parent's peak RSS over exec into the
-    # child's ru_maxrss, so a pytest worker that had grown to 418 MiB made every child "peak" there.
-    script = textwrap.dedent(code) + textwrap.dedent("""
-        import re
-        status = open("/proc/self/status").read()
-        print(int(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1)) * 1024)
-    """)
+    # VmHWM (see peak_memory): the child's own peak, not its parent's.
+    script = PEAK_MEMORY_SOURCE + textwrap.dedent(code) + '\nprint(resident_bytes("VmHWM"))\n'
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()

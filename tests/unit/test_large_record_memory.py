@@ -11,30 +11,29 @@ import subprocess
 import sys
 import textwrap
 
+from peak_memory import PEAK_MEMORY_SOURCE
+
 MiB = 1 << 20
 VALUE = 64 * MiB
 
 ENCODE_ONE_LARGE_RECORD = f"""
-    import os, re
+    import os
     from topicvault.core.envelope import Record, record_sizes, records_to_batch
     from topicvault.formats.parquet import ParquetFormat
 
-    def peak():
-        return int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
-
     batch = records_to_batch([Record("t", 0, 7, b"k", os.urandom({VALUE}), 1_700_000_000_000, 0, (("h", b"x"),))])
     sizes = record_sizes(batch)
-    before = peak()
+    before = resident_bytes("VmHWM")
     writer = ParquetFormat().open_writer()
     writer.add(batch, sizes)
     data = writer.finish()
-    print(before, peak(), len(data))
+    print(before, resident_bytes("VmHWM"), len(data))
 """
 
 
 def test_encoding_a_large_record_takes_a_few_copies_of_it_not_seven():
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(ENCODE_ONE_LARGE_RECORD)], capture_output=True,
-                          text=True, timeout=300)
+    script = PEAK_MEMORY_SOURCE + textwrap.dedent(ENCODE_ONE_LARGE_RECORD)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     before, after, stored = map(int, done.stdout.split())
     assert stored > VALUE  # random bytes: stored whole
