@@ -93,6 +93,11 @@ def connector_config(topic: str, bucket: str, config: dict[str, str]) -> dict[st
     }
 
 
+def ends_of(records: dict) -> dict[int, int]:
+    """Each partition's offset after its last record (records: partition -> its records in order)."""
+    return {partition: rows[-1].offset + 1 for partition, rows in records.items()}
+
+
 def sink(connect: LocalConnect, bootstrap: str, topic: str, ends: dict[int, int], bucket: str,
          config: dict[str, str], timeout_s: float = 60.0, name: str | None = None) -> str:
     """Run Aiven's sink over `topic` into `bucket` until it committed every offset; its name."""
@@ -217,7 +222,7 @@ CASES = [
 def test_aiven_sink_archive_restores_what_it_kept(connect, bootstrap, s3_endpoint, source, case):
     topic, records = source
     bucket = new_bucket()
-    ends = {p: rows[-1].offset + 1 for p, rows in records.items()}
+    ends = ends_of(records)
     sink(connect, bootstrap, topic, ends, bucket, case.config)
     assert object_keys(bucket), "the sink wrote nothing"
     if case.names:
@@ -239,7 +244,7 @@ def test_aiven_csv_headers_never_commit_nasty_records(connect, bootstrap, s3_end
     bucket = new_bucket()
     config = {"format.output.fields": ALL_FIELDS, **({"header.converter": header_converter} if header_converter else {})}
     with pytest.raises(AssertionError, match="cannot commit") as failure:
-        sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket, config)
+        sink(connect, bootstrap, topic, ends_of(records), bucket, config)
     assert error in str(failure.value)
     assert object_keys(bucket) == []
 
@@ -262,7 +267,7 @@ def test_aiven_csv_value_encoding_none_keeps_keys_base64(connect, bootstrap, s3_
     topic, records = text_source
     bucket = new_bucket()
     fields = "key,value,offset"
-    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+    sink(connect, bootstrap, topic, ends_of(records), bucket,
          {"format.output.fields": fields, "format.output.fields.value.encoding": "none", "file.compression.type": "none"})
     case = Case("csv-raw", restore_args=("--peer-fields", fields, "--peer-value-encoding", "none"),
                 fields=("key", "value"))
@@ -276,7 +281,7 @@ def test_aiven_redelivered_objects_are_restored_once(connect, bootstrap, s3_endp
     # offset), with file.max.records=3: objects 5-7, 8-10, ... beside the first run's 3-5, 6-8, ...
     topic, records = source
     bucket = new_bucket()
-    ends = {p: rows[-1].offset + 1 for p, rows in records.items()}
+    ends = ends_of(records)
     config = {"format.output.fields": NO_HEADERS, "file.max.records": "3"}
     sink(connect, bootstrap, topic, ends, bucket, config)
     first = set(object_keys(bucket))
@@ -296,10 +301,9 @@ def test_aiven_jsonl_from_string_converters_restores_text(connect, bootstrap, s3
     # StringConverter keys and values: jsonl holds them as JSON text strings, not base64.
     topic, records = text_source
     bucket = new_bucket()
-    string = "org.apache.kafka.connect.storage.StringConverter"
-    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
-         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": string,
-          "value.converter": string})
+    sink(connect, bootstrap, topic, ends_of(records), bucket,
+         {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": STRING,
+          "value.converter": STRING})
     case = Case("jsonl-text", restore_args=("--peer-value-encoding", "none"), fields=tuple(NO_HEADERS.split(",")),
                 csv=False)
     assert_restores_what_it_kept(bootstrap, text_source, bucket, case)
@@ -310,7 +314,7 @@ def test_aiven_event_time_objects_without_offsets_are_refused(connect, bootstrap
     # cannot be recovered, so the restore refuses (naming the fix) and writes nothing.
     topic, records = source
     bucket = new_bucket()
-    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+    sink(connect, bootstrap, topic, ends_of(records), bucket,
          {"file.name.timestamp.source": "event", "file.name.template": YEAR_TEMPLATE})
     target = f"{topic}-refused-{uuid.uuid4().hex[:4]}"
     create_topic(bootstrap, target, PARTITIONS, _like_tansu(bootstrap))
@@ -326,7 +330,7 @@ def test_aiven_key_grouped_text_keys_restore(connect, bootstrap, s3_endpoint, te
     topic, records = text_source
     bucket = new_bucket()
     template = "{{topic}}/{{partition}}/{{key}}-{{start_offset}}"
-    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+    sink(connect, bootstrap, topic, ends_of(records), bucket,
          {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": STRING,
           "value.converter": STRING, "file.name.template": template})
     assert any(k.endswith("/key-0-1-1") for k in object_keys(bucket)), object_keys(bucket)[:5]
@@ -341,7 +345,7 @@ def test_aiven_latest_per_key_templates_are_refused(connect, bootstrap, s3_endpo
     topic, records = text_source
     bucket = new_bucket()
     template = "{{topic}}/{{partition}}/{{key}}"
-    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+    sink(connect, bootstrap, topic, ends_of(records), bucket,
          {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": STRING,
           "value.converter": STRING, "file.name.template": template})
     assert object_keys(bucket)
@@ -357,7 +361,7 @@ def test_aiven_event_time_objects_named_for_the_flush_restore(connect, bootstrap
     # not their first record's offset, and a partition's objects interleave.
     topic, records = source
     bucket = new_bucket()
-    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+    sink(connect, bootstrap, topic, ends_of(records), bucket,
          {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "file.name.timestamp.source": "event",
           "file.name.template": YEAR_TEMPLATE})
     names = object_keys(bucket)
@@ -428,7 +432,7 @@ def test_aiven_worker_killed_after_writing_objects_restores_once(bootstrap, s3_e
     topic = f"aiven-kill-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, PARTITIONS, _like_tansu(bootstrap))
     produce_records(bootstrap, topic, nasty_records(topic, PARTITIONS, PER_PARTITION))
-    first = {p: rows[-1].offset + 1 for p, rows in consume_all(bootstrap, topic).items()}
+    first = ends_of(consume_all(bootstrap, topic))
     bucket, name = new_bucket(), f"aiven-{uuid.uuid4().hex[:8]}"
     config = {"format.output.fields": NO_HEADERS, "file.max.records": "3"}
     (tmp_path / "connect").mkdir()
@@ -442,7 +446,7 @@ def test_aiven_worker_killed_after_writing_objects_restores_once(bootstrap, s3_e
         before = set(object_keys(bucket))
         produce_records(bootstrap, topic, nasty_records(topic, PARTITIONS, PER_PARTITION, seed=2))
         source = (topic, consume_all(bootstrap, topic))
-        ends = {p: rows[-1].offset + 1 for p, rows in source[1].items()}
+        ends = ends_of(source[1])
         wait_for(lambda: set(object_keys(bucket)) - before, 30, "objects of the second half")
         worker.kill()
         written = {k: last_modified(bucket, k) for k in set(object_keys(bucket)) - before}
@@ -472,7 +476,7 @@ def test_aiven_base64_headers_read_as_text_are_named_in_one_note(connect, bootst
     # default (text, Connect's default SimpleHeaderConverter) restores as the base64 text itself.
     topic, records = source
     bucket = new_bucket()
-    sink(connect, bootstrap, topic, {p: rows[-1].offset + 1 for p, rows in records.items()}, bucket,
+    sink(connect, bootstrap, topic, ends_of(records), bucket,
          {"format.output.type": "jsonl", "format.output.fields": ALL_FIELDS, "header.converter": BYTES})
     out = run_cli("restore", "--from", f"s3://{bucket}", "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--dry-run")
     hints = [line for line in out.splitlines() if "--peer-header-encoding base64" in line]
