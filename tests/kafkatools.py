@@ -318,3 +318,9 @@ def set_client_quotas(bootstrap: str, quotas: dict[str, dict[str, float | None]]
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
+
+
+def ends_of(records: dict) -> dict[int, int]:
+    """Each partition's offset after its last record (records: partition -> its records in
+    offset order, as consume_all returns them)."""
+    return {partition: rows[-1].offset + 1 for partition, rows in records.items()}

@@ -21,7 +21,7 @@ import pytest
 from clitools import assert_one_line_error, run_cli
 from confluent_kafka import Consumer, TopicPartition
 from harness_broker import _like_tansu
-from kafkatools import consume_all, create_topic, produce_records
+from kafkatools import consume_all, create_topic, ends_of, produce_records
 from nasty import nasty_records
 from topicvault.core.envelope import Record
 from topicvault.core.local_connect import LocalConnect
@@ -91,11 +91,6 @@ def connector_config(topic: str, bucket: str, config: dict[str, str]) -> dict[st
         "aws.s3.region": "us-east-1",
         **config,
     }
-
-
-def ends_of(records: dict) -> dict[int, int]:
-    """Each partition's offset after its last record (records: partition -> its records in order)."""
-    return {partition: rows[-1].offset + 1 for partition, rows in records.items()}
 
 
 def sink(connect: LocalConnect, bootstrap: str, topic: str, ends: dict[int, int], bucket: str,
@@ -414,7 +409,7 @@ def test_aiven_jsonl_from_json_converters_restores_the_json(connect, bootstrap, 
     records = consume_all(bootstrap, topic)
     bucket = new_bucket()
     enable = "true" if schemas else "false"
-    sink(connect, bootstrap, topic, {p: r[-1].offset + 1 for p, r in records.items()}, bucket,
+    sink(connect, bootstrap, topic, ends_of(records), bucket,
          {"format.output.type": "jsonl", "format.output.fields": NO_HEADERS, "key.converter": JSON,
           "value.converter": JSON, "key.converter.schemas.enable": enable, "value.converter.schemas.enable": enable})
     kept_json = {p: [Record(topic, p, r.offset, None if rows[p, i][0] is None else compact(rows[p, i][0]),

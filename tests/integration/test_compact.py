@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from clitools import assert_one_line_error, run_cli
-from kafkatools import consume_all, produce_records, produce_until
+from kafkatools import consume_all, ends_of, produce_records, produce_until
 from nasty import nasty_records
 from test_expire import backdate_commits
 from topicvault.core.archive.commits import fold_commits
@@ -212,7 +212,7 @@ def test_compact_and_expire_beside_a_running_follower_keep_every_record(bootstra
         produce_records(bootstrap, topic, [Record(topic, p, 0, b"end", b"end", 1_700_000_000_000, 0, ())
                                            for p in (0, 1)])
         source = consume_all(bootstrap, topic)
-        ends = {p: records[-1].offset + 1 for p, records in source.items()}
+        ends = ends_of(source)
         wait_for(lambda: all(fold_commits(LocalStore(str(location))).end_offset(topic, p) == e
                              for p, e in ends.items()), "the follower to reach the end")
         os.kill(follower.pid, signal.SIGTERM)  # the topicvault process only: it finishes its batch

@@ -83,7 +83,7 @@ def test_a_follower_and_compacts_beside_it_keep_every_record_on_a_store_that_ign
     import subprocess
 
     from faultproxy import FaultProxy
-    from kafkatools import consume_all, produce_records, produce_until
+    from kafkatools import consume_all, ends_of, produce_records, produce_until
     from test_compact import CLI, strip
     from topicvault.core.envelope import Record
     from topicvault.core.rotation import Rotation
@@ -129,7 +129,7 @@ def test_a_follower_and_compacts_beside_it_keep_every_record_on_a_store_that_ign
             produce_records(bootstrap, topic, [Record(topic, p, 0, b"end", b"end", 1_700_000_000_000, 0, ())
                                                for p in (0, 1)])
             source = consume_all(bootstrap, topic)
-            ends = {p: records[-1].offset + 1 for p, records in source.items()}
+            ends = ends_of(source)
             wait_for(lambda: all(load_state(store).end_offset(topic, p) == e for p, e in ends.items()),
                      "the follower to reach the end")
             os.kill(follower.pid, signal.SIGTERM)

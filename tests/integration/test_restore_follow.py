@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from harness_broker import TANSU_KINDS
-from kafkatools import consume_all, produce_records, produce_until
+from kafkatools import consume_all, ends_of, produce_records, produce_until
 from nasty import nasty_records
 from test_cluster_state import commit_offsets, committed
 from test_peer_layouts import FIELDS, aiven_csv
@@ -455,7 +455,7 @@ def test_backup_follow_beside_restore_follow_keeps_an_identical_standby_across_k
         # tansu: end each partition with a single-record batch so its high watermark is the true end.
         produce_records(bootstrap, topic, [Record(topic, p, 0, b"end", b"end", BASE, 0, ()) for p in (0, 1)])
         source = consume_all(bootstrap, topic)
-        ends = {p: records[-1].offset + 1 for p, records in source.items()}
+        ends = ends_of(source)
 
         def caught_up() -> bool:
             last = json_rounds(restore_log)[-1:]
