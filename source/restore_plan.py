@@ -25,7 +25,7 @@ from .object_reader import SkippedObject
 from .offset_map import OffsetMap
 from .restore_state import RestoreState, check_same_restore
 from .selection import Selection
-from .topic_policy import is_internal_topic, screen_topic_configs
+from .topic_policy import internal_topic_owner, screen_topic_configs
 
 Where = tuple[str, int]  # (topic, partition)
 
@@ -247,12 +247,14 @@ def _select(state: BackupState, topics: list[str], renamed: Iterable[str], uri: 
             raise TopicvaultError(f"topic {topic!r} is not in the backup at {uri}; it holds: {', '.join(available)}")
     if topics:
         return topics, []
-    internal = [t for t in available if is_internal_topic(t) and t not in renamed]
-    chosen = [t for t in available if t not in internal]
+    owners = {t: owner for t in available if t not in renamed
+              and (owner := internal_topic_owner(t, TopicSettings.from_json(state.topics.get(t, {})).configs))}
+    chosen = [t for t in available if t not in owners]
     if not chosen:
-        raise TopicvaultError(f"the backup at {uri} holds only internal topics ({', '.join(internal)}): name those "
+        raise TopicvaultError(f"the backup at {uri} holds only internal topics ({', '.join(owners)}): name those "
                               "to restore with --topic")
-    return chosen, [f"left out internal topic {t}: restore it by name with --topic {t}" for t in internal]
+    return chosen, [f"left out internal topic {t} ({owner}): restore it by name with --topic {t}"
+                    for t, owner in owners.items()]
 
 
 def build_restore_plan(facts: RestoreFacts, request: RestoreRequest) -> RestorePlan:

@@ -224,7 +224,31 @@ def test_an_empty_archive_is_no_backup_and_internal_topics_are_left_out_with_a_n
     state = archive(entry("orders", 0, 0, 9), entry("__consumer_offsets", 0, 0, 1), topics=("orders", "__consumer_offsets"))
     plan = build_restore_plan(facts(state), RestoreRequest())
     assert plan.topic_map == {"orders": "orders"}
-    assert "left out internal topic __consumer_offsets: restore it by name with --topic __consumer_offsets" in plan.notes
+    assert "left out internal topic __consumer_offsets (Kafka's own): restore it by name with --topic " \
+           "__consumer_offsets" in plan.notes
+
+
+# Issue #50.3: Connect's, Schema Registry's and MirrorMaker 2's topics under the names their images
+# and tutorials use, and a compacted topic named like Connect's; each left out with a note naming it.
+TOOL_TOPICS = ("docker-connect-configs", "my_connect_configs", "connect-cluster-offsets", "kafka-connect-status",
+               "_schemas", "registry_schemas", "mm2-configs.src.internal", "mm2-offset-syncs.src.internal",
+               "src.checkpoints.internal", "heartbeats", "src.heartbeats", "cfg_configs")
+
+
+def test_tool_topics_under_other_names_are_left_out_unless_named():
+    state = archive(*(entry(t, 0, 0, 1) for t in ("orders", *TOOL_TOPICS)), topics=("orders", *TOOL_TOPICS))
+    state.topics["cfg_configs"]["configs"] = {"cleanup.policy": "compact"}
+    plan = build_restore_plan(facts(state), RestoreRequest())
+    assert plan.topic_map == {"orders": "orders"}
+    for topic in TOOL_TOPICS:
+        [note] = [n for n in plan.notes if n.startswith(f"left out internal topic {topic} (")]
+        assert note.endswith(f"restore it by name with --topic {topic}"), note
+    assert any("cfg_configs (Kafka Connect's, by its name and cleanup.policy=compact)" in n for n in plan.notes)
+    # The same name with the saved cleanup.policy=delete is a user's topic; a named tool topic is restored.
+    state.topics["cfg_configs"]["configs"] = {"cleanup.policy": "delete"}
+    assert "cfg_configs" in build_restore_plan(facts(state), RestoreRequest()).topic_map
+    named = build_restore_plan(facts(state), RestoreRequest(topics=("docker-connect-configs",)))
+    assert named.topic_map == {"docker-connect-configs": "docker-connect-configs"}
 
 
 def test_a_created_topic_whose_saved_retention_deletes_old_records_gets_a_note():
