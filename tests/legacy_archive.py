@@ -93,5 +93,5 @@ def edit_commit(location: Path, sequence: int, change) -> None:
 
 
 # An ACL a bucket writer would like a --cluster-state restore to create.
-MALLORY_ACL = {"resource_type": "BROKER", "name": "kafka-cluster", "pattern_type": "LITERAL", "principal": "User:mallory",
-               "host": "*", "operation": "ALL", "permission": "ALLOW"}
+MALLORY_ACL = {"resource_type": "BROKER", "name": "kafka-cluster", "pattern_type": "LITERAL",
+               "principal": "User:mallory", "host": "*", "operation": "ALL", "permission": "ALLOW"}

@@ -231,10 +231,11 @@ def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecor
 
 
 def load_state(store: ObjectStore, keyring: Keyring | None = None) -> BackupState:
-    """The location's state: the newest usable checkpoint plus the commits after it, or the
-    fold of every commit record where none of the newest _CHECKPOINTS_TRIED is usable. With a keyring, every commit
-    read is checked (commits.read_commit: authenticated by one of its keys, or written before
-    the location's first authenticated commit), and only authenticated checkpoints are used."""
+    """The location's state: the newest usable checkpoint plus the commits after it, or the fold
+    of every commit record where none of the newest _CHECKPOINTS_TRIED is usable. With a keyring,
+    every commit read is checked (commits.read_commit: authenticated by one of its keys, or
+    written before the location's first authenticated commit), and only authenticated
+    checkpoints are used."""
     for checkpoint in _newest_checkpoints(store, keyring):
         try:
             return _read_forward(store, checkpoint.state, checkpoint.commit_sha256, keyring=keyring)

@@ -123,8 +123,8 @@ def remembered_conditional_writes(store: ObjectStore) -> str | None:
     when = iso(found.probed_ms)
     if found.store == store.identity():
         return f"{found.behaviour()} (probed on this store at {when})"
-    return (f"{found.behaviour()} was probed on another store ({found.store or 'not named'}) at {when}, not on this one "
-            f"({store.identity()}): the next backup, compact or expire probes this one again")
+    return (f"{found.behaviour()} was probed on another store ({found.store or 'not named'}) at {when}, not on this "
+            f"one ({store.identity()}): the next backup, compact or expire probes this one again")
 
 
 def conditional_writes(store: ObjectStore) -> ConditionalWrites:
