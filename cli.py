@@ -647,14 +647,16 @@ def list_backup(
 ) -> None:
     """List what a backup location holds, from its commit records."""
     from .core.archive.checkpoints import load_state
+    from .core.archive.conditional_writes import remembered_conditional_writes
     from .core.locations import open_store
 
     settings = _settings(config, None, store, None, [], uri, store_option)
     location = _uri_of(settings, "URI")
-    state = load_state(open_store(location, settings.store_options))
+    opened = open_store(location, settings.store_options)
+    state = load_state(opened)
     if not state.partitions:
         raise NoBackup(location)
-    _print(report.ls(state, as_json))
+    _print(report.ls(state, as_json, remembered_conditional_writes(opened)))
 
 
 @app.command()

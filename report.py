@@ -393,9 +393,12 @@ def _uncertainty(history: list[dict]) -> dict:
     return {"uncertain": len(off), "max_uncertain_ms": max(off)} if off else {}
 
 
-def ls(state: BackupState, as_json: bool) -> list[Line]:
-    """`ls`: the listing (see `listing`) as JSON, or a table of partitions and what else the location holds."""
+def ls(state: BackupState, as_json: bool, conditional_writes: str | None = None) -> list[Line]:
+    """`ls`: the listing (see `listing`) as JSON, or a table of partitions and what else the location holds;
+    `conditional_writes`: what the location remembers of them (core.archive.conditional_writes)."""
     data = listing(state)
+    if conditional_writes is not None:
+        data["conditional_writes"] = conditional_writes
     if as_json:
         return [_out(to_json(data))]
     rows = [{**p, "offsets": f"{p['start']}..{p['end'] - 1}"} for p in data["partitions"]]
@@ -428,6 +431,8 @@ def ls(state: BackupState, as_json: bool) -> list[Line]:
         lines.append(_out("encrypted: " + ", ".join(f"{n} objects with key {k}"
                                                     for k, n in data["encryption_keys"].items())
                           + "; restore, verify and inspect need these keys (--encryption-key)"))
+    if conditional_writes is not None:
+        lines.append(_out(f"conditional writes: {conditional_writes}"))
     if state.last_stream:
         lag = state.last_stream.get("lag", {})
         lines.append(_out(f"followed backup: last commit at {iso(state.last_stream['committed_ms'])}, lag "

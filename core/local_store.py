@@ -107,6 +107,10 @@ class LocalStore(ObjectStore):
     def __repr__(self) -> str:
         return f"LocalStore({self.uri!r})"
 
+    def identity(self) -> str:
+        """The directory, symbolic links resolved: a copy elsewhere is another store."""
+        return "directory " + os.path.realpath(self.root)
+
     def _path(self, key: str) -> Path:
         check_key(key)
         if any(_is_internal(part) for part in key.split("/")):

@@ -104,6 +104,14 @@ class S3Store(ObjectStore):
     def __repr__(self) -> str:
         return f"S3Store({self.uri!r})"
 
+    def identity(self) -> str:
+        """The endpoint and bucket (every AWS endpoint counts as one: bucket names are global there)."""
+        endpoint = self.client.meta.endpoint_url.rstrip("/")
+        host = urlparse(endpoint).hostname or ""
+        if host == "amazonaws.com" or host.endswith(".amazonaws.com"):
+            endpoint = "AWS"
+        return f"{endpoint} bucket {self.bucket}"
+
     @property
     def client(self) -> Any:
         """The boto3 S3 client of this process, created on first use."""

@@ -114,6 +114,11 @@ class ObjectStore(ABC):
     def delete(self, key: str) -> None:
         """Remove the object (absent is fine)."""
 
+    def identity(self) -> str:
+        """Which store (server and bucket, or directory) holds the location, not where in it:
+        what a probe of its behaviour is true of (core.archive.conditional_writes)."""
+        return self.uri
+
 
 def check_key(key: str) -> str:
     """Return `key` if it is a usable relative key, else raise TopicvaultError."""

@@ -59,3 +59,39 @@ def as_written_before_authentication(location: Path, spec: str, up_to: int | Non
         path.write_text(json.dumps(body, sort_keys=True, indent=1))
     shutil.rmtree(location / "_topicvault" / "checkpoints", ignore_errors=True)
     (location / "_topicvault" / "_last_checkpoint").unlink(missing_ok=True)
+
+
+def downgrade_with_decoys(location: Path) -> None:
+    """Issue #50.1's downgrade of an archive authenticated from its first commit: authentication
+    stripped from every commit record, a decoy entry (a real key id, an object that does not
+    exist) put first in each, an unauthenticated expire commit appended that removes the decoys,
+    the checkpoints deleted. What is left reads like an archive from before #39 whose commit
+    records can be edited at will (edit_commit)."""
+    paths = sorted((location / COMMITS).glob("*.json"))
+    removed = []
+    for path in paths:
+        body = strip_authentication(path)
+        real = next(o for o in body["objects"] if o.get("key_id"))
+        decoy = dict(real, key=f"{real['key'].rsplit('/', 1)[0]}/decoy-{path.stem}.parquet")
+        body["objects"].insert(0, decoy)
+        removed.append({"topic": decoy["topic"], "partition": decoy["partition"], "key": decoy["key"]})
+        path.write_text(json.dumps(body, sort_keys=True, indent=1))
+    last = json.loads(paths[-1].read_bytes())
+    expire = {"format_version": 2, "kind": "expire", "sequence": last["sequence"] + 1,
+              "created_ms": last["created_ms"] + 1, "topics": {}, "ranges": [], "objects": [], "removed": removed}
+    (location / COMMITS / f"{last['sequence'] + 1:019d}.json").write_text(json.dumps(expire, sort_keys=True, indent=1))
+    shutil.rmtree(location / "_topicvault" / "checkpoints", ignore_errors=True)
+    (location / "_topicvault" / "_last_checkpoint").unlink(missing_ok=True)
+
+
+def edit_commit(location: Path, sequence: int, change) -> None:
+    """Apply `change` to the parsed body of commit record `sequence` and write it back."""
+    path = location / COMMITS / f"{sequence:019d}.json"
+    body = json.loads(path.read_bytes())
+    change(body)
+    path.write_text(json.dumps(body, sort_keys=True, indent=1))
+
+
+# An ACL a bucket writer would like a --cluster-state restore to create.
+MALLORY_ACL = {"resource_type": "BROKER", "name": "kafka-cluster", "pattern_type": "LITERAL",
+               "principal": "User:mallory", "host": "*", "operation": "ALL", "permission": "ALLOW"}

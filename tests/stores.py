@@ -102,6 +102,9 @@ class WrappedStore(ObjectStore):
     def delete(self, key: str) -> None:
         self.inner.delete(key)
 
+    def identity(self) -> str:
+        return self.inner.identity()
+
 
 class CountingStore(WrappedStore):
     """Remembers every call by kind: `calls["get"]` the keys read, `calls["list"]` the (prefix,

@@ -15,7 +15,8 @@ ignores checkpoints (every older topicvault) still reads the same state from the
 - A checkpoint is used only if it is intact (checksum), was written by code with the same
   state shape (a fingerprint of BackupState's fields, so a new field invalidates older
   checkpoints by itself) and belongs to this history (commit N exists, with the SHA-256 the
-  checkpoint recorded). Otherwise the reader folds every commit: correctness first.
+  checkpoint recorded). Otherwise the reader tries the one before it (up to _CHECKPOINTS_TRIED
+  in all), and folds every commit only when none of them is usable: correctness first.
 
 Old readers: topicvault before checkpoints lists only `_topicvault/commits/` (and its peer
 layouts skip `_topicvault/`), so it ignores checkpoints and still reads every commit. Old
@@ -35,7 +36,7 @@ import json
 import logging
 import types
 import typing
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..crypto import AUTHENTICATION_FIELD, Keyring, Unauthenticated, authentication, check_authentication
 from ..errors import ObjectNotFound, TopicvaultError
@@ -230,18 +231,18 @@ def write_checkpoint(store: ObjectStore, state: BackupState, record: CommitRecor
 
 
 def load_state(store: ObjectStore, keyring: Keyring | None = None) -> BackupState:
-    """The location's state: the newest usable checkpoint plus the commits after it, or the
-    fold of every commit record where no checkpoint is usable. With a keyring, every commit
-    read is checked (commits.read_commit: authenticated by one of its keys, or written before
-    the location's first authenticated commit), and only authenticated checkpoints are used."""
+    """The location's state: the newest usable checkpoint plus the commits after it, or the fold
+    of every commit record where none of the newest _CHECKPOINTS_TRIED is usable. With a keyring,
+    every commit read is checked (commits.read_commit: authenticated by one of its keys, or
+    written before the location's first authenticated commit), and only authenticated
+    checkpoints are used."""
     for checkpoint in _newest_checkpoints(store, keyring):
         try:
             return _read_forward(store, checkpoint.state, checkpoint.commit_sha256, keyring=keyring)
         except Unauthenticated:
             raise
-        except TopicvaultError as exc:
-            log.warning("%s; reading every commit record instead", exc)
-            break
+        except TopicvaultError as exc:  # each checkpoint is parsed afresh: a half-folded one is dropped
+            log.warning("%s; trying an older one, else every commit record", exc)
     return _read_forward(store, BackupState(), None, keyring=keyring)
 
 
@@ -280,22 +281,24 @@ def _sort_objects(state: BackupState) -> None:
         partition.objects.sort(key=lambda o: o.first_offset)
 
 
-def _newest_checkpoints(store: ObjectStore, keyring: Keyring | None = None) -> list[Checkpoint]:
-    """Up to _CHECKPOINTS_TRIED usable checkpoints, newest first (damaged ones skipped)."""
+def _newest_checkpoints(store: ObjectStore, keyring: Keyring | None = None) -> Iterator[Checkpoint]:
+    """The intact checkpoints among the _CHECKPOINTS_TRIED newest, newest first, each read only
+    when the caller asks for it (damaged ones skipped). The listing starts that many intervals
+    before the pointer, so a pointer naming a checkpoint that fails still leaves the one before."""
     pointer = _pointer(store)
+    first = pointer - (_CHECKPOINTS_TRIED - 1) * CHECKPOINT_INTERVAL if pointer else 0
     listed: list[ObjectInfo] = list(store.list(
-        CHECKPOINTS_PREFIX, start_after=checkpoint_key(pointer - 1) if pointer else None))
+        CHECKPOINTS_PREFIX, start_after=checkpoint_key(first - 1) if first > 0 else None))
     keys = [i.key for i in listed if i.key.endswith(".json")][-_CHECKPOINTS_TRIED:]
-    usable = []
     for key in reversed(keys):
         try:
-            usable.append(parse_checkpoint(store.get(key), key, keyring))
-            break
+            checkpoint = parse_checkpoint(store.get(key), key, keyring)
         except ObjectNotFound:
             continue
         except TopicvaultError as exc:
-            log.warning("%s; trying an older one", exc)
-    return usable
+            log.warning("%s; trying an older one, else every commit record", exc)
+            continue
+        yield checkpoint
 
 
 def _pointer(store: ObjectStore) -> int | None:

@@ -18,16 +18,21 @@ carries AUTHENTICATION_FIELD (core.crypto.authentication) over its body, which n
 authenticated commit of the location (`authenticated_from`). Read with a keyring (read_commit):
 a record whose authentication does not verify is refused; records without one are read only
 while no authenticated record came before them (written by topicvault before #39: a warning
-says how many), and refused after it, or when they say they were authenticated, or when they
-name an object of container version 2 (sealed only by a topicvault that authenticates every
-commit it writes: its authentication was removed).
+says how many), and refused after it, or when they say they were authenticated. Once folded,
+every encrypted object they named that the state still holds must be sealed in container
+version 1 (check_written_before_authentication, issue #50.1): one of version 2 (sealed only by
+a topicvault that authenticates every commit it writes), a missing one or one that is no
+container means their authentication was removed. Their ACLs and SCRAM users (`access`) are
+dropped: an unauthenticated commit never carries cluster access into a restore.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
 
@@ -253,8 +258,7 @@ def _body(data: bytes, key: str) -> dict:
     return body
 
 
-def read_commit(store: ObjectStore, state: BackupState, data: bytes, key: str,
-                keyring: Keyring | None) -> CommitRecord:
+def read_commit(state: BackupState, data: bytes, key: str, keyring: Keyring | None) -> CommitRecord:
     """Parse the commit record `data` that follows `state`; with a keyring, refuse it (one line,
     Unauthenticated or KeyUnavailable) unless it is authenticated by one of its keys, or was
     written before the location's first authenticated commit (see the module doc)."""
@@ -264,12 +268,17 @@ def read_commit(store: ObjectStore, state: BackupState, data: bytes, key: str,
         check_authentication(_canonical(body), auth, keyring, f"commit record {key}")
     record = CommitRecord._from_body(body, key)
     if keyring is not None:
-        _check_authenticated_order(store, state, record, key, authenticated=auth is not None)
+        _check_authenticated_order(state, record, key, authenticated=auth is not None)
+        if auth is None and record.access is not None:
+            # Anyone who can write the bucket can write this block: it must never create ACLs
+            # or users on a cluster (issue #50.1), even in a genuine pre-#39 commit.
+            log.warning("warning: commit record %s is not authenticated: the ACLs and SCRAM users it saved are "
+                        "ignored with keys given (restore --cluster-state restores none of them)", key)
+            record = dataclasses.replace(record, access=None)
     return record
 
 
-def _check_authenticated_order(store: ObjectStore, state: BackupState, record: CommitRecord, key: str,
-                               authenticated: bool) -> None:
+def _check_authenticated_order(state: BackupState, record: CommitRecord, key: str, authenticated: bool) -> None:
     """Records before the first authenticated one may lack authentication; none after it may."""
     first, said = state.authenticated_from, record.authenticated_from
     done = "; nothing was produced"
@@ -291,25 +300,47 @@ def _check_authenticated_order(store: ObjectStore, state: BackupState, record: C
     if said:
         raise Unauthenticated(f"commit record {key} is not authenticated, but says the commits from {said} on "
                               f"are: {stripped}")
-    sealed = _sealed_since_authentication(store, record)
-    if sealed is not None:
-        raise Unauthenticated(f"commit record {key} is not authenticated, but names object {sealed} of container "
-                              "version 2, sealed only by a topicvault that authenticates every commit it writes: "
-                              f"{stripped}")
 
 
-def _sealed_since_authentication(store: ObjectStore, record: CommitRecord) -> str | None:
-    """The key of the record's first encrypted object, if it is sealed in container version 2 or
-    later. One object per record: its first bytes only (one small read); a record written from
-    #39 on names only such objects, unless whoever removed its authentication also changed them."""
-    entry = next((o for o in record.objects if o.key_id), None)
-    if entry is None:
-        return None
+# Objects whose first bytes are read at once by check_written_before_authentication (each a round
+# trip on S3; a location written before #39 may name thousands).
+_CHECKING_THREADS = 16
+
+
+def check_written_before_authentication(store: ObjectStore, state: BackupState, named_by: Mapping[str, str]) -> None:
+    """Refuse (Unauthenticated, naming the commit) unless every encrypted object in `state` that an
+    unauthenticated commit named (`named_by`: object key -> commit key) is sealed in container
+    version 1, as topicvault sealed objects before it authenticated commits.
+
+    Objects later commits removed are not checked (they may be deleted since); every other one
+    is, so no decoy entry can hide a version 2 object (sealed only by a topicvault that
+    authenticates every commit it writes), and a missing or unsealed one fails: one small read
+    per object."""
+    entries = [o for p in state.partitions.values() for o in p.objects if o.key_id and o.key in named_by]
+    if not entries:
+        return
+    with ThreadPoolExecutor(min(_CHECKING_THREADS, len(entries)), thread_name_prefix="check") as pool:
+        found = list(pool.map(lambda entry: _sealed_before_authentication(store, entry), entries))
+    problems = sorted((named_by[entry.key], entry.key, problem) for entry, problem in zip(entries, found) if problem)
+    if problems:
+        key, object_key, problem = problems[0]
+        raise Unauthenticated(f"commit record {key} is not authenticated, but names object {object_key}, which "
+                              f"{problem}: someone without the key removed its authentication (and may have changed "
+                              "it), or wrote it without the key; nothing was produced")
+
+
+def _sealed_before_authentication(store: ObjectStore, entry: ObjectEntry) -> str | None:
+    """Why `entry`'s object cannot have been written before authentication (None: it can)."""
     try:
         version = container_version(store.get_head(entry.key, len(MAGIC)))
     except ObjectNotFound:
-        return None  # reading the object fails, naming it
-    return entry.key if version is not None and version >= CONTAINER_V2 else None
+        return "does not exist (a commit written before authentication names only objects that are there)"
+    if version is None:
+        return f"its entry says is encrypted (key {entry.key_id}) but is not an encrypted container"
+    if version >= CONTAINER_V2:
+        return ("is of container version 2, sealed only by a topicvault that authenticates every commit it "
+                "writes")
+    return None
 
 
 def _canonical(body: dict) -> bytes:
@@ -593,13 +624,16 @@ def fold_records(store: ObjectStore, state: BackupState, infos: list[ObjectInfo]
     keyring, the records read without authentication are named in one warning (once per
     process and location: see warn_unauthenticated)."""
     expected, unauthenticated = state.last_sequence + 1, 0
+    named_by: dict[str, str] = {}  # object key -> the unauthenticated commit that named it
     infos = [i for i in infos if i.key.endswith(".json")]
     for info in infos:
-        record = read_commit(store, state, store.get(info.key), info.key, keyring)
+        record = read_commit(state, store.get(info.key), info.key, keyring)
         if record.sequence != expected:
             raise TopicvaultError(f"commit record {info.key} has sequence {record.sequence}, expected {expected}")
         state.apply(record, info.key)
-        unauthenticated += not state.authenticated_from
+        if not state.authenticated_from:
+            unauthenticated += 1
+            named_by.update((o.key, info.key) for o in record.objects)
         if on_commit is not None:
             on_commit(record)
         expected += 1
@@ -607,6 +641,7 @@ def fold_records(store: ObjectStore, state: BackupState, infos: list[ObjectInfo]
         for partition in state.partitions.values():
             partition.objects.sort(key=lambda o: o.first_offset)
     if keyring is not None and unauthenticated:
+        check_written_before_authentication(store, state, named_by)
         warn_unauthenticated(store.uri, unauthenticated)
 
 

@@ -9,8 +9,11 @@ committed across the hole).
 
 Probe: once per location, the first committer writes a scratch key twice through each upload
 path the store has (ObjectStore.upload_kinds), the second time only if absent: it must be
-refused. The answer is remembered in CONDITIONAL_WRITES_KEY; delete that object to probe again
-(after upgrading the store, say).
+refused. The answer is remembered in CONDITIONAL_WRITES_KEY with the store it is true of
+(ObjectStore.identity: endpoint and bucket, or the resolved directory); a location copied to
+another store (a mirror, `aws s3 sync`) carries an answer about the first one, so a committer
+that finds another store named there probes again (issue #50.8). Delete that object to probe
+again on the same store (after upgrading it, say).
 
 Turns: where a path ignores the condition, every committer (backup, `backup --follow`
 micro-batches, DataFrame writes, compact, expire: all commit through
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 
 from ..errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..store import ObjectStore
+from ..text import iso
 from .archive_keys import COMMIT_TURNS_PREFIX, CONDITIONAL_WRITES_KEY, commit_turn_key, probe_key
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,7 @@ class ConditionalWrites:
     put: bool
     multipart: bool | None  # None: the store has no multipart uploads
     probed_ms: int
+    store: str = ""  # ObjectStore.identity of the store probed ("": remembered before it was named)
 
     @property
     def holds(self) -> bool:
@@ -76,18 +81,21 @@ class ConditionalWrites:
 
     def to_json(self) -> bytes:
         """As remembered in CONDITIONAL_WRITES_KEY."""
-        return json.dumps({"put": self.put, "multipart": self.multipart, "probed_ms": self.probed_ms}).encode()
+        return json.dumps({"put": self.put, "multipart": self.multipart, "probed_ms": self.probed_ms,
+                           "store": self.store}).encode()
 
     @staticmethod
     def from_json(data: bytes) -> ConditionalWrites:
         """Parse a remembered answer; ValueError when it is not one."""
         try:
             body = json.loads(data)
-            found = ConditionalWrites(body["put"], body["multipart"], int(body["probed_ms"]))
-        except (KeyError, TypeError, ValueError) as exc:
+            found = ConditionalWrites(body["put"], body["multipart"], int(body["probed_ms"]), body.get("store", ""))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(str(exc)) from None
         if not isinstance(found.put, bool) or found.multipart not in (True, False, None):
             raise ValueError("put and multipart must be true or false")
+        if not isinstance(found.store, str):
+            raise ValueError("store must be a string")
         return found
 
 
@@ -103,11 +111,31 @@ def conditional_writes_damage(store: ObjectStore) -> list[str]:
     return []
 
 
-def conditional_writes(store: ObjectStore) -> ConditionalWrites:
-    """Whether `store` honours conditional writes: remembered in the location, else probed now
-    (and remembered)."""
+def remembered_conditional_writes(store: ObjectStore) -> str | None:
+    """What the location remembers of conditional writes, in words, and whether it is true of
+    `store` (None: nothing remembered). Reads only: `ls` says it."""
     try:
-        return ConditionalWrites.from_json(store.get(CONDITIONAL_WRITES_KEY))
+        found = ConditionalWrites.from_json(store.get(CONDITIONAL_WRITES_KEY))
+    except ObjectNotFound:
+        return None
+    except ValueError as exc:
+        return f"{CONDITIONAL_WRITES_KEY} is unreadable ({exc}): the next committer probes the store again"
+    when = iso(found.probed_ms)
+    if found.store == store.identity():
+        return f"{found.behaviour()} (probed on this store at {when})"
+    return (f"{found.behaviour()} was probed on another store ({found.store or 'not named'}) at {when}, not on this "
+            f"one ({store.identity()}): the next backup, compact or expire probes this one again")
+
+
+def conditional_writes(store: ObjectStore) -> ConditionalWrites:
+    """Whether `store` honours conditional writes: remembered in the location when probed on this
+    very store, else probed now (and remembered)."""
+    try:
+        found = ConditionalWrites.from_json(store.get(CONDITIONAL_WRITES_KEY))
+        if found.store == store.identity():
+            return found
+        log.warning("%s was probed on another store (%s), not %s (a copied location?): probing this one",
+                    CONDITIONAL_WRITES_KEY, found.store or "not named", store.identity())
     except ObjectNotFound:
         pass
     except ValueError as exc:
@@ -124,7 +152,7 @@ def probe(store: ObjectStore) -> ConditionalWrites:
     """Write a scratch key twice through each of the store's upload paths, the second time only if
     absent, and see whether the store refuses it."""
     held = {kind: _refuses_a_second_write(store, kind) for kind in store.upload_kinds}
-    return ConditionalWrites(held["put"], held.get("multipart"), int(time.time() * 1000))
+    return ConditionalWrites(held["put"], held.get("multipart"), int(time.time() * 1000), store.identity())
 
 
 def _refuses_a_second_write(store: ObjectStore, kind: str) -> bool:

@@ -36,6 +36,21 @@ def test_the_probe_tells_what_an_s3_store_does_with_each_upload_path(s3_endpoint
     assert [i.key for i in S3Store(s3_uri).list("_topicvault/")] == [CONDITIONAL_WRITES_KEY]
 
 
+def test_an_answer_probed_on_one_s3_endpoint_is_not_trusted_on_another(s3_endpoint, s3_uri):
+    # #50.8: the answer names the endpoint and bucket probed; the same keys reached through another
+    # endpoint (here a proxy that drops If-None-Match, as a mirror's server might) are probed again.
+    from faultproxy import FaultProxy
+    from topicvault.core.s3_store import S3Store
+
+    direct = S3Store(s3_uri, {"endpoint_url": s3_endpoint})
+    assert cw.conditional_writes(direct).holds
+    with FaultProxy(s3_endpoint, drop_conditions="all") as proxy:
+        behind = S3Store(s3_uri, {"endpoint_url": proxy.url})
+        assert behind.identity() != direct.identity()
+        found = cw.conditional_writes(behind)
+        assert not found.holds and proxy.dropped > 0 and found.store == behind.identity()
+
+
 def test_dataframe_rows_past_the_committed_end_commit_only_over_the_topics_own_gaps(bootstrap, spark, topic_factory,
                                                                                     tmp_path):
     from kafkatools import consume_all, produce_committed_transactions, produce_records

@@ -10,9 +10,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from clitools import assert_one_line_error, run_cli
 from kafkatools import consume_all, produce_records, topic_exists
-from legacy_archive import as_written_before_authentication
+from legacy_archive import MALLORY_ACL, as_written_before_authentication, downgrade_with_decoys, edit_commit
 from nasty import nasty_records
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
@@ -163,6 +163,25 @@ def test_an_encrypted_archive_from_before_authentication_restores_and_is_appende
     run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r2", "--encryption-key", key,
             "--state", str(tmp_path / "state"))
     assert without_offsets(consume_all(bootstrap, f"{topic}-r2")) == without_offsets(consume_all(bootstrap, topic))
+
+
+def test_a_downgrade_with_decoys_is_refused_by_restore_and_verify(bootstrap, spark, topic_factory, tmp_path):
+    # #50.1: authentication stripped from every commit of an archive authenticated from its first,
+    # a decoy entry (real key id, missing object) first in each, an expire removing the decoys:
+    # then one real object dropped and an ACL injected. Both commands refuse, naming a commit.
+    topic = topic_factory(2, prefix="enc-downgrade")
+    location, key = str(tmp_path / "b"), key_file(tmp_path, "key")
+    for seed in (21, 22):
+        produce_records(bootstrap, topic, marked(topic, 2, 10, seed=seed))
+        run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic, "--encryption-key", key)
+    downgrade_with_decoys(Path(location))
+    edit_commit(Path(location), 2, lambda body: body["objects"].pop(-1))
+    edit_commit(Path(location), 1, lambda body: body.update(access={"acls": [MALLORY_ACL]}))
+    for command in (["verify", location], ["restore", "--from", location, "-b", bootstrap, "--rename",
+                                           f"{topic}={topic}-r", "--state", str(tmp_path / "state")]):
+        out = run_cli(*command, "--encryption-key", key, expect_exit=1)
+        assert_one_line_error(out, "commit record _topicvault/commits/000000000000000000", "is not authenticated")
+    assert not topic_exists(bootstrap, f"{topic}-r")
 
 
 def test_damage_to_an_encrypted_object_is_found_without_the_key(bootstrap, spark, topic_factory, tmp_path):

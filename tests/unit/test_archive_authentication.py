@@ -11,7 +11,13 @@ import time
 from pathlib import Path
 
 from clitools import assert_one_line_error, run_cli
-from legacy_archive import as_written_before_authentication, strip_authentication
+from legacy_archive import (
+    MALLORY_ACL,
+    as_written_before_authentication,
+    downgrade_with_decoys,
+    strip_authentication,
+)
+from legacy_archive import edit_commit as edit_commit_record
 from topicvault.core.archive import commit_log
 from topicvault.core.archive.checkpoints import CHECKPOINTS_PREFIX, checkpoint_json, load_state
 from topicvault.core.archive.commit_log import backup_record
@@ -281,3 +287,58 @@ def test_a_commit_without_the_key_onto_an_authenticated_location_is_refused(tmp_
             current, [PartitionRange("public", 0, 2, 2)], [], topics={}))
     assert sorted(p.name for p in (location / COMMITS_PREFIX).iterdir()) == [commit_path(location).name]
     assert len(fold_commits(store, keyring_of((spec,))).partitions[("public", 0)].objects) == 1
+
+
+def drop_again(body: dict) -> None:
+    """Commit 2 of the archives below loses the object holding public's record "again"."""
+    body["objects"] = [o for o in body["objects"] if not (o["topic"] == "public" and "decoy" not in o["key"])]
+
+
+def test_a_downgrade_with_decoys_of_an_archive_authenticated_from_its_first_commit_is_refused(tmp_path):
+    # #50.1: a decoy (real key id, missing object) first in each stripped commit hid the version 2
+    # objects from the "written before authentication" check; an expire removed the decoys.
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS)
+    append(location, spec, {"public": [b"again"]})
+    downgrade_with_decoys(location)
+    edit_commit_record(location, 2, drop_again)  # a record gone, and the cluster's access in
+    edit_commit_record(location, 1, lambda body: body.update(access={"acls": [MALLORY_ACL]}))
+    for command in (["verify", str(location)], ["inspect", str(location), "--topic", "public"]):
+        warn_unauthenticated.cache_clear()
+        out = run_cli(*command, "--encryption-key", spec, expect_exit=1)
+        assert_one_line_error(out, "commit record _topicvault/commits/000000000000000000", "is not authenticated",
+                              "container version 2")
+
+
+def test_an_unauthenticated_commit_naming_a_missing_or_plaintext_object_as_encrypted_is_refused(tmp_path):
+    spec = key_spec(tmp_path)
+    keyring = keyring_of((spec,))
+    for damage in ("missing", "plaintext"):
+        location = backed_up(tmp_path / damage, spec, TOPICS)
+        as_written_before_authentication(location, spec)
+        key = next(o["key"] for o in json.loads(commit_path(location).read_bytes())["objects"]
+                   if o["topic"] == "public")
+        if damage == "missing":
+            (location / key).unlink()
+        else:
+            (location / key).write_bytes(b"PAR1 anything but a sealed container")
+        import pytest
+        from topicvault.core.crypto import Unauthenticated
+
+        with pytest.raises(Unauthenticated, match=f"commit record {COMMITS_PREFIX}0000000000000000001.json is not "
+                                                  f"authenticated.*{key}"):
+            load_state(LocalStore(str(location)), keyring)
+
+
+def test_an_unauthenticated_commit_carries_no_cluster_access_when_read_with_keys(tmp_path, caplog):
+    spec = key_spec(tmp_path)
+    location = backed_up(tmp_path, spec, TOPICS)
+    as_written_before_authentication(location, spec)
+    edit_commit_record(location, 1, lambda body: body.update(access={"acls": [MALLORY_ACL]}))
+    store = LocalStore(str(location))
+    with caplog.at_level("WARNING"):
+        state = load_state(store, keyring_of((spec,)))
+    assert state.access == {} and state.access_at(None) is None
+    assert any("ACLs and SCRAM users" in r.getMessage() and "0000000000000000001.json" in r.getMessage()
+               for r in caplog.records)
+    assert load_state(store).access == {"acls": [MALLORY_ACL]}  # without keys nothing is authenticated

@@ -230,3 +230,26 @@ def test_layout_auto_does_not_list_the_whole_location_when_commits_exist(tmp_pat
     make_commits(store, 3)
     assert resolve_layout(store, "auto", None).name == "topicvault"
     assert store.listed == [commit_key(1)]
+
+
+@pytest.mark.parametrize("damage", ["unreadable", "of another history"])
+def test_a_failing_newest_checkpoint_falls_back_to_the_one_before_not_to_every_commit(tmp_path, damage):
+    """#50.16: the newest checkpoint fails its check; the reader uses the one before it and the
+    commits after that, and reads no commit the older checkpoint covers."""
+    store = CountingStore(LocalStore(str(tmp_path / "loc")))
+    make_commits(store, 3 * CHECKPOINT_INTERVAL + 4)
+    newest = checkpoint_key(3 * CHECKPOINT_INTERVAL)
+    if damage == "unreadable":
+        store.put(newest, b"{not json")
+    else:  # intact, but the commit it names holds other bytes (its history was rewritten)
+        body = json.loads(store.get(newest))
+        body["commit_sha256"] = "0" * 64
+        store.put(newest, json.dumps(body).encode())
+    store.calls["get"].clear()
+    state = load_state(store)
+    older = 2 * CHECKPOINT_INTERVAL
+    assert checkpoint_key(older) in store.calls["get"]
+    checked = [commit_key(3 * CHECKPOINT_INTERVAL)] if damage == "of another history" else []
+    assert [k for k in store.calls["get"] if k.startswith("_topicvault/commits/")] == checked + [
+        commit_key(n) for n in range(older, 3 * CHECKPOINT_INTERVAL + 5)]
+    assert state == fold_commits(store)

@@ -140,7 +140,8 @@ def test_a_killed_committers_turn_expires_once_seen_unchanged_for_its_ttl(tmp_pa
 
 def test_where_the_condition_holds_no_turn_is_taken(tmp_path):
     store = condition_dropping_store(str(tmp_path / "loc"))
-    store.put(CONDITIONAL_WRITES_KEY, json.dumps({"put": True, "multipart": None, "probed_ms": 1}).encode())
+    store.put(CONDITIONAL_WRITES_KEY, json.dumps({"put": True, "multipart": None, "probed_ms": 1,
+                                                  "store": store.identity()}).encode())
     state = three_small_objects(store)
     store.puts.clear()
     store.put(entry(30, 39).key, b"batch")
@@ -187,3 +188,27 @@ def test_a_commit_whose_reply_and_confirming_read_were_lost_says_the_outcome_is_
     assert "\n" not in message and "nothing" not in message
     assert "unknown" in message and "safe" in message
     assert LocalStore(store.uri).head(commit_key(1)) is not None  # it was committed
+
+
+def test_an_answer_copied_with_the_location_to_a_store_that_ignores_the_condition_is_probed_again(tmp_path):
+    # #50.8: conditional-writes.json copied (a mirror, aws s3 sync) kept saying "honoured" on a
+    # store that ignores If-None-Match, so no turns were taken there.
+    import shutil
+
+    from clitools import run_cli
+    from topicvault.core.archive.commits import ObjectEntry, PartitionRange, write_commit
+
+    original = LocalStore(str(tmp_path / "honours"))
+    write_commit(original, CommitRecord(1, 0, (PartitionRange("t", 0, 0, 1),),
+                                        (ObjectEntry("topic=t/partition=0/0.jsonl", "t", 0, 0, 0, 1, 1, 0, 0, "00"),)))
+    assert cw.conditional_writes(original).holds
+    shutil.copytree(tmp_path / "honours", tmp_path / "copy")
+    copy = condition_dropping_store(str(tmp_path / "copy"))
+    assert "probed on another store" in run_cli("ls", str(tmp_path / "copy"))  # ls says so, and writes nothing
+    found = cw.conditional_writes(copy)
+    assert not found.holds  # probed again: turns are taken there
+    assert found.store == copy.identity() != original.identity()
+    puts = len(copy.puts)
+    assert cw.conditional_writes(copy) == found and len(copy.puts) == puts  # probed once
+    assert "ignores If-None-Match" in run_cli("ls", str(tmp_path / "copy"))
+    assert "honours If-None-Match (probed on this store" in run_cli("ls", str(tmp_path / "honours"))
