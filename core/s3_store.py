@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -90,6 +91,7 @@ class S3Store(ObjectStore):
             raise TopicvaultError("store option sse_kms_key_id needs sse=aws:kms")
         self._client: Any = None
         self._client_lock = threading.Lock()
+        self._retry_mode = "adaptive"
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -112,6 +114,22 @@ class S3Store(ObjectStore):
             endpoint = "AWS"
         return f"{endpoint} bucket {self.bucket}"
 
+    def within(self, seconds: float) -> "S3Store":
+        """A copy whose calls make one attempt each, with connect and read timeouts of half of
+        `seconds` at most: no retry is sent, and no request waited on, past `seconds` from now.
+        (The default client retries up to max_attempts times with read_timeout each: ten
+        minutes, far past a commit turn's margin; issue #50.9.)"""
+        if seconds <= 0:
+            raise TopicvaultError(f"no time left to write to {self.uri} within its bound: nothing was written; "
+                                  "run again")
+        bounded = copy.copy(self)
+        bounded._client, bounded._client_lock = None, threading.Lock()
+        bounded.max_attempts = 1
+        bounded.connect_timeout = min(self.connect_timeout, seconds / 2)
+        bounded.read_timeout = min(self.read_timeout, seconds / 2)
+        bounded._retry_mode = "standard"  # adaptive's client-side rate limiter may sleep before a send
+        return bounded
+
     @property
     def client(self) -> Any:
         """The boto3 S3 client of this process, created on first use."""
@@ -126,7 +144,7 @@ class S3Store(ObjectStore):
         from botocore.config import Config
 
         config = Config(
-            retries={"total_max_attempts": self.max_attempts, "mode": "adaptive"},
+            retries={"total_max_attempts": self.max_attempts, "mode": self._retry_mode},
             connect_timeout=self.connect_timeout,
             read_timeout=self.read_timeout,
             s3={"addressing_style": "path" if self.path_style else "auto"},

@@ -119,6 +119,13 @@ class ObjectStore(ABC):
         what a probe of its behaviour is true of (core.archive.conditional_writes)."""
         return self.uri
 
+    def within(self, seconds: float) -> "ObjectStore":
+        """This store with every request of one call, its retries included, given up within
+        `seconds` (client side): a commit written under a turn must not land after the turn may
+        have passed to another committer (core.archive.conditional_writes). A store whose calls
+        make no network round trips (a directory) returns itself."""
+        return self
+
 
 def check_key(key: str) -> str:
     """Return `key` if it is a usable relative key, else raise TopicvaultError."""

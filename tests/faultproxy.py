@@ -3,7 +3,8 @@
 Real boto3 talks to a real S3 API through it; every `every`-th request gets the next fault of
 `faults`: "503" (SlowDown), "500" (InternalError), "reset" (connection closed without an
 answer), "slow" (answer delayed past the client's read timeout). `deny_puts` answers every
-PUT with 403 AccessDenied, a permanent failure. `drop_conditions` forwards writes without their
+PUT with 403 AccessDenied, a permanent failure. `lose(method, path, body)`, when it says True,
+loses the request as a broken network would: never forwarded, never answered (`lost` counts them). `drop_conditions` forwards writes without their
 If-None-Match and If-Match headers, as stores that ignore them behave: "all" on every request,
 "multipart" only on CompleteMultipartUpload (the POST that completes an upload in parts).
 """
@@ -15,6 +16,7 @@ import itertools
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 from urllib.parse import urlparse
 
 ERROR_BODY = (
@@ -27,13 +29,17 @@ class FaultProxy:
     """`with FaultProxy(upstream, every=3) as proxy: proxy.url` — counts requests and faults."""
 
     def __init__(self, upstream: str, every: int = 0, faults=("503", "500", "reset", "slow"),
-                 slow_s: float = 3.0, deny_puts: bool = False, drop_conditions: str = "") -> None:
+                 slow_s: float = 3.0, deny_puts: bool = False, drop_conditions: str = "",
+                 lose: Callable[[str, str, bytes], bool] | None = None) -> None:
         self.upstream = urlparse(upstream)
         self.every = every
         self.faults = itertools.cycle(faults)
         self.slow_s = slow_s
         self.deny_puts = deny_puts
         self.drop_conditions = drop_conditions
+        self.lose = lose
+        self.lost = 0  # requests lost (see `lose`)
+        self._closing = threading.Event()
         self.dropped = 0  # conditions dropped
         self.requests = 0
         self.injected: dict[str, int] = {}
@@ -47,6 +53,7 @@ class FaultProxy:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        self._closing.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -100,6 +107,12 @@ class FaultProxy:
 
             def _forward(self) -> None:
                 body = self._body()
+                if proxy.lose is not None and proxy.lose(self.command, self.path, body):
+                    with proxy.lock:
+                        proxy.lost += 1
+                    proxy._closing.wait()  # no answer: the client's read timeout is what ends it
+                    self.close_connection = True
+                    return
                 fault = proxy.next_fault(self.command)
                 if fault == "reset":
                     self.close_connection = True

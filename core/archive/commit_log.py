@@ -63,10 +63,10 @@ def append(store: ObjectStore, state: BackupState, build: Build, keyring: Keyrin
             _check_authenticated(store, state, keyring)
             record = build(state)
             check_objects_held(store, record)  # every attempt: time passed since the last one
-            if turn is not None:
-                turn.check_held()
+            # Under a turn the commit goes through a store that gives up before the turn may lapse.
+            writer = store if turn is None else turn.bounded_store()
             try:
-                commit_with_checkpoint(store, state, record, keyring)
+                commit_with_checkpoint(writer, state, record, keyring)
                 return record
             except CommitConflict:
                 if attempt == COMMIT_ATTEMPTS - 1:

@@ -26,8 +26,13 @@ committer reads the commits forward, builds its record on the latest state and w
 
 A held turn is renewed every TURN_RENEW_S. A turn object seen unchanged for TURN_TTL_S by a
 waiter's own clock (so machines' clocks need not agree) is a killed committer's, and is removed.
-A holder whose last renewal is older than half of that gives up before writing its commit: its
-commit write then has the other half to land before anyone may take the turn.
+A holder whose last renewal began over half of that ago gives up before writing its commit, and
+writes it through a store that gives up every request (retries included) by three quarters of the
+TTL after that renewal began (`CommitTurn.store`, ObjectStore.within): no attempt of the commit is
+sent, or waited on, once the turn may have lapsed, and the last quarter (30 s) is the margin for a
+request already on the wire. Before that bound, botocore's retries (10 attempts of up to 60 s
+each) could land a commit minutes later, over the commit of a waiter that had removed the
+stale turn (issue #50.9).
 """
 
 from __future__ import annotations
@@ -181,7 +186,7 @@ class CommitTurn:
     def __init__(self, store: ObjectStore, found: ConditionalWrites | None = None) -> None:
         self.store, self.found = store, found
         self.key = commit_turn_key(secrets.token_hex(6))
-        self._renewed = 0.0  # monotonic time the last put of our turn object completed
+        self._renewed = 0.0  # monotonic time the last successful put of our turn object began
         self._stop = threading.Event()
         self._renewer = threading.Thread(target=self._renew, name="commit-turn", daemon=True)
 
@@ -216,9 +221,18 @@ class CommitTurn:
                 "written), so another run may hold it now: nothing was committed; run it again"
             )
 
+    def bounded_store(self) -> ObjectStore:
+        """The store to write the commit through: every request given up by TURN_TTL_S * 3/4 after
+        the last renewal began (see the module doc), so none lands once a waiter may take the turn."""
+        self.check_held()
+        return self.store.within(self._renewed + TURN_TTL_S * 3 / 4 - time.monotonic())
+
     def _put(self) -> None:
+        # The start, not the end: the object may have landed (and a waiter's clock started) as soon
+        # as the request was sent.
+        began = time.monotonic()
         self.store.put(self.key, json.dumps({"renewed_ms": int(time.time() * 1000)}).encode())
-        self._renewed = time.monotonic()
+        self._renewed = max(self._renewed, began)
 
     def _renew(self) -> None:
         while not self._stop.wait(TURN_RENEW_S):

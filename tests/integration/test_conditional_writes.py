@@ -51,6 +51,67 @@ def test_an_answer_probed_on_one_s3_endpoint_is_not_trusted_on_another(s3_endpoi
         assert not found.holds and proxy.dropped > 0 and found.store == behind.identity()
 
 
+def test_a_commit_under_a_lapsing_turn_is_given_up_before_a_waiter_may_take_the_turn(s3_endpoint, s3_uri,
+                                                                                        monkeypatch):
+    # #50.9: committer A holds the turn on a store that ignores If-None-Match; its commit request
+    # and its renewals are lost on the way, so its turn goes stale and committer B takes it and
+    # commits sequence 1. A's client must have given up by then: before the bound, botocore's
+    # retries (here 10 attempts of 1 s) sent A's commit again after B's and it replaced B's
+    # (old code: commit 1 named A's object; A's append returned as committed).
+    from faultproxy import FaultProxy
+    from topicvault.core.archive.archive_keys import commit_key
+    from topicvault.core.archive.commit_log import append
+    from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
+    from topicvault.core.errors import TopicvaultError
+    from topicvault.core.s3_store import S3Store
+
+    monkeypatch.setattr(cw, "TURN_TTL_S", 8.0)
+    monkeypatch.setattr(cw, "TURN_RENEW_S", 1.0)
+    direct = S3Store(s3_uri)
+
+    def record(state: BackupState, run: str) -> CommitRecord:
+        entry = ObjectEntry(f"topic=t/partition=0/{0:019d}-{run}.parquet", "t", 0, 0, 9, 10, 5, 1, 2, "0" * 64)
+        direct.put(entry.key, b"batch")
+        return CommitRecord(state.last_sequence + 1, 1_000, (PartitionRange("t", 0, 0, 10),), (entry,), {})
+
+    a_turn: list[str] = []
+    a_holds, b_committed = threading.Event(), threading.Event()
+
+    def lose(method: str, path: str, body: bytes) -> bool:
+        a_commit = "/_topicvault/commits/" in path and b"r00000000000a" in body and not b_committed.is_set()
+        return method == "PUT" and (a_commit or bool(a_turn and a_turn[0] in path))
+
+    def build_a(state: BackupState) -> CommitRecord:
+        a_turn.extend(info.key for info in direct.list(cw.COMMIT_TURNS_PREFIX))  # A's own, the only one
+        a_holds.set()
+        return record(state, "r00000000000a")
+
+    outcome: dict[str, object] = {}
+
+    def commit_a(store: S3Store) -> None:
+        try:
+            outcome["a"] = append(store, BackupState(), build_a).key
+        except TopicvaultError as exc:
+            outcome["a"] = exc
+
+    with FaultProxy(s3_endpoint, drop_conditions="all", lose=lose) as proxy:
+        options = {"endpoint_url": proxy.url, "read_timeout": "1", "max_attempts": "10"}
+        assert not cw.conditional_writes(S3Store(s3_uri, options)).holds
+        a = threading.Thread(target=commit_a, args=(S3Store(s3_uri, options),), daemon=True)
+        a.start()
+        assert a_holds.wait(120), "A never took the turn"
+        b_key = append(S3Store(s3_uri, {"endpoint_url": proxy.url}), BackupState(),
+                       lambda state: record(state, "r00000000000b")).key
+        b_committed.set()
+        a.join(120)
+        assert not a.is_alive(), "A's commit never returned"
+        assert proxy.lost >= 1  # A's commit request was lost at least once
+    assert b_key == commit_key(1)
+    assert b"r00000000000b" in direct.get(commit_key(1)), "A's late commit replaced B's"
+    assert isinstance(outcome["a"], TopicvaultError)
+    assert "\n" not in str(outcome["a"])
+
+
 def test_dataframe_rows_past_the_committed_end_commit_only_over_the_topics_own_gaps(bootstrap, spark, topic_factory,
                                                                                     tmp_path):
     from kafkatools import consume_all, produce_committed_transactions, produce_records
