@@ -490,10 +490,15 @@ def create_topics(
     replication_factor: int = -1,
     configs_by_topic: Mapping[str, Mapping[str, str]] | None = None,
     replication_by_topic: Mapping[str, int] | None = None,
-) -> None:
-    """Create topics with the given partition counts, configs and replication (default: broker's), and wait."""
+) -> set[str]:
+    """Create topics with the given partition counts, configs and replication (default: broker's), and wait.
+
+    Returns the topics this call created: those whose CreateTopics answered success, not
+    TOPIC_ALREADY_EXISTS (someone else's topic of that name, which the caller must leave alone).
+    """
+    created: set[str] = set()
     if not partitions_by_topic:
-        return
+        return created
     with admin_client(settings) as admin:
         new_topics = [
             NewTopic(
@@ -508,9 +513,11 @@ def create_topics(
         for topic, future in futures.items():
             try:
                 future.result()
+                created.add(topic)
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise TopicvaultError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from None
+    return created
 
 
 def broker_count(settings: KafkaSettings) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 from ..core.access import AccessApplied
@@ -28,6 +28,7 @@ from ..core.kafka import (
     create_topics,
     list_topic_partitions,
     partition_watermarks,
+    topic_ids,
 )
 from ..core.locations import open_store
 from ..core.progress import counted
@@ -74,6 +75,7 @@ from .restore_plan import (
 from .restore_state import (
     RestoreRecords,
     RestoreState,
+    add_created_topics,
     add_source_starts,
     default_state_uri,
     load_restore_state,
@@ -181,6 +183,7 @@ class RestoreResult:
     elapsed_s: float
     access: AccessApplied | None = None  # what --cluster-state created
     outcome: RunOutcome | None = None  # what the run saved (None: built by hand, say in a test)
+    notes: list[str] = field(default_factory=list)  # what the run found that the plan could not know
 
     @property
     def produced(self) -> int:
@@ -457,7 +460,15 @@ def _target_facts(job: RestoreJob, cluster_topics: dict[str, int], targets: Rest
         loading=cluster_loading_configs(job.kafka) if creates else dict(LOADING_CONFIGS),
         retention_ms=retention_ms(job.kafka, existing) if layout.exact_entries and existing else {},
         default_retention_ms=default_retention_ms(job.kafka) if layout.exact_entries and creates else None,
+        topic_ids=_created_topic_ids(job, saved, cluster_topics),
     )
+
+
+def _created_topic_ids(job: RestoreJob, saved: RestoreState | None, cluster_topics: dict[str, int]) -> dict[str, str]:
+    """The topic id of each existing topic a resumed restore's state says it created ("": the broker gives none)."""
+    existing = [topic for topic in (saved.created_topics if saved is not None else {}) if topic in cluster_topics]
+    ids = topic_ids(job.kafka, existing)
+    return {topic: ids.get(topic, "") for topic in existing}
 
 
 def _earlier_restores(job: RestoreJob, records: RestoreRecords, target: TargetFacts,
@@ -471,9 +482,10 @@ def _earlier_restores(job: RestoreJob, records: RestoreRecords, target: TargetFa
 
 
 
-def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
+def start_restore(job: RestoreJob, plan: RestorePlan) -> set[str]:
     """Save the restore's state (first start; later, starts of partitions planned for the first time),
-    then create missing topics with loading configs."""
+    then create missing topics with loading configs and record those it created with their topic ids.
+    Returns the topics it created (a topic someone else created in between is not among them)."""
     if plan.resumed:
         add_source_starts(job.restore_records(), plan.restore_id, plan.new_source_starts)
     else:
@@ -486,9 +498,21 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
         )
     # Saved configs are applied after the data is in (see run_restore): retention, compaction or
     # LogAppendTime acting on a partition while it is restored would lose or change records.
-    create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication,
-                  configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {}), plan.loading)
-                                    for t in plan.topics_to_create})
+    created = create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication,
+                            configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {}), plan.loading)
+                                              for t in plan.topics_to_create})
+    ids = topic_ids(job.kafka, created)
+    add_created_topics(job.restore_records(), plan.restore_id, {topic: ids.get(topic, "") for topic in created})
+    return created
+
+
+def configured_topics(plan: RestorePlan, created: set[str]) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """The configs a run sets: the plan's, but for a topic the plan meant to create and found already
+    there (someone else's), which is left as it is; and a note for each such topic."""
+    skipped = sorted(set(plan.topics_to_create) - created)
+    notes = [f"{topic}: the restore did not create it (it was created by someone else after the restore was "
+             "planned), so its configs are left as they are; check them" for topic in skipped]
+    return {t: c for t, c in plan.topic_configs.items() if t not in skipped}, notes
 
 
 def set_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
@@ -509,7 +533,7 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     """
     check_no_speculation(spark, "a restore")
     started = time.monotonic()
-    start_restore(job, plan)
+    configs, notes = configured_topics(plan, start_restore(job, plan))
     # Topics first, then who may use them, then the data: applications find their rights in place.
     access = apply_access(job.kafka, plan.access) if plan.access is not None else None
     if plan.resumed and (plan.tasks or not configure):
@@ -525,5 +549,5 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     outcome = merged_outcome(plan, results)
     save_outcome(job.restore_records(), plan.restore_id, outcome)
     if configure:
-        apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)
-    return RestoreResult(plan, results, time.monotonic() - started, access, outcome)
+        apply_topic_configs(job.kafka, configs, plan.loading)
+    return RestoreResult(plan, results, time.monotonic() - started, access, outcome, notes)
