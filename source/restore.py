@@ -501,7 +501,7 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> set[str]:
     created = create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication,
                             configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {}), plan.loading)
                                               for t in plan.topics_to_create})
-    ids = topic_ids(job.kafka, created)
+    ids = topic_ids(job.kafka, created, just_created=True)
     add_created_topics(job.restore_records(), plan.restore_id, {topic: ids.get(topic, "") for topic in created})
     return created
 
