@@ -307,6 +307,7 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: Ra
                        f"{entry.last_offset} are not restored)")
         first, last = task.selection.bounds(task.source_topic, task.partition)
         first, last = max(first, entry.first_offset), min(entry.last_offset, entry.last_offset if last is None else last)
+        check_not_within_written(task, entry, taken.records, present)
         hole = SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason)
         # The one write a task makes besides producing: ahead of the records after the hole (a write-ahead
         # record, not the run's outcome, which the driver saves; see save_outcome).
@@ -321,9 +322,53 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: Ra
     source = read_layout_partition(job.open_store(), layout, list(task.objects), reading)
     selected = without_holes(task.selection.records(task.source_topic, task.partition, source),
                              [(h.first_offset, h.last_offset) for h in task.earlier_holes])
+    if task.restored_before:
+        selected = check_as_restored(selected, task, present)
     batches = _prefix_checked(skip_records(recording(selected, taken), present, written.tail), task, present)
     batches = counted(in_pieces(batches, rate), job.progress_dir, f"{task.target_topic}-{task.partition}")
     return _Stream(batches, taken, left_out, peer)
+
+
+def check_as_restored(batches: Iterator, task: RestoreTask, present: int) -> Iterator:
+    """The batches, refused (TopicvaultError) where one of the first `present` records is not at the source
+    offset the last finished run restored there (task.restored_before): an object added to a peer archive
+    since, inside what was restored, shifts the later records, and records that repeat hide the shift from
+    the content check (skip_records)."""
+    expected = iter(offset for first, count in task.restored_before for offset in range(first, first + count))
+    compared = min(present, sum(count for _, count in task.restored_before))
+    seen = 0
+    for batch in batches:
+        if seen < compared:
+            for offset in batch.column("offset").slice(0, compared - seen).to_pylist():
+                was = next(expected)
+                if offset != was:
+                    raise TopicvaultError(
+                        f"{task.target_topic}[{task.partition}]: source offset {offset} now comes where restore "
+                        f"{task.restore_id} restored source offset {was} (target offset {task.target_start + seen}): "
+                        f"records were added to the archive inside what the restore already restored (an object that "
+                        "arrived late), which cannot go in in order now; restore into a new topic with a new "
+                        "--restore-id"
+                    )
+                seen += 1
+        yield batch
+
+
+def check_not_within_written(task: RestoreTask, entry: ObjectEntry, before: int, present: int) -> None:
+    """Refuse to leave out an object an earlier run of the restore went past (checked before its hole is saved).
+
+    `before` records are selected ahead of the object and the target holds `present`: more means the
+    target holds records an earlier run produced from this object or after it (one it left out would be
+    a saved hole, never read again). Leaving it out now shifts every later record onto the place of
+    the object's own, and the content check (skip_records) cannot see that where records repeat.
+    """
+    if present <= before:
+        return
+    raise TopicvaultError(
+        f"{task.target_topic}[{task.partition}] already holds {present} records after offset {task.target_start}, "
+        f"more than the {before} selected before object {entry.key}, which cannot be read now: an earlier run restored "
+        "records of it or after it, so leaving it out would splice the partition; repair or restore the object and "
+        "run again, or restore into a new topic with a new --restore-id"
+    )
 
 
 def _prefix_checked(batches: Iterator, task: RestoreTask, present: int) -> Iterator:
@@ -424,7 +469,9 @@ def gather_facts(job: RestoreJob, request: RestoreRequest) -> RestoreFacts:
     cluster_topics = list_topic_partitions(job.kafka)
     targets = restore_targets(archive, saved, request, job.store_uri, cluster_topics)
     target = _target_facts(job, cluster_topics, targets, saved, request.allow_nonempty, layout)
-    maps_needed = saved is not None and (request.continue_saved or saved.source_starts is None)
+    # A peer archive's rerun compares what it counts with the offsets earlier runs restored (restored_before).
+    maps_needed = saved is not None and (request.continue_saved or saved.source_starts is None
+                                         or not layout.exact_entries)
     return RestoreFacts(
         job.store_uri, layout, archive, target, restore_id,
         int(time.time() * 1000), _layout_notes(store, job, layout, archive, ignored, bool(request.peer_objects_seen)), saved,

@@ -47,6 +47,10 @@ class RestoreTask:
     # An earlier run of this restore may have sent records to the target that no replica but the
     # leader holds yet (it was killed before they were acknowledged): see restore.restore_group.
     resumed: bool = False
+    # A peer archive's rerun counted from the restore's start: the source offsets, as (first, count) runs in
+    # target order, that the last finished run's offset map says are the target's first records. Records
+    # that repeat cannot show an object added inside them since; their offsets can (restore.check_as_restored).
+    restored_before: tuple[tuple[int, int], ...] = ()
 
     @property
     def records(self) -> int:
@@ -357,7 +361,18 @@ class _PartitionPlanning:
             return None
         start = done.target_end if done is not None else self.starts[f"{target}:{partition}"]
         return RestoreTask(source, partition, target, start, tuple(objects), chosen, facts.layout.name, restore_id,
-                           holes, resumed=facts.saved is not None and not self.request.earlier_writes_acknowledged)
+                           holes, resumed=facts.saved is not None and not self.request.earlier_writes_acknowledged,
+                           restored_before=self._restored_before(source, partition, start))
+
+    def _restored_before(self, source: str, partition: int, start: int) -> tuple[tuple[int, int], ...]:
+        """What the last finished run restored into the partition from `start` on, for a peer archive's
+        rerun that counts from the restore's start (see RestoreTask.restored_before)."""
+        if self.facts.saved is None or self.facts.layout.exact_entries or self.restored:
+            return ()
+        earlier = self.facts.saved_maps.get((source, partition))
+        if earlier is None or earlier.target_start != start:
+            return ()
+        return tuple((first, count) for first, _, count in earlier.ranges)
 
     def _check_archive_start(self, source: str, partition: int, ps: PartitionState, through: int | None) -> None:
         """Refuse to go on where an expire dropped records this restore has not restored."""
