@@ -417,6 +417,13 @@ def restore(
                                                   "file {\"user\": \"password\"} of the SCRAM users to create."),
     merge_acls: bool = typer.Option(False, "--merge-acls", help="With --cluster-state: keep ACLs the target "
                                     "already has that the archive does not hold (refused otherwise)."),
+    add_scram_mechanisms: bool = typer.Option(False, "--add-scram-mechanisms", help="With --cluster-state: add "
+                                              "a saved SCRAM mechanism to a user the target already has under "
+                                              "another one (such users are left alone otherwise)."),
+    accept_renamed_access: bool = typer.Option(False, "--accept-renamed-access", help="With --cluster-state and "
+                                               "--rename: restore the ACLs even where a prefixed or wildcard ACL "
+                                               "gives a renamed topic other access than its source had (refused "
+                                               "otherwise)."),
     configs: bool = typer.Option(True, "--configs/--no-configs", help="Create topics with their saved configs."),
     layout: str = typer.Option("auto", "--layout", help="Whose archive it is: auto, topicvault, or the "
                                f"sink that wrote it: {', '.join(sorted(PEERS))} (a restore notes what each keeps)."),
@@ -472,7 +479,8 @@ def restore(
     job = _restore_job(settings, layout, key_template, state, on_error, rate,
                        PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
                                    peer_value_encoding, peer_header_encoding, peer_key_encoding))
-    _check_restore_flags(cluster_state, scram_passwords, merge_acls, follow, poll_interval)
+    _check_restore_flags(cluster_state, scram_passwords, merge_acls or add_scram_mechanisms or accept_renamed_access,
+                         follow, poll_interval)
     groups = groups or cluster_state  # group offsets are part of the cluster's state
     if group and not groups:
         raise TopicvaultError("--group works with --groups: add --groups")
@@ -486,7 +494,8 @@ def restore(
         check_follow_options(request.selection, request.poll_interval_s, dry_run)
         _follow_restore(job, request, master, as_json, quiet)
         return
-    restore_plan = _plan_one_restore(job, request, cluster_state, scram_passwords, merge_acls)
+    restore_plan = _plan_one_restore(job, request, cluster_state, scram_passwords, merge_acls,
+                                     add_scram_mechanisms, accept_renamed_access)
     if dry_run:
         _print(report.restore_dry_run(restore_plan, as_json))
         if restore_plan.access is not None:
@@ -522,11 +531,13 @@ def _selection(until: Optional[str], until_mode: str, from_offset: list[str], to
     )
 
 
-def _check_restore_flags(cluster_state: bool, scram_passwords: Optional[str], merge_acls: bool, follow: bool,
+def _check_restore_flags(cluster_state: bool, scram_passwords: Optional[str], access_flags: bool, follow: bool,
                          poll_interval: Optional[float]) -> None:
-    """Refuse flags that only work with another one, naming the one to add or drop."""
-    if (scram_passwords or merge_acls) and not cluster_state:
-        raise TopicvaultError("--scram-passwords and --merge-acls work with --cluster-state: add --cluster-state")
+    """Refuse flags that only work with another one, naming the one to add or drop (`access_flags`: one of
+    --merge-acls, --add-scram-mechanisms, --accept-renamed-access given)."""
+    if (scram_passwords or access_flags) and not cluster_state:
+        raise TopicvaultError("--scram-passwords, --merge-acls, --add-scram-mechanisms and --accept-renamed-access "
+                              "work with --cluster-state: add --cluster-state")
     if cluster_state and follow:
         raise TopicvaultError("--cluster-state works with a one-shot restore, not --follow: restore the cluster "
                               "state once, then start the standby")
@@ -534,7 +545,8 @@ def _check_restore_flags(cluster_state: bool, scram_passwords: Optional[str], me
         raise TopicvaultError("--poll-interval works with --follow: add --follow")
 
 
-def _plan_one_restore(job, request, cluster_state: bool, scram_passwords: Optional[str], merge_acls: bool):
+def _plan_one_restore(job, request, cluster_state: bool, scram_passwords: Optional[str], merge_acls: bool,
+                      add_scram_mechanisms: bool = False, accept_renamed_access: bool = False):
     """Plan a one-shot restore, with what --groups and --cluster-state add; print its notes. Groups it
     cannot commit and target ACLs the archive does not hold are refused here, before anything is written."""
     from .source.restore import plan_restore
@@ -549,7 +561,9 @@ def _plan_one_restore(job, request, cluster_state: bool, scram_passwords: Option
     if cluster_state:
         from .source.access import plan_cluster_access
 
-        restore_plan.access = plan_cluster_access(job, restore_plan, scram_passwords, merge_acls)
+        restore_plan.access = plan_cluster_access(job, restore_plan, scram_passwords, merge_acls,
+                                                  add_mechanisms=add_scram_mechanisms,
+                                                  accept_renamed_access=accept_renamed_access)
         restore_plan.notes.extend(restore_plan.access.notes)
     _print(report.restore_plan_notes(restore_plan))
     return restore_plan

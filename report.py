@@ -229,6 +229,8 @@ def access_dry_run(access: AccessPlan, as_json: bool) -> list[Line]:
     lines += [line(f"SCRAM user {user.describe()}: password given: would be created") for user in access.create_users]
     lines += [line(f"SCRAM user {user.describe()}: already on the target: left as it is")
               for user in access.users_present]
+    lines += [line(f"SCRAM user {user.describe()}: the target has {user.name} under another mechanism: left "
+                   "as it is (--add-scram-mechanisms adds it)") for user in access.mechanisms_not_added]
     lines += [line(f"SCRAM user {user}: no password given: would not be created") for user in
               access.users_without_password]
     if not lines:
@@ -245,6 +247,11 @@ def access_restored(result: RestoreResult) -> list[Line]:
     users = f"; SCRAM users created: {', '.join(applied.users_created)}" if applied.users_created else ""
     lines = [_err(f"cluster access: {applied.acls_created} ACL bindings created, "
                   f"{len(plan.conflicting_acls)} of the target's own kept{users}")]
+    left = sorted({u.name for u in (*plan.users_present, *plan.mechanisms_not_added)})
+    if left:
+        lines.append(_err(f"SCRAM users already on the target, left as they are: {', '.join(left)}"
+                          + (" (a saved mechanism they lack is added only with --add-scram-mechanisms)"
+                             if plan.mechanisms_not_added else "")))
     missing = plan.users_without_password
     if missing:
         lines.append(_err(f"SCRAM users left without a password (not created): {', '.join(missing)}: Kafka never "

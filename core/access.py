@@ -163,6 +163,50 @@ def changed_access(saved: Mapping, now: Mapping | None) -> dict | None:
     return changed or None
 
 
+Grant = tuple[str, str, str, str]  # (principal, host, operation, permission) of a binding
+
+
+def topic_access(acls: Iterable[Acl], topic: str) -> frozenset[Grant]:
+    """Who may or may not do what on `topic`, as Kafka's authorizer matches bindings: every TOPIC
+    binding LITERAL on its name or on `*`, or PREFIXED on a prefix of it."""
+    return frozenset((a.principal, a.host, a.operation, a.permission) for a in acls
+                     if a.resource_type == "TOPIC"
+                     and ((a.pattern_type == "LITERAL" and a.name in (topic, "*"))
+                          or (a.pattern_type == "PREFIXED" and topic.startswith(a.name))))
+
+
+@dataclass(frozen=True)
+class AccessChange:
+    """How a renamed topic's effective access differs from its source topic's."""
+
+    source: str
+    target: str
+    gained: tuple[Grant, ...]  # apply to the target name, not to the source name
+    lost: tuple[Grant, ...]  # applied to the source name, not to the target name
+
+    def describe(self) -> str:
+        """One line: the two names and every grant or denial that differs."""
+        def shown(grants: tuple[Grant, ...]) -> str:
+            return ", ".join(f"{permission} {principal} {operation}" + ("" if host == "*" else f" from {host}")
+                             for principal, host, operation, permission in grants)
+        parts = ([f"gains {shown(self.gained)}"] if self.gained else []) + \
+                ([f"loses {shown(self.lost)}"] if self.lost else [])
+        return f"{self.source} -> {self.target}: {'; '.join(parts)}"
+
+
+def renamed_access_changes(source_acls: Iterable[Acl], target_acls: Iterable[Acl],
+                           renames: Mapping[str, str]) -> list[AccessChange]:
+    """Each renamed topic whose access under `target_acls` differs from its source's under
+    `source_acls` (a prefixed or wildcard binding changes meaning when a topic changes name)."""
+    source_acls, target_acls = tuple(source_acls), tuple(target_acls)
+    changes = []
+    for source, target in sorted(renames.items()):
+        before, after = topic_access(source_acls, source), topic_access(target_acls, target)
+        if before != after:
+            changes.append(AccessChange(source, target, tuple(sorted(after - before)), tuple(sorted(before - after))))
+    return changes
+
+
 @dataclass
 class AccessPlan:
     """What `restore --cluster-state` does to the target's access, from the facts read first."""
@@ -171,6 +215,9 @@ class AccessPlan:
     conflicting_acls: list[Acl] = field(default_factory=list)  # the target's own, kept with --merge-acls
     create_users: list[ScramUser] = field(default_factory=list)
     users_present: list[ScramUser] = field(default_factory=list)  # on the target already: left as they are
+    # Saved credentials of users the target has under another mechanism only: left out (no --add-scram-mechanisms).
+    mechanisms_not_added: list[ScramUser] = field(default_factory=list)
+    renamed_access: list[AccessChange] = field(default_factory=list)  # accepted with --accept-renamed-access
     users_without_password: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what --rename did to ACLs
     passwords: dict[str, str] = field(default_factory=dict, repr=False)  # never printed nor saved
@@ -206,11 +253,15 @@ def renamed_acls(acls: Iterable[Acl], renames: Mapping[str, str]) -> tuple[list[
 
 
 def plan_access(saved: AccessState, target: AccessState, renames: Mapping[str, str],
-                passwords: Mapping[str, str], merge: bool) -> AccessPlan:
+                passwords: Mapping[str, str], merge: bool, *, add_mechanisms: bool = False,
+                accept_renamed_access: bool = False) -> AccessPlan:
     """Plan the ACLs and SCRAM users to create on the target (pure).
 
     The target's bindings the archive does not hold would grant or deny what the archive does
-    not say: refused unless `merge`, then kept beside the archive's.
+    not say: refused unless `merge`, then kept beside the archive's. A renamed topic whose access
+    under the bindings created differs from its source topic's is refused unless
+    `accept_renamed_access`. A user the target already has (by name, any mechanism) is left
+    alone: a saved mechanism it lacks is added only with `add_mechanisms` (and a password).
     """
     wanted, notes = renamed_acls(saved.acls or (), renames)
     present = set(target.acls or ())
@@ -221,11 +272,25 @@ def plan_access(saved: AccessState, target: AccessState, renames: Mapping[str, s
             f"the target already has {len(conflicting)} ACL binding{'s' * (len(conflicting) != 1)} the archive does "
             f"not hold ({shown}): restore into a cluster without them, or add --merge-acls to keep them beside the "
             "archive's")
-    have = {(u.name, u.mechanism) for u in target.scram_users or ()}
-    plan = AccessPlan(create_acls=[a for a in wanted if a not in present], conflicting_acls=conflicting, notes=notes)
+    # What the target will hold once the plan is applied, against what the source held.
+    changes = renamed_access_changes(saved.acls or (), [*wanted, *present], renames)
+    if changes and not accept_renamed_access:
+        raise TopicvaultError(
+            "under --rename the restored ACLs give these topics other access than their source topics had: "
+            + " | ".join(c.describe() for c in changes)
+            + ": add --accept-renamed-access to restore the ACLs as they are, or set them by hand after a restore "
+            "without --cluster-state")
+    notes += [f"--accept-renamed-access: {c.describe()}" for c in changes]
+    on_target: dict[str, set[str]] = {}
+    for user in target.scram_users or ():
+        on_target.setdefault(user.name, set()).add(user.mechanism)
+    plan = AccessPlan(create_acls=[a for a in wanted if a not in present], conflicting_acls=conflicting, notes=notes,
+                      renamed_access=changes)
     for user in sorted(set(saved.scram_users or ())):
-        if (user.name, user.mechanism) in have:
-            plan.users_present.append(user)
+        mechanisms = on_target.get(user.name)
+        if mechanisms is not None and (user.mechanism in mechanisms or not add_mechanisms):
+            # Adding a credential to a user the target has would let the restore's password log in as it.
+            (plan.users_present if user.mechanism in mechanisms else plan.mechanisms_not_added).append(user)
         elif user.name in passwords:
             plan.create_users.append(user)
         elif user.name not in plan.users_without_password:

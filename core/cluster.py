@@ -187,6 +187,12 @@ def retention_ms(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, in
             for topic, value in effective_topic_config(settings, topics, "retention.ms").items()}
 
 
+def retention_bytes(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, int | None]:
+    """Each existing topic's effective retention.bytes, per partition (None when the broker does not say)."""
+    return {topic: None if value is None else int(value)
+            for topic, value in effective_topic_config(settings, topics, "retention.bytes").items()}
+
+
 def message_size_limits(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, int]:
     """Each existing topic's max.message.bytes, the largest record batch it accepts, where the
     broker says (its own or the cluster's default)."""
@@ -293,6 +299,12 @@ def default_retention_ms(settings: KafkaSettings) -> int | None:
     """The retention a new topic gets on this cluster (from a broker's configs), or None when not told."""
     values = broker_configs(settings)
     return None if values is None else retention_from_broker_configs(values)
+
+
+def default_retention_bytes(settings: KafkaSettings) -> int | None:
+    """The retention.bytes a new topic gets on this cluster (log.retention.bytes), or None when not told."""
+    value = (broker_configs(settings) or {}).get("log.retention.bytes")
+    return None if value is None else int(value)
 
 
 def retention_from_broker_configs(values: Mapping[str, str | None]) -> int | None:

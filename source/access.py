@@ -20,15 +20,18 @@ QUOTAS_NOT_SAVED = ("client quotas are not restored (backups cannot read them: c
 
 
 def plan_cluster_access(job: RestoreJob, plan: RestorePlan, passwords_file: str | None, merge: bool,
-                        environ: Mapping[str, str] = os.environ) -> AccessPlan:
+                        environ: Mapping[str, str] = os.environ, *, add_mechanisms: bool = False,
+                        accept_renamed_access: bool = False) -> AccessPlan:
     """What --cluster-state creates on the target; refuses (one line, before anything is written)
-    a target whose ACLs the archive does not hold, unless `merge`."""
+    a target whose ACLs the archive does not hold, unless `merge`, and renamed topics whose access
+    would differ from their source's, unless `accept_renamed_access` (see core.access.plan_access)."""
     until_ms = plan.selection.until_ms
     saved_json = plan.archive.access_at(until_ms)
     saved = AccessState.from_json(saved_json) if saved_json is not None else AccessState((), ())
     renames = {source: target for source, target in plan.topic_map.items() if source != target}
     passwords = scram_passwords(passwords_file, environ, {u.name for u in saved.scram_users or ()})
-    access = plan_access(saved, target_access(job.kafka), renames, passwords, merge)
+    access = plan_access(saved, target_access(job.kafka), renames, passwords, merge, add_mechanisms=add_mechanisms,
+                         accept_renamed_access=accept_renamed_access)
     if saved_json is None:
         when = f" at or before --until {iso(until_ms)}" if until_ms is not None else ""
         access.notes.append(f"the backup saved no ACLs or SCRAM users{when} (the cluster had none, or its backups "

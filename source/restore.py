@@ -14,8 +14,10 @@ from ..core.cluster import (
     apply_access,
     apply_topic_configs,
     cluster_loading_configs,
+    default_retention_bytes,
     default_retention_ms,
     loading_configs,
+    retention_bytes,
     retention_ms,
     silent_isr_brokers,
     target_resume_settle_s,
@@ -507,6 +509,8 @@ def _target_facts(job: RestoreJob, cluster_topics: dict[str, int], targets: Rest
         loading=cluster_loading_configs(job.kafka) if creates else dict(LOADING_CONFIGS),
         retention_ms=retention_ms(job.kafka, existing) if layout.exact_entries and existing else {},
         default_retention_ms=default_retention_ms(job.kafka) if layout.exact_entries and creates else None,
+        retention_bytes=retention_bytes(job.kafka, existing) if layout.exact_entries and existing else {},
+        default_retention_bytes=default_retention_bytes(job.kafka) if layout.exact_entries and creates else None,
         topic_ids=_created_topic_ids(job, saved, cluster_topics),
     )
 

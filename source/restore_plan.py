@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Iterable
 
-from ..core.access import AccessPlan
+from ..core.access import AccessPlan, AccessState, renamed_access_changes
 from ..core.archive.archive_keys import legacy_restore_prefix
 from ..core.archive.commits import BackupState, ObjectEntry, PartitionState
 from ..core.cluster import LOADING_CONFIGS, TopicSettings
@@ -25,7 +25,7 @@ from .object_reader import SkippedObject
 from .offset_map import OffsetMap
 from .restore_state import RestoreState, check_same_restore
 from .selection import Selection
-from .topic_policy import is_internal_topic, screen_topic_configs
+from .topic_policy import internal_topic_owner, screen_topic_configs
 
 Where = tuple[str, int]  # (topic, partition)
 
@@ -143,6 +143,8 @@ class TargetFacts:
     loading: Mapping[str, str] = field(default_factory=lambda: dict(LOADING_CONFIGS))  # cluster_loading_configs
     retention_ms: Mapping[str, int | None] = field(default_factory=dict)  # existing target topics' effective one
     default_retention_ms: int | None = None  # what a created topic without retention.ms gets
+    retention_bytes: Mapping[str, int | None] = field(default_factory=dict)  # existing target topics' effective one
+    default_retention_bytes: int | None = None  # what a created topic without retention.bytes gets
     # Topic id of each existing target topic a resumed restore's state says it created ("" where the
     # broker gives none): a different id is a topic deleted and created again since (_configs_of_created).
     topic_ids: Mapping[str, str] = field(default_factory=dict)
@@ -254,12 +256,14 @@ def _select(state: BackupState, topics: list[str], renamed: Iterable[str], uri: 
             raise TopicvaultError(f"topic {topic!r} is not in the backup at {uri}; it holds: {', '.join(available)}")
     if topics:
         return topics, []
-    internal = [t for t in available if is_internal_topic(t) and t not in renamed]
-    chosen = [t for t in available if t not in internal]
+    owners = {t: owner for t in available if t not in renamed
+              and (owner := internal_topic_owner(t, TopicSettings.from_json(state.topics.get(t, {})).configs))}
+    chosen = [t for t in available if t not in owners]
     if not chosen:
-        raise TopicvaultError(f"the backup at {uri} holds only internal topics ({', '.join(internal)}): name those "
+        raise TopicvaultError(f"the backup at {uri} holds only internal topics ({', '.join(owners)}): name those "
                               "to restore with --topic")
-    return chosen, [f"left out internal topic {t}: restore it by name with --topic {t}" for t in internal]
+    return chosen, [f"left out internal topic {t} ({owner}): restore it by name with --topic {t}"
+                    for t, owner in owners.items()]
 
 
 def build_restore_plan(facts: RestoreFacts, request: RestoreRequest) -> RestorePlan:
@@ -280,7 +284,10 @@ def build_restore_plan(facts: RestoreFacts, request: RestoreRequest) -> RestoreP
              if source in targets.topic_map and (task := partitions.task(source, partition, ps)) is not None]
     topic_configs, replication, notes = _topic_settings(facts, targets, tasks, request.apply_configs)
     notes = [*facts.layout_notes, *targets.notes, *_lost_notes(facts.archive, targets.topic_map), *notes,
-             *_retention_notes(facts, _earliest_times(facts, targets.topic_map), topic_configs, request.apply_configs)]
+             *_renamed_access_notes(facts.archive, targets.topic_map, request.selection.until_ms),
+             *_timestamp_type_notes(targets),
+             *_retention_notes(facts, _earliest_times(facts, targets.topic_map), topic_configs, request.apply_configs),
+             *_retention_bytes_notes(facts, tasks, topic_configs, request.apply_configs)]
     return RestorePlan(facts.restore_id, tasks, targets.topic_map, targets.to_create, resumed=facts.saved is not None,
                        notes=notes, topic_configs=topic_configs,
                        loading=dict(facts.target.loading) if topic_configs else dict(LOADING_CONFIGS),
@@ -536,6 +543,27 @@ def _lost_notes(archive: BackupState, topic_map: Mapping[str, str]) -> list[str]
             for note in ps.lost_notes()]
 
 
+def _timestamp_type_notes(targets: RestoreTargets) -> list[str]:
+    """A note for each topic saved as LogAppendTime (issue #50.6): Kafka stamps such a record with the
+    broker's clock at append, so a restore can only write it as CreateTime with its saved time."""
+    return [f"{targets.topic_map[source]}: {source} was a LogAppendTime topic: its records keep their timestamp "
+            "values but come back typed CreateTime (Kafka gives a LogAppendTime record the broker's time, never a "
+            "given one); records produced after the restore get LogAppendTime where the topic is set to it"
+            for source, settings in sorted(targets.settings.items())
+            if settings.configs.get("message.timestamp.type", "").strip() == "LogAppendTime"]
+
+
+def _renamed_access_notes(archive: BackupState, topic_map: Mapping[str, str], until_ms: int | None) -> list[str]:
+    """A note for each renamed topic the saved ACLs give other access than its source (issue #50.5): a
+    prefixed or wildcard binding covers one name and not the other. On a cluster holding those ACLs (the
+    source cluster itself, or one restored with --cluster-state) the restored topic has that access."""
+    saved = archive.access_at(until_ms)
+    acls = AccessState.from_json(saved).acls if saved is not None else None
+    renames = {source: target for source, target in topic_map.items() if source != target}
+    return [f"{change.describe()}, under the ACLs the backup saved (where the target holds them); check the "
+            "target's ACLs for the restored topic" for change in renamed_access_changes(acls or (), acls or (), renames)]
+
+
 def _earliest_times(facts: RestoreFacts, topic_map: Mapping[str, str]) -> dict[str, int | None]:
     """Target topic -> the oldest record time the restore writes into it (a peer's are known only once read)."""
     if not facts.layout.exact_entries:
@@ -573,6 +601,44 @@ def _retention_notes(facts: RestoreFacts, earliest_ms: dict[str, int | None],
                 notes.append(f"{target}: the existing target keeps records for retention.ms={retention}; the broker "
                              "deletes restored records older than that, possibly while the restore runs (a resume then "
                              "stops): raise its retention.ms first, or restore into a new topic")
+    return notes
+
+
+def _retention_bytes_notes(facts: RestoreFacts, tasks: list[RestoreTask], topic_configs: dict[str, dict[str, str]],
+                           apply_configs: bool) -> list[str]:
+    """Warn where a target's retention.bytes (per partition) is smaller than what the restore writes into one
+    of its partitions: the broker deletes the oldest restored records once a segment rolls (issue #50.7).
+
+    What is written is measured by the archive's objects (their stored bytes); the log's own size differs
+    with the target's compression and batching, so the figure is an estimate and the note says so.
+    """
+    restored: dict[str, dict[int, int]] = {}
+    for task in tasks if facts.layout.exact_entries else ():
+        restored.setdefault(task.target_topic, {})[task.partition] = sum(o.bytes for o in task.objects)
+    notes = []
+    for target, by_partition in sorted(restored.items()):
+        created = target in topic_configs
+        saved = topic_configs[target].get("retention.bytes") if created else None
+        limit = (int(saved) if saved is not None else facts.target.default_retention_bytes) if created \
+            else facts.target.retention_bytes.get(target)
+        over = {p: n for p, n in by_partition.items() if limit is not None and 0 <= limit < n}
+        if not over:
+            continue
+        largest = max(over, key=lambda p: (over[p], -p))
+        figure = (f"retention.bytes={limit} per partition, but the restore writes about {over[largest]:,} bytes into "
+                  f"partition {largest}" + (f" ({len(over)} partitions over it)" if len(over) > 1 else "")
+                  + " (the archive's object sizes; the log's own size differs with compression)")
+        if not created:
+            notes.append(f"{target}: the existing target keeps {figure}; the broker deletes the oldest restored "
+                         "records, possibly while the restore runs (a resume then stops): raise its retention.bytes "
+                         "first, or restore into a new topic")
+        elif saved is not None:
+            notes.append(f"{target}: gets {figure} after the restore; the broker deletes the oldest restored records "
+                         "soon after (use --no-configs to keep them)")
+        else:
+            notes.append(f"{target}: gets the target's default {figure} after the restore; the broker then deletes "
+                         "the oldest restored records: set retention.bytes on it to keep them"
+                         + ("" if apply_configs else " (--no-configs)"))
     return notes
 
 

@@ -5,8 +5,9 @@ can write any topic config into its commit records. A restore sets only configs 
 which records a topic keeps and how it stores them (needed to get the topic back as it was),
 within bounds that cannot hurt the target; durability, broker tuning and limits on producers
 are the target cluster's own. Internal topics (the consumer offsets, Schema Registry's schemas,
-Kafka Connect's connector configs) are restored only when named: writing them would hand the
-target's registry or Connect workers whatever the archive holds.
+Kafka Connect's connector configs under any of the names Connect images use, MirrorMaker 2's)
+are restored only when named: writing them would hand the target's registry, Connect workers or
+MirrorMaker whatever the archive holds.
 """
 
 from __future__ import annotations
@@ -119,11 +120,38 @@ def screen_topic_configs(configs: Mapping[str, str]) -> ScreenedConfigs:
     return ScreenedConfigs(applied, skipped)
 
 
-# Kafka's own (`__consumer_offsets`, `__transaction_state`, `__cluster_metadata`), Schema Registry's,
-# Confluent's, Kafka Connect's default config/offset/status topics (and Strimzi's) and MirrorMaker 2's.
-_INTERNAL = re.compile(r"__.*|_schemas|_confluent.*|connect-(cluster-)?(configs|offsets|status)|.*\.internal")
+# Whose a topic is, by its name (and, for Kafka Connect, its saved cleanup.policy), in the order
+# asked; the first match names the owner in the restore's note. A pattern that also catches a
+# user's topic costs a note and a --topic; one that misses a tool's topic hands the target's tool
+# whatever the archive holds (a connector config runs code on Connect workers).
+_OWNERS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(pattern, re.IGNORECASE), owner) for pattern, owner in (
+    (r"__.*", "Kafka's own"),
+    (r"_confluent.*", "Confluent Platform's"),
+    (r".*_schemas", "Schema Registry's schemas topic"),
+    (r"mm2-.*|.*\.checkpoints\.internal|(.*\.)?heartbeats", "MirrorMaker 2's"),
+    (r".*\.internal", "an internal topic of a tool (MirrorMaker 2 and Kafka Streams name theirs *.internal)"),
+    (r".*connect.*(configs?|offsets?|status(es)?)", "Kafka Connect's config, offsets or status topic, by its name"),
+))
+# Connect needs its config, offsets and status topics compacted: a compacted topic named like one is taken for one.
+_CONNECT_LIKE = re.compile(r".*(configs?|offsets?|status(es)?)", re.IGNORECASE)
 
 
-def is_internal_topic(name: str) -> bool:
+def internal_topic_owner(name: str, configs: Mapping[str, str] | None = None) -> str | None:
+    """Whose internal topic `name` is (a phrase for the restore's note), or None for a user's topic.
+
+    `configs`: the topic's saved configs; a compacted topic named like Connect's internal topics
+    (`*configs`, `*offsets`, `*status`) counts as Connect's even without "connect" in its name.
+    Record keys (`connector-…`, `task-…`, `commit-…`) are not looked at: a plan reads no objects.
+    """
+    for pattern, owner in _OWNERS:
+        if pattern.fullmatch(name):
+            return owner
+    policy = (configs or {}).get("cleanup.policy", "")
+    if "compact" in policy and _CONNECT_LIKE.fullmatch(name):
+        return f"Kafka Connect's, by its name and cleanup.policy={policy}"
+    return None
+
+
+def is_internal_topic(name: str, configs: Mapping[str, str] | None = None) -> bool:
     """Whether a topic belongs to Kafka or a tool beside it: restored only when named (--topic)."""
-    return _INTERNAL.fullmatch(name) is not None
+    return internal_topic_owner(name, configs) is not None

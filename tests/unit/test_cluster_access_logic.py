@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka.admin import (
     AdminClient,
 )
-from topicvault.core.access import AccessState, Acl, ScramUser, plan_access, scram_passwords
+from topicvault.core.access import AccessState, Acl, ScramUser, plan_access, renamed_access_changes, scram_passwords
 from topicvault.core.archive.commits import BackupState, CommitRecord
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_kafka import LocalKafka
@@ -95,6 +95,39 @@ def test_rename_moves_literal_acls_and_grants_prefixed_ones_on_the_new_name():
     plan = plan_access(SAVED, AccessState((), ()), {"orders": "restored"}, {}, merge=False)
     assert acl("restored", "User:bob") in plan.create_acls
     assert any("orders" in note and "restored" in note for note in plan.notes)
+
+
+def test_a_user_the_target_has_by_name_is_left_alone_unless_mechanisms_may_be_added():
+    # Issue #50.4: alice is on the target with SCRAM-SHA-512 only; the archive holds her SCRAM-SHA-256.
+    target = AccessState((), (ScramUser("alice", "SCRAM-SHA-512", 4096),))
+    plan = plan_access(SAVED, target, {}, {"alice": "pw", "bob": "pw2"}, merge=False)
+    assert [u.name for u in plan.create_users] == ["bob"] and "alice" not in plan.passwords
+    assert plan.mechanisms_not_added == [ScramUser("alice", "SCRAM-SHA-256", 8192)]
+    plan = plan_access(SAVED, target, {}, {"alice": "pw"}, merge=False, add_mechanisms=True)
+    assert ScramUser("alice", "SCRAM-SHA-256", 8192) in plan.create_users and plan.mechanisms_not_added == []
+    # The same mechanism is never added again, with the flag or without.
+    same = AccessState((), (ScramUser("alice", "SCRAM-SHA-256", 4096),))
+    plan = plan_access(SAVED, same, {}, {"alice": "pw"}, merge=False, add_mechanisms=True)
+    assert plan.users_present == [ScramUser("alice", "SCRAM-SHA-256", 8192)] and plan.create_users == []
+
+
+def test_access_a_renamed_topic_gets_under_a_prefixed_acl_is_computed_and_refused_unless_accepted():
+    # Issue #50.5: "orders." covers orders.restored, not orders: etl would read the restored topic; a DENY
+    # of the same shape would take access away.
+    grant = acl("orders.", "User:etl", pattern="PREFIXED")
+    deny = acl("orders.", "User:bob", pattern="PREFIXED", permission="DENY")
+    saved = AccessState(acls=(acl("orders", "User:bob"), grant, deny), scram_users=())
+    with pytest.raises(TopicvaultError, match="--accept-renamed-access") as refused:
+        plan_access(saved, AccessState((), ()), {"orders": "orders.restored"}, {}, merge=False)
+    assert "orders -> orders.restored: gains DENY User:bob READ, ALLOW User:etl READ" in str(refused.value)
+    plan = plan_access(saved, AccessState((), ()), {"orders": "orders.restored"}, {}, merge=False,
+                       accept_renamed_access=True)
+    assert [(c.source, c.target, c.lost) for c in plan.renamed_access] == [("orders", "orders.restored", ())]
+    assert grant in plan.create_acls and any(n.startswith("--accept-renamed-access: orders ->") for n in plan.notes)
+    # Literal and covering prefixes move with the name: nothing differs, nothing to accept.
+    assert plan_access(SAVED, AccessState((), ()), {"orders": "restored"}, {}, merge=False).renamed_access == []
+    assert renamed_access_changes(saved.acls, saved.acls, {"payments": "orders.p"})[0].gained == (
+        ("User:bob", "*", "READ", "DENY"), ("User:etl", "*", "READ", "ALLOW"))
 
 
 def test_passwords_come_from_a_file_or_per_user_environment(tmp_path):

@@ -57,3 +57,9 @@ def test_internal_topic_names():
                 "connect-status", "connect-cluster-configs", "_confluent-license", "mm2-offsets.src.internal"]
     assert all(map(is_internal_topic, internal))
     assert not any(map(is_internal_topic, ["orders", "_orders", "connect-configs-x", "payments.internal.v2"]))
+    # Issue #50.3: the names Connect images and tutorials use, Schema Registry's and MirrorMaker 2's
+    assert all(map(is_internal_topic, ["docker-connect-configs", "my_connect_configs", "connect-cluster-status",
+                                       "x_schemas", "mm2-offset-syncs.a.internal", "heartbeats", "a.heartbeats"]))
+    assert is_internal_topic("app-offsets", {"cleanup.policy": "compact"})
+    assert not is_internal_topic("app-offsets", {"cleanup.policy": "delete"})
+    assert not any(map(is_internal_topic, ["schemas", "heartbeats-v2", "connector-events"]))

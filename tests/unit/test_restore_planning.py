@@ -247,7 +247,76 @@ def test_an_empty_archive_is_no_backup_and_internal_topics_are_left_out_with_a_n
     state = archive(entry("orders", 0, 0, 9), entry("__consumer_offsets", 0, 0, 1), topics=("orders", "__consumer_offsets"))
     plan = build_restore_plan(facts(state), RestoreRequest())
     assert plan.topic_map == {"orders": "orders"}
-    assert "left out internal topic __consumer_offsets: restore it by name with --topic __consumer_offsets" in plan.notes
+    assert "left out internal topic __consumer_offsets (Kafka's own): restore it by name with --topic " \
+           "__consumer_offsets" in plan.notes
+
+
+# Issue #50.3: Connect's, Schema Registry's and MirrorMaker 2's topics under the names their images
+# and tutorials use, and a compacted topic named like Connect's; each left out with a note naming it.
+TOOL_TOPICS = ("docker-connect-configs", "my_connect_configs", "connect-cluster-offsets", "kafka-connect-status",
+               "_schemas", "registry_schemas", "mm2-configs.src.internal", "mm2-offset-syncs.src.internal",
+               "src.checkpoints.internal", "heartbeats", "src.heartbeats", "cfg_configs")
+
+
+def test_tool_topics_under_other_names_are_left_out_unless_named():
+    state = archive(*(entry(t, 0, 0, 1) for t in ("orders", *TOOL_TOPICS)), topics=("orders", *TOOL_TOPICS))
+    state.topics["cfg_configs"]["configs"] = {"cleanup.policy": "compact"}
+    plan = build_restore_plan(facts(state), RestoreRequest())
+    assert plan.topic_map == {"orders": "orders"}
+    for topic in TOOL_TOPICS:
+        [note] = [n for n in plan.notes if n.startswith(f"left out internal topic {topic} (")]
+        assert note.endswith(f"restore it by name with --topic {topic}"), note
+    assert any("cfg_configs (Kafka Connect's, by its name and cleanup.policy=compact)" in n for n in plan.notes)
+    # The same name with the saved cleanup.policy=delete is a user's topic; a named tool topic is restored.
+    state.topics["cfg_configs"]["configs"] = {"cleanup.policy": "delete"}
+    assert "cfg_configs" in build_restore_plan(facts(state), RestoreRequest()).topic_map
+    named = build_restore_plan(facts(state), RestoreRequest(topics=("docker-connect-configs",)))
+    assert named.topic_map == {"docker-connect-configs": "docker-connect-configs"}
+
+
+def test_a_renamed_topic_whose_access_under_the_saved_acls_differs_gets_a_note():
+    # Issue #50.5: a saved ALLOW User:etl READ PREFIXED "orders." covers orders.restored, not orders.
+    state = archive(entry("orders", 0, 0, 9))
+    state.access = {"acls": [{"resource_type": "TOPIC", "name": "orders.", "pattern_type": "PREFIXED",
+                              "principal": "User:etl", "host": "*", "operation": "READ", "permission": "ALLOW"}]}
+    plan = build_restore_plan(facts(state), RestoreRequest(renames={"orders": "orders.restored"}))
+    assert any(n.startswith("orders -> orders.restored: gains ALLOW User:etl READ, under the ACLs the backup saved")
+               for n in plan.notes), plan.notes
+    plan = build_restore_plan(facts(state), RestoreRequest(renames={"orders": "orders2"}))
+    assert not any("->" in n for n in plan.notes), plan.notes
+
+
+def test_a_retention_bytes_smaller_than_what_a_partition_gets_is_warned_of_with_the_figures():
+    # Issue #50.7: each object holds 100 bytes; partition 0 gets 300 of them, partition 1 100.
+    state = archive(entry("orders", 0, 0, 9), entry("orders", 0, 10, 19), entry("orders", 0, 20, 29),
+                    entry("orders", 1, 0, 9), partitions=2)
+    state.topics["orders"]["configs"] = {"retention.bytes": "150"}
+    plan = build_restore_plan(facts(state), RestoreRequest())
+    [note] = [n for n in plan.notes if "retention.bytes" in n and "deletes" in n]
+    assert note.startswith("orders: gets retention.bytes=150 per partition, but the restore writes about 300 bytes "
+                           "into partition 0"), note
+    state.topics["orders"]["configs"] = {}
+    plan = build_restore_plan(facts(state, target={"default_retention_bytes": 50}), RestoreRequest())
+    assert any(n.startswith("orders: gets the target's default retention.bytes=50 per partition") and
+               "(2 partitions over it)" in n for n in plan.notes), plan.notes
+    # An existing target keeps its own; a limit above what goes in, or none (-1), says nothing.
+    empty = {("orders", p): (0, 0) for p in range(2)}
+    plan = build_restore_plan(facts(state, {"orders": 2}, empty, target={"retention_bytes": {"orders": 200}}),
+                              RestoreRequest())
+    assert any(n.startswith("orders: the existing target keeps retention.bytes=200 per partition") for n in plan.notes)
+    for limit in (300, -1):
+        plan = build_restore_plan(facts(state, {"orders": 2}, empty, target={"retention_bytes": {"orders": limit}}),
+                                  RestoreRequest())
+        assert not any("retention.bytes" in n for n in plan.notes), plan.notes
+
+
+def test_a_log_append_time_topic_is_named_in_a_note():
+    # Issue #50.6: its records come back typed CreateTime.
+    state = archive(entry("orders", 0, 0, 9), entry("pay", 0, 0, 9), topics=("orders", "pay"))
+    state.topics["orders"]["configs"] = {"message.timestamp.type": "LogAppendTime"}
+    plan = build_restore_plan(facts(state), RestoreRequest(renames={"orders": "o2"}))
+    [note] = [n for n in plan.notes if "typed CreateTime" in n]
+    assert note.startswith("o2: orders was a LogAppendTime topic: its records keep their timestamp values"), note
 
 
 def test_a_created_topic_whose_saved_retention_deletes_old_records_gets_a_note():
