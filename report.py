@@ -312,7 +312,7 @@ def restore_summary(result: RestoreResult, committed_groups: list[GroupOffset] |
             "skipped": [vars(s) for s in result.skipped],
             "restore_id": plan.restore_id, "produced": result.produced, "already_present": already_present,
             "bytes": result.bytes, "elapsed_s": round(result.elapsed_s, 3),
-            "timestamps_replaced": result.timestamps_replaced, "notes": plan.notes,
+            "timestamps_replaced": result.timestamps_replaced, "notes": plan.notes + result.notes,
             "peer_findings": [r.peer_report.to_json() for r in result.results if r.peer_report is not None],
             "partitions": [{"target_topic": r.target_topic, "partition": r.partition, "produced": r.produced,
                             "already_present": r.already_present} for r in result.results],
@@ -327,6 +327,7 @@ def restore_summary(result: RestoreResult, committed_groups: list[GroupOffset] |
             + (f"; {already_present:,} were already there" if already_present else "")))
         lines += [_err(f"note: {finding}")
                   for r in result.results if r.peer_report is not None for finding in r.peer_report.lines()]
+        lines += [_err(f"note: {note}") for note in result.notes]
         if result.timestamps_replaced:
             lines.append(_err(f"warning: {result.timestamps_replaced} records had timestamp <= 0, which Kafka "
                               "clients cannot produce; they carry the produce time instead"))

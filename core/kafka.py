@@ -249,19 +249,22 @@ def select_topics(
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
-def topic_ids(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, str]:
+def topic_ids(settings: KafkaSettings, topics: Iterable[str], just_created: bool = False) -> dict[str, str]:
     """The Kafka topic ID of each topic (DescribeTopics); topics the broker gives no ID are left out.
 
-    The ID tells a topic from one deleted and re-created under the same name.
+    The ID tells a topic from one deleted and re-created under the same name. `just_created`: the
+    topics were created a moment ago, and one the broker does not know yet (its metadata is still
+    propagating) is asked for again, up to METADATA_TIMEOUT_S.
     """
     names = sorted(set(topics))
     if not names:
         return {}
+    deadline = time.monotonic() + (METADATA_TIMEOUT_S if just_created else 0)
     with admin_client(settings) as admin:
         result = {}
         for name, future in admin.describe_topics(TopicCollection(names), request_timeout=METADATA_TIMEOUT_S).items():
             try:
-                description = future.result()
+                description = _described(admin, name, future, deadline)
             except KafkaException as exc:
                 raise TopicvaultError(
                     f"cannot describe topic {name!r} on {settings.bootstrap_servers} "
@@ -271,6 +274,19 @@ def topic_ids(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, str]:
             if topic_id and topic_id != _NO_TOPIC_ID:
                 result[name] = topic_id
         return result
+
+
+def _described(admin: AdminClient, name: str, future, deadline: float):
+    """The topic's description from `future`, asked again while the broker does not know the topic and
+    `deadline` (monotonic) is not passed."""
+    while True:
+        try:
+            return future.result()
+        except KafkaException as exc:
+            if not exc.args or exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+        future = admin.describe_topics(TopicCollection([name]), request_timeout=METADATA_TIMEOUT_S)[name]
 
 
 # Errors of an offsets query sent while a partition's leader moves (a failover): the query went to
@@ -490,10 +506,15 @@ def create_topics(
     replication_factor: int = -1,
     configs_by_topic: Mapping[str, Mapping[str, str]] | None = None,
     replication_by_topic: Mapping[str, int] | None = None,
-) -> None:
-    """Create topics with the given partition counts, configs and replication (default: broker's), and wait."""
+) -> set[str]:
+    """Create topics with the given partition counts, configs and replication (default: broker's), and wait.
+
+    Returns the topics this call created: those whose CreateTopics answered success, not
+    TOPIC_ALREADY_EXISTS (someone else's topic of that name, which the caller must leave alone).
+    """
+    created: set[str] = set()
     if not partitions_by_topic:
-        return
+        return created
     with admin_client(settings) as admin:
         new_topics = [
             NewTopic(
@@ -508,9 +529,11 @@ def create_topics(
         for topic, future in futures.items():
             try:
                 future.result()
+                created.add(topic)
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise TopicvaultError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from None
+    return created
 
 
 def broker_count(settings: KafkaSettings) -> int:

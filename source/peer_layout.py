@@ -5,8 +5,9 @@ and grouped per topic-partition, and a partition's records are merged by offset 
 objects (a k-way merge): time- or field-partitioned names spread one partition's offsets over
 several objects, interleaved (12, 14, 16 in one, 13, 15, 17 in another). An object is opened
 only when the merge reaches its first offset, so memory holds the objects that overlap there,
-not the partition. The same offset met twice is a re-delivery by the sink and restored once;
-nothing else is dropped. Objects whose records carry no offsets (offset = the name's + row)
+not the partition. The same offset met twice with the same record is a re-delivery by the sink
+and restored once; with different records (a rewritten log, or a re-created topic writing into
+the same prefix) the restore refuses, naming both objects. Nothing else is dropped. Objects whose records carry no offsets (offset = the name's + row)
 cannot be merged: they must not overlap any other object, or the restore refuses.
 """
 
@@ -267,6 +268,7 @@ def read_peer_partition(
     pending = deque(sorted(entries, key=lambda e: (starts[e.key], e.key)))
     cursors: list[_Cursor] = []
     last = -1  # the last offset restored
+    last_copy: tuple[_Cursor, int] | None = None  # the object and row `last` was restored from
     out = _Output()
     while pending or cursors:
         head = min((c.current for c in cursors), default=None)
@@ -283,6 +285,11 @@ def read_peer_partition(
         # The same offset again: a re-delivery, restored once.
         skip_to = max(cursor.position, bisect_right(cursor.offsets, last))
         if skip_to > cursor.position:
+            # The merge takes an offset only once every open object is at or past it, so a copy met
+            # later is one of `last`, whose restored copy it is compared with.
+            for row in range(cursor.position, skip_to):
+                if last_copy is not None and cursor.offsets[row] == last:
+                    check_same_copy(where, last, last_copy, (cursor, row))
             report.duplicates += skip_to - cursor.position
             cursor.position = skip_to
             if cursor.done:
@@ -299,6 +306,12 @@ def read_peer_partition(
         # The same offset twice in one object (sorted: side by side) is a re-delivery too.
         keep = [True] + [after != before for before, after in zip(taken, taken[1:])]
         if not all(keep):
+            kept_row = rows[0]
+            for row, k in zip(rows, keep):
+                if k:
+                    kept_row = row
+                else:
+                    check_same_copy(where, cursor.offsets[row], (cursor, kept_row), (cursor, row))
             report.duplicates += keep.count(False)
             taken = [o for o, k in zip(taken, keep) if k]
             rows = [r for r, k in zip(rows, keep) if k]
@@ -306,7 +319,7 @@ def read_peer_partition(
             if before >= 0 and after - before > 1:
                 report.gaps += 1
                 report.missing += after - before - 1
-        last = taken[-1]
+        last, last_copy = taken[-1], (cursor, rows[-1])
         out.add(cursor.table, rows)
         cursor.position = end
         if out.rows >= BATCH_ROWS:
@@ -314,6 +327,32 @@ def read_peer_partition(
         if cursor.done:
             cursors.remove(cursor)
     yield from out.flush()
+
+
+# What two copies of one offset must share to be one record delivered twice.
+_COMPARED_COLUMNS = ("key", "value", "headers", "timestamp", "timestampType")
+
+
+def check_same_copy(where: str, offset: int, kept: tuple[_Cursor, int], again: tuple[_Cursor, int]) -> None:
+    """Refuse a second copy of `offset` (object cursor and row) that differs from the one restored.
+
+    A sink re-delivering a record writes it again unchanged; a different record under the same offset
+    comes from another log (rewritten, or a re-created topic writing into the same prefix), and
+    keeping either copy would restore a partition that never existed.
+    """
+    def content(copy: tuple[_Cursor, int]) -> dict:
+        cursor, row = copy
+        names = [name for name in _COMPARED_COLUMNS if name in cursor.table.column_names]
+        return cursor.table.select(names).slice(row, 1).to_pylist()[0]
+
+    if content(kept) == content(again):
+        return
+    holders = (f"twice by {kept[0].key}" if kept[0] is again[0] else f"by {kept[0].key} and by {again[0].key}")
+    raise TopicvaultError(
+        f"{where}: offset {offset} is held {holders} with different content (a rewritten log, or a re-created "
+        "topic writing into the same prefix): a restore would mix two logs; move the objects of one of them "
+        "out of the archive's prefix and restore again"
+    )
 
 
 def decode_peer_object(store: ObjectStore, peer: PeerLayout, options: PeerOptions, obj: PeerKey) -> Decoded:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 from ..core.access import AccessApplied
@@ -30,6 +30,7 @@ from ..core.kafka import (
     create_topics,
     list_topic_partitions,
     partition_watermarks,
+    topic_ids,
 )
 from ..core.locations import open_store
 from ..core.progress import counted
@@ -76,6 +77,7 @@ from .restore_plan import (
 from .restore_state import (
     RestoreRecords,
     RestoreState,
+    add_created_topics,
     add_source_starts,
     default_state_uri,
     load_restore_state,
@@ -183,6 +185,7 @@ class RestoreResult:
     elapsed_s: float
     access: AccessApplied | None = None  # what --cluster-state created
     outcome: RunOutcome | None = None  # what the run saved (None: built by hand, say in a test)
+    notes: list[str] = field(default_factory=list)  # what the run found that the plan could not know
 
     @property
     def produced(self) -> int:
@@ -306,6 +309,7 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: Ra
                        f"{entry.last_offset} are not restored)")
         first, last = task.selection.bounds(task.source_topic, task.partition)
         first, last = max(first, entry.first_offset), min(entry.last_offset, entry.last_offset if last is None else last)
+        check_not_within_written(task, entry, taken.records, present)
         hole = SkippedObject(entry.key, task.source_topic, task.partition, first, last, entry.records, reason)
         # The one write a task makes besides producing: ahead of the records after the hole (a write-ahead
         # record, not the run's outcome, which the driver saves; see save_outcome).
@@ -320,9 +324,53 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: Ra
     source = read_layout_partition(job.open_store(), layout, list(task.objects), reading)
     selected = without_holes(task.selection.records(task.source_topic, task.partition, source),
                              [(h.first_offset, h.last_offset) for h in task.earlier_holes])
+    if task.restored_before:
+        selected = check_as_restored(selected, task, present)
     batches = _prefix_checked(skip_records(recording(selected, taken), present, written.tail), task, present)
     batches = counted(in_pieces(batches, rate), job.progress_dir, f"{task.target_topic}-{task.partition}")
     return _Stream(batches, taken, left_out, peer)
+
+
+def check_as_restored(batches: Iterator, task: RestoreTask, present: int) -> Iterator:
+    """The batches, refused (TopicvaultError) where one of the first `present` records is not at the source
+    offset the last finished run restored there (task.restored_before): an object added to a peer archive
+    since, inside what was restored, shifts the later records, and records that repeat hide the shift from
+    the content check (skip_records)."""
+    expected = iter(offset for first, count in task.restored_before for offset in range(first, first + count))
+    compared = min(present, sum(count for _, count in task.restored_before))
+    seen = 0
+    for batch in batches:
+        if seen < compared:
+            for offset in batch.column("offset").slice(0, compared - seen).to_pylist():
+                was = next(expected)
+                if offset != was:
+                    raise TopicvaultError(
+                        f"{task.target_topic}[{task.partition}]: source offset {offset} now comes where restore "
+                        f"{task.restore_id} restored source offset {was} (target offset {task.target_start + seen}): "
+                        f"records were added to the archive inside what the restore already restored (an object that "
+                        "arrived late), which cannot go in in order now; restore into a new topic with a new "
+                        "--restore-id"
+                    )
+                seen += 1
+        yield batch
+
+
+def check_not_within_written(task: RestoreTask, entry: ObjectEntry, before: int, present: int) -> None:
+    """Refuse to leave out an object an earlier run of the restore went past (checked before its hole is saved).
+
+    `before` records are selected ahead of the object and the target holds `present`: more means the
+    target holds records an earlier run produced from this object or after it (one it left out would be
+    a saved hole, never read again). Leaving it out now shifts every later record onto the place of
+    the object's own, and the content check (skip_records) cannot see that where records repeat.
+    """
+    if present <= before:
+        return
+    raise TopicvaultError(
+        f"{task.target_topic}[{task.partition}] already holds {present} records after offset {task.target_start}, "
+        f"more than the {before} selected before object {entry.key}, which cannot be read now: an earlier run restored "
+        "records of it or after it, so leaving it out would splice the partition; repair or restore the object and "
+        "run again, or restore into a new topic with a new --restore-id"
+    )
 
 
 def _prefix_checked(batches: Iterator, task: RestoreTask, present: int) -> Iterator:
@@ -423,7 +471,9 @@ def gather_facts(job: RestoreJob, request: RestoreRequest) -> RestoreFacts:
     cluster_topics = list_topic_partitions(job.kafka)
     targets = restore_targets(archive, saved, request, job.store_uri, cluster_topics)
     target = _target_facts(job, cluster_topics, targets, saved, request.allow_nonempty, layout)
-    maps_needed = saved is not None and (request.continue_saved or saved.source_starts is None)
+    # A peer archive's rerun compares what it counts with the offsets earlier runs restored (restored_before).
+    maps_needed = saved is not None and (request.continue_saved or saved.source_starts is None
+                                         or not layout.exact_entries)
     return RestoreFacts(
         job.store_uri, layout, archive, target, restore_id,
         int(time.time() * 1000), _layout_notes(store, job, layout, archive, ignored, bool(request.peer_objects_seen)), saved,
@@ -461,7 +511,15 @@ def _target_facts(job: RestoreJob, cluster_topics: dict[str, int], targets: Rest
         default_retention_ms=default_retention_ms(job.kafka) if layout.exact_entries and creates else None,
         retention_bytes=retention_bytes(job.kafka, existing) if layout.exact_entries and existing else {},
         default_retention_bytes=default_retention_bytes(job.kafka) if layout.exact_entries and creates else None,
+        topic_ids=_created_topic_ids(job, saved, cluster_topics),
     )
+
+
+def _created_topic_ids(job: RestoreJob, saved: RestoreState | None, cluster_topics: dict[str, int]) -> dict[str, str]:
+    """The topic id of each existing topic a resumed restore's state says it created ("": the broker gives none)."""
+    existing = [topic for topic in (saved.created_topics if saved is not None else {}) if topic in cluster_topics]
+    ids = topic_ids(job.kafka, existing)
+    return {topic: ids.get(topic, "") for topic in existing}
 
 
 def _earlier_restores(job: RestoreJob, records: RestoreRecords, target: TargetFacts,
@@ -475,9 +533,10 @@ def _earlier_restores(job: RestoreJob, records: RestoreRecords, target: TargetFa
 
 
 
-def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
+def start_restore(job: RestoreJob, plan: RestorePlan) -> set[str]:
     """Save the restore's state (first start; later, starts of partitions planned for the first time),
-    then create missing topics with loading configs."""
+    then create missing topics with loading configs and record those it created with their topic ids.
+    Returns the topics it created (a topic someone else created in between is not among them)."""
     if plan.resumed:
         add_source_starts(job.restore_records(), plan.restore_id, plan.new_source_starts)
     else:
@@ -490,9 +549,21 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> None:
         )
     # Saved configs are applied after the data is in (see run_restore): retention, compaction or
     # LogAppendTime acting on a partition while it is restored would lose or change records.
-    create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication,
-                  configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {}), plan.loading)
-                                    for t in plan.topics_to_create})
+    created = create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication,
+                            configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {}), plan.loading)
+                                              for t in plan.topics_to_create})
+    ids = topic_ids(job.kafka, created, just_created=True)
+    add_created_topics(job.restore_records(), plan.restore_id, {topic: ids.get(topic, "") for topic in created})
+    return created
+
+
+def configured_topics(plan: RestorePlan, created: set[str]) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """The configs a run sets: the plan's, but for a topic the plan meant to create and found already
+    there (someone else's), which is left as it is; and a note for each such topic."""
+    skipped = sorted(set(plan.topics_to_create) - created)
+    notes = [f"{topic}: the restore did not create it (it was created by someone else after the restore was "
+             "planned), so its configs are left as they are; check them" for topic in skipped]
+    return {t: c for t, c in plan.topic_configs.items() if t not in skipped}, notes
 
 
 def set_loading_configs(job: RestoreJob, plan: RestorePlan) -> None:
@@ -513,7 +584,7 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     """
     check_no_speculation(spark, "a restore")
     started = time.monotonic()
-    start_restore(job, plan)
+    configs, notes = configured_topics(plan, start_restore(job, plan))
     # Topics first, then who may use them, then the data: applications find their rights in place.
     access = apply_access(job.kafka, plan.access) if plan.access is not None else None
     if plan.resumed and (plan.tasks or not configure):
@@ -529,5 +600,5 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     outcome = merged_outcome(plan, results)
     save_outcome(job.restore_records(), plan.restore_id, outcome)
     if configure:
-        apply_topic_configs(job.kafka, plan.topic_configs, plan.loading)
-    return RestoreResult(plan, results, time.monotonic() - started, access, outcome)
+        apply_topic_configs(job.kafka, configs, plan.loading)
+    return RestoreResult(plan, results, time.monotonic() - started, access, outcome, notes)

@@ -47,6 +47,10 @@ class RestoreTask:
     # An earlier run of this restore may have sent records to the target that no replica but the
     # leader holds yet (it was killed before they were acknowledged): see restore.restore_group.
     resumed: bool = False
+    # A peer archive's rerun counted from the restore's start: the source offsets, as (first, count) runs in
+    # target order, that the last finished run's offset map says are the target's first records. Records
+    # that repeat cannot show an object added inside them since; their offsets can (restore.check_as_restored).
+    restored_before: tuple[tuple[int, int], ...] = ()
 
     @property
     def records(self) -> int:
@@ -141,6 +145,9 @@ class TargetFacts:
     default_retention_ms: int | None = None  # what a created topic without retention.ms gets
     retention_bytes: Mapping[str, int | None] = field(default_factory=dict)  # existing target topics' effective one
     default_retention_bytes: int | None = None  # what a created topic without retention.bytes gets
+    # Topic id of each existing target topic a resumed restore's state says it created ("" where the
+    # broker gives none): a different id is a topic deleted and created again since (_configs_of_created).
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -361,7 +368,18 @@ class _PartitionPlanning:
             return None
         start = done.target_end if done is not None else self.starts[f"{target}:{partition}"]
         return RestoreTask(source, partition, target, start, tuple(objects), chosen, facts.layout.name, restore_id,
-                           holes, resumed=facts.saved is not None and not self.request.earlier_writes_acknowledged)
+                           holes, resumed=facts.saved is not None and not self.request.earlier_writes_acknowledged,
+                           restored_before=self._restored_before(source, partition, start))
+
+    def _restored_before(self, source: str, partition: int, start: int) -> tuple[tuple[int, int], ...]:
+        """What the last finished run restored into the partition from `start` on, for a peer archive's
+        rerun that counts from the restore's start (see RestoreTask.restored_before)."""
+        if self.facts.saved is None or self.facts.layout.exact_entries or self.restored:
+            return ()
+        earlier = self.facts.saved_maps.get((source, partition))
+        if earlier is None or earlier.target_start != start:
+            return ()
+        return tuple((first, count) for first, _, count in earlier.ranges)
 
     def _check_archive_start(self, source: str, partition: int, ps: PartitionState, through: int | None) -> None:
         """Refuse to go on where an expire dropped records this restore has not restored."""
@@ -436,26 +454,40 @@ def check_not_moved(restore_id: str, source: str, partition: int, target: str, p
     )
 
 
-def _configs_of_created(saved: RestoreState) -> tuple[dict[str, dict[str, str]], list[str]]:
+def _configs_of_created(saved: RestoreState, topic_ids: Mapping[str, str],
+                        to_create: Mapping[str, int]) -> tuple[dict[str, dict[str, str]], list[str]]:
     """The configs a resumed restore sets once its data is in: those its state names for topics it created.
 
-    A restore creates a topic of its topic map and begins writing it at offset 0 in every partition;
-    a state naming configs of any other topic (one imported from elsewhere, see --import-state) gets
-    none set there, and says so.
+    A restore created a topic when its CreateTopics answered success (the state's created_topics,
+    with the topic's id); a topic of that name holding another id now was deleted and created again
+    by someone else, and the restore refuses to go on before it changes anything. A topic missing
+    now (`to_create`) is created by this run and gets its configs only if that creation succeeds
+    (restore.run_restore). Any other topic a state names configs for (an older state, which does not
+    say what it created; one whose first CreateTopics failed and an admin created the topic; one
+    imported from elsewhere, see --import-state) gets none set there, and says so.
     """
     configs: dict[str, dict[str, str]] = {}
     notes = []
     targets = set(saved.topic_map.values())
+    for target, created_id in sorted(saved.created_topics.items()):
+        if target in targets and target not in to_create and topic_ids.get(target, "") != created_id:
+            raise TopicvaultError(
+                f"{target} is not the topic restore {saved.restore_id} created (its topic id changed: it was deleted "
+                "and created again since), so it is left as it is: restore into a new topic with a new --restore-id"
+            )
     for target, named in sorted(saved.topic_configs.items()):
         began = {int(where.rsplit(":", 1)[1]): start for where, start in saved.start_offsets.items()
                  if where.rsplit(":", 1)[0] == target}
-        if target in targets and began and not any(began.values()):
+        created = target in to_create or target in saved.created_topics
+        if target in targets and began and not any(began.values()) and created:
             screened = screen_topic_configs(named)  # a state imported from elsewhere may name any config
             configs[target] = screened.applied
             notes += screened.notes(target)
             continue
         why = ("it restores nothing into it" if target not in targets
-               else f"it began writing at offset {max(began.values())}" if began else "it names no start there")
+               else f"it began writing at offset {max(began.values())}" if began and any(began.values())
+               else "it names no start there" if not began
+               else "its CreateTopics did not create it: the topic was there already, or the state does not say")
         notes.append(f"{target}: not created by restore {saved.restore_id} ({why}), so the configs its state "
                      f"names are not set there: {', '.join(f'{k}={v}' for k, v in sorted(named.items())) or 'none'}")
     return configs, notes
@@ -478,7 +510,7 @@ def _topic_settings(facts: RestoreFacts, targets: RestoreTargets, tasks: list[Re
                      {t.target: facts.target.watermarks[t.target][0] for t in tasks
                       if t.target in facts.target.watermarks})
     # The first run created the topics; what is missing yet (it died before creating them) is created now.
-    configs, notes = _configs_of_created(facts.saved)
+    configs, notes = _configs_of_created(facts.saved, facts.target.topic_ids, targets.to_create)
     return configs, {}, notes
 
 

@@ -137,6 +137,10 @@ class RestoreState:
     # later drops records a resumed restore may not have written (restore.check_not_expired).
     source_starts: dict[str, int] | None = field(default_factory=dict)
     created_ms: int | None = None  # when the restore first started, as saved (None: not saved, or not yet)
+    # Target topic -> its Kafka topic id, for each topic whose CreateTopics this restore saw succeed (not
+    # TOPIC_ALREADY_EXISTS), added once created (add_created_topics). Configs are set only on those, while
+    # their id is the same: a state without this key (older) names none, and none get configs.
+    created_topics: dict[str, str] = field(default_factory=dict)
 
     def start_offset(self, topic: str, partition: int) -> int:
         return self.start_offsets[f"{topic}:{partition}"]
@@ -154,6 +158,7 @@ class RestoreState:
                 "topic_configs": self.topic_configs,
                 "source_starts": self.source_starts,
                 "created_ms": int(time.time() * 1000),
+                "created_topics": self.created_topics,
             },
             sort_keys=True,
             indent=1,
@@ -206,6 +211,7 @@ def _state_of(body: dict) -> RestoreState:
         topic_configs={str(t): {str(k): str(v) for k, v in c.items()} for t, c in body.get("topic_configs", {}).items()},
         source_starts={k: int(v) for k, v in body["source_starts"].items()} if "source_starts" in body else None,
         created_ms=int(body["created_ms"]) if "created_ms" in body else None,
+        created_topics={str(t): str(i) for t, i in body.get("created_topics", {}).items()},
     )
 
 
@@ -254,6 +260,20 @@ def add_source_starts(records: RestoreRecords, restore_id: str, starts: dict[str
     if not starts or "source_starts" not in body:
         return  # nothing new, or a state older than source_starts (no check there)
     body["source_starts"] = {**starts, **body["source_starts"]}  # a saved start is never moved
+    records.write(restore_id, STATE_NAME, json.dumps(body, sort_keys=True, indent=1).encode())
+
+
+def add_created_topics(records: RestoreRecords, restore_id: str, topic_ids: dict[str, str]) -> None:
+    """Save the topics this restore created (CreateTopics answered success) with their topic ids.
+
+    Called right after they are created, before anything is produced or configured: only a topic
+    named here, whose id is still this one, ever gets configs from the restore (see
+    restore_plan._configs_of_created).
+    """
+    if not topic_ids:
+        return
+    body = json.loads(records.read(restore_id, STATE_NAME) or b"{}")
+    body["created_topics"] = {**body.get("created_topics", {}), **topic_ids}
     records.write(restore_id, STATE_NAME, json.dumps(body, sort_keys=True, indent=1).encode())
 
 

@@ -324,3 +324,28 @@ def ends_of(records: dict) -> dict[int, int]:
     """Each partition's offset after its last record (records: partition -> its records in
     offset order, as consume_all returns them)."""
     return {partition: rows[-1].offset + 1 for partition, rows in records.items()}
+
+
+def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+    """The configs set on the topic itself (Kafka's DYNAMIC_TOPIC_CONFIG entries), read with a plain admin client."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future resolves
+    entries = list(admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values())[0].result(30)
+    return {name: entry.value for name, entry in entries.items()
+            if getattr(entry.source, "value", entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+            and entry.value is not None}
+
+
+def recreate_topic(bootstrap: str, name: str, partitions: int, config: dict) -> str:
+    """Delete the topic and create it again under the same name with `config` (a new topic id)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([name])[name].result(30)
+    deadline = time.monotonic() + 60
+    while True:  # the deletion completes asynchronously: creation fails until it has
+        try:
+            return create_topic(bootstrap, name, partitions, config)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

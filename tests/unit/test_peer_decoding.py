@@ -109,7 +109,7 @@ def test_time_bucketed_aiven_objects_merge_by_offset(tmp_path):
     (tmp_path / "hour=07" / "t-0-8").write_bytes(aiven_rows([8, 10, 12, 14]))
     (tmp_path / "hour=08" / "t-0-9").write_bytes(aiven_rows([9, 11, 13, 15]))
     (tmp_path / "hour=07" / "t-0-16").write_bytes(aiven_rows([16, 20]))  # 17..19 absent: one gap
-    (tmp_path / "hour=08" / "t-0-13").write_bytes(aiven_rows([13, 15], b"again"))  # re-delivered
+    (tmp_path / "hour=08" / "t-0-13").write_bytes(aiven_rows([13, 15]))  # re-delivered: the same records
     rows, report = restored(tmp_path, "aiven", PeerOptions(("value", "offset")), template)
     assert [r["offset"] for r in rows] == [8, 9, 10, 11, 12, 13, 14, 15, 16, 20]
     assert [r["value"] for r in rows] == [b"v%d" % o for o in (8, 9, 10, 11, 12, 13, 14, 15, 16, 20)]
@@ -121,6 +121,21 @@ def test_duplicates_inside_one_object_are_restored_once(tmp_path):
     (tmp_path / "t-0-5").write_bytes(aiven_rows([5, 6, 6, 7]))
     rows, report = restored(tmp_path, "aiven", PeerOptions(("value", "offset")))
     assert [r["offset"] for r in rows] == [5, 6, 7] and report.duplicates == 1
+
+
+def test_two_objects_holding_one_offset_with_different_content_are_refused_naming_both(tmp_path):
+    # A re-created topic writing into the same prefix: its offsets start over with other records.
+    (tmp_path / "t-0-0").write_bytes(aiven_rows([0, 1, 2, 3]))
+    (tmp_path / "t-0-2").write_bytes(aiven_rows([2, 3], b"other log"))
+    with pytest.raises(TopicvaultError, match=r"offset 2 is held by t-0-0 and by t-0-2 with different content"):
+        restored(tmp_path, "aiven", PeerOptions(("value", "offset")))
+
+
+def test_one_object_holding_one_offset_twice_with_different_content_is_refused(tmp_path):
+    (tmp_path / "t-0-5").write_bytes(aiven_csv([f"{b64(b'first')},5", f"{b64(b'first')},6",
+                                                f"{b64(b'second')},6", f"{b64(b'x')},7"]))
+    with pytest.raises(TopicvaultError, match=r"offset 6 is held twice by t-0-5 with different content"):
+        restored(tmp_path, "aiven", PeerOptions(("value", "offset")))
 
 
 def test_an_object_whose_name_misstates_its_first_offset_is_refused(tmp_path):

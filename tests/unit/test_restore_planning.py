@@ -55,9 +55,11 @@ def facts(state: BackupState, cluster: dict[str, int] | None = None, watermarks:
 
 
 def saved_state(topic_map: dict[str, str], starts: dict[str, int], selection: Selection = Selection(),
-                source_starts: dict[str, int] | None = None) -> RestoreState:
+                source_starts: dict[str, int] | None = None, created: dict[str, str] | None = None) -> RestoreState:
+    """A saved state; `created`: the topics its CreateTopics created, with their ids (default: none known)."""
     return RestoreState("r1", BOOTSTRAP, topic_map, starts, selection.to_json(), {"orders-copy": {}},
-                        {} if source_starts is None else source_starts, created_ms=NOW_MS - 10_000)
+                        {} if source_starts is None else source_starts, created_ms=NOW_MS - 10_000,
+                        created_topics=created or {})
 
 
 def test_a_fresh_restore_plans_every_partition_into_new_topics_from_offset_zero():
@@ -103,13 +105,34 @@ def test_a_target_with_fewer_partitions_than_the_archive_is_refused():
 
 def test_a_rerun_of_a_finished_restore_id_plans_from_its_saved_starts_and_resumes():
     state = archive(entry("orders", 0, 0, 9))
-    saved = saved_state({"orders": "orders-copy"}, {"orders-copy:0": 0}, source_starts={"orders:0": 0})
-    plan = build_restore_plan(facts(state, {"orders-copy": 1}, {("orders-copy", 0): (0, 10)}, saved),
+    saved = saved_state({"orders": "orders-copy"}, {"orders-copy:0": 0}, source_starts={"orders:0": 0},
+                        created={"orders-copy": "id-1"})
+    plan = build_restore_plan(facts(state, {"orders-copy": 1}, {("orders-copy", 0): (0, 10)}, saved,
+                                    target={"topic_ids": {"orders-copy": "id-1"}}),
                               RestoreRequest(renames={"orders": "orders-copy"}, restore_id="r1"))
     assert plan.resumed and plan.topics_to_create == {}
     # The task counts what the target holds (all 10) and produces nothing: a rerun is a no-op.
     assert [(t.target_start, t.records, t.resumed) for t in plan.tasks] == [(0, 10, True)]
     assert plan.topic_configs == {"orders-copy": {}}  # the configs its state names for the topic it created
+
+
+def test_a_rerun_sets_configs_only_on_a_topic_its_create_topics_created_with_the_same_id():
+    state = archive(entry("orders", 0, 0, 9))
+    request = RestoreRequest(renames={"orders": "orders-copy"}, restore_id="r1")
+    holding = ({"orders-copy": 1}, {("orders-copy", 0): (0, 10)})
+    # A state older than created_topics, or one whose CreateTopics found the topic there: no configs.
+    for created in ({}, {"other": "id-9"}):
+        saved = saved_state({"orders": "orders-copy"}, {"orders-copy:0": 0}, created=created)
+        plan = build_restore_plan(facts(state, *holding, saved), request)
+        assert plan.topic_configs == {}
+        assert any("not created by restore r1" in note and "did not create it" in note for note in plan.notes)
+    # Deleted and created again by someone else since: refused while planning, before any AlterConfigs.
+    saved = saved_state({"orders": "orders-copy"}, {"orders-copy:0": 0}, created={"orders-copy": "id-1"})
+    with pytest.raises(TopicvaultError, match="orders-copy is not the topic restore r1 created .*deleted and created"):
+        build_restore_plan(facts(state, *holding, saved, target={"topic_ids": {"orders-copy": "id-2"}}), request)
+    # Deleted and not there now: this run creates it again, and sets its configs if that succeeds.
+    plan = build_restore_plan(facts(state, {}, {}, saved), request)
+    assert plan.topics_to_create == {"orders-copy": 1} and plan.topic_configs == {"orders-copy": {}}
 
 
 def test_a_rerun_without_topics_follows_the_topics_the_restore_id_began_with():
