@@ -679,7 +679,7 @@ def list_backup(
     settings = _settings(config, None, store, None, [], uri, store_option)
     location = _uri_of(settings, "URI")
     state = load_state(open_store(location, settings.store_options))
-    if not state.partitions:
+    if not state.last_sequence:  # commits covering no offsets yet are a backup too (of topics with no records)
         raise NoBackup(location)
     _print(report.ls(state, as_json))
 

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from clitools import run_cli
+from clitools import run_cli, run_cli_stdout
 from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 from harness_broker import TANSU_KINDS
 from kafkatools import (
     FAST_FAILING,
@@ -260,6 +262,35 @@ def test_a_backup_stopped_short_by_an_open_transaction_says_so_on_its_first_run(
         assert "2023-11-14T22:13:20.500Z" in held[0] and "kafka-transactions.sh" in held[0], held[0]
     finally:
         producer.abort_transaction(30)
+
+
+def test_a_backup_with_no_records_yet_is_a_backup_not_no_backup(bootstrap, spark, topic_factory, tmp_path):
+    """Issue #50 item 18: a location whose commits save topic settings but cover no offsets (a
+    backup of empty topics, or the first commit of `backup --follow` before its first micro-batch)
+    made ls, compact, expire, verify and inspect exit 1 with "no backup at …: no commit records",
+    false, while restore accepted it. ls shows its topics and partitions, compact and expire have
+    nothing to do, verify and inspect succeed with zero records, and a restore re-creates them."""
+    topic = topic_factory(2, prefix="no-records-yet")
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    assert len(list((tmp_path / "b" / "_topicvault" / "commits").glob("*.json"))) == 1
+
+    listed = run_cli("ls", location)
+    assert [line.split()[:2] for line in listed.splitlines() if line.startswith(topic)] == [[topic, "0"], [topic, "1"]]
+    assert "2 partitions, 0 records, 0 objects, 1 commit" in listed, listed
+    data = json.loads(run_cli_stdout("ls", location, "--json"))
+    assert [(p["topic"], p["partition"], p["records"]) for p in data["partitions"]] == [(topic, 0, 0), (topic, 1, 0)]
+    assert "no backup" not in run_cli("verify", location)
+    assert run_cli("verify", location, "--topic", topic, "-b", bootstrap)
+    assert run_cli_stdout("inspect", location) == ""
+    assert run_cli_stdout("inspect", location, "--topic", topic, "--partition", "1") == ""
+    assert "nothing to commit" in run_cli("compact", location)
+    assert "nothing that old" in run_cli("expire", location, "--before", "1d")
+    assert len(list((tmp_path / "b" / "_topicvault" / "commits").glob("*.json"))) == 1
+
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    restored = AdminClient({"bootstrap.servers": bootstrap}).list_topics(f"{topic}-r", timeout=30).topics[f"{topic}-r"]
+    assert restored.error is None and len(restored.partitions) == 2
 
 
 def test_an_error_left_from_a_range_not_being_read_now_is_not_taken_for_one(bootstrap, topic_factory, monkeypatch):
