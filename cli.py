@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from inspect import Parameter
@@ -249,6 +249,50 @@ def _key_template_of(key_template: Optional[str], time_partition: Optional[str])
     return time_partitioned_template(time_partition) if time_partition else key_template
 
 
+def _refuse_given(context: typer.Context, refused: Mapping[str, str]) -> None:
+    """Refuse the first option of `refused` (parameter name -> the one line saying why it does not
+    apply and what to do) that the user gave, before anything is read or written.
+
+    Given means on the command line, even at its default value: an option a run would not honour
+    is never dropped in silence."""
+    for name, line in refused.items():
+        source = context.get_parameter_source(name)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            raise TopicvaultError(line)
+
+
+def _refuse_by_follow(context: typer.Context, follow: bool, one_shot_only: Mapping[str, str],
+                      follow_only: Mapping[str, str]) -> None:
+    """A command with --follow: refuse the options only a one-shot run honours (with --follow) or
+    only --follow honours (without it); see _refuse_given."""
+    _refuse_given(context, one_shot_only if follow else follow_only)
+
+
+DRY_RUN_WITH_FOLLOW = "--dry-run shows one plan and --follow runs until stopped: drop --follow to see the plan"
+BACKUP_ONE_SHOT_ONLY = {
+    "dry_run": DRY_RUN_WITH_FOLLOW,
+    "full": "--full starts a location over with a one-shot backup, --follow continues what the location holds "
+            "(on an empty one, from each log's start): drop --full",
+    "records_per_task": "--records-per-task sizes a one-shot backup's Spark tasks, --follow reads in micro-batches: "
+                        "size them with --max-records-per-trigger instead",
+    "as_json": "--json prints a one-shot backup's plan or summary, --follow prints a line per micro-batch: drop "
+               "--json (--metrics-port serves a follower's figures)",
+    "quiet": "--quiet hides a one-shot backup's progress, --follow prints a line per micro-batch: drop --quiet",
+}
+BACKUP_FOLLOW_ONLY = {
+    "flush_interval": "--flush-interval works with --follow: add --follow",
+    "max_records_per_trigger": "--max-records-per-trigger works with --follow: add --follow",
+    "metrics_port": "--metrics-port works with --follow: add --follow (a one-shot backup serves no metrics)",
+    "metrics_address": "--metrics-address works with --follow and --metrics-port: add them",
+}
+RESTORE_ONE_SHOT_ONLY = {
+    "dry_run": DRY_RUN_WITH_FOLLOW,
+    "cluster_state": "--cluster-state works with a one-shot restore, not --follow: restore the cluster state once, "
+                     "then start the standby",
+}
+RESTORE_FOLLOW_ONLY = {"poll_interval": "--poll-interval works with --follow: add --follow"}
+
+
 def _print(lines: list[report.Line]) -> None:
     """Print a report's lines, each on its stream, in order."""
     for line in lines:
@@ -258,6 +302,7 @@ def _print(lines: list[report.Line]) -> None:
 @app.command()
 @reports_errors
 def backup(
+    context: typer.Context,
     bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Kafka bootstrap servers."),
     to: Optional[str] = typer.Option(None, "--to", help="Backup location: s3://bucket/prefix, file:///dir or a path."),
     topic: List[str] = typer.Option([], "--topic", "-t", help="Topic to back up (repeatable)."),
@@ -307,8 +352,7 @@ def backup(
         rotation=Rotation(max_records, max_bytes),
         encryption_keys=settings.encryption_keys,
     )
-    if metrics_port and not follow:
-        raise TopicvaultError("--metrics-port works with --follow: add --follow (a one-shot backup serves no metrics)")
+    _refuse_by_follow(context, follow, BACKUP_ONE_SHOT_ONLY, BACKUP_FOLLOW_ONLY)
     if follow:
         _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master, metrics_port,
                 metrics_address)
@@ -383,6 +427,7 @@ def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_inter
 @app.command()
 @reports_errors
 def restore(
+    context: typer.Context,
     from_uri: Optional[str] = typer.Option(None, "--from", help="Backup location to restore from."),
     bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Target Kafka bootstrap servers."),
     topic: List[str] = typer.Option([], "--topic", "-t", help="Source topic to restore (default: all)."),
@@ -479,8 +524,8 @@ def restore(
     job = _restore_job(settings, layout, key_template, state, on_error, rate,
                        PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
                                    peer_value_encoding, peer_header_encoding, peer_key_encoding))
-    _check_restore_flags(cluster_state, scram_passwords, merge_acls or add_scram_mechanisms or accept_renamed_access,
-                         follow, poll_interval)
+    _check_restore_flags(context, cluster_state, scram_passwords,
+                         merge_acls or add_scram_mechanisms or accept_renamed_access, follow)
     groups = groups or cluster_state  # group offsets are part of the cluster's state
     if group and not groups:
         raise TopicvaultError("--group works with --groups: add --groups")
@@ -491,7 +536,7 @@ def restore(
     if import_state:
         _import_state(job, restore_id, import_state, settings.store_options)
     if follow:
-        check_follow_options(request.selection, request.poll_interval_s, dry_run)
+        check_follow_options(request.selection, request.poll_interval_s)
         _follow_restore(job, request, master, as_json, quiet)
         return
     restore_plan = _plan_one_restore(job, request, cluster_state, scram_passwords, merge_acls,
@@ -531,18 +576,14 @@ def _selection(until: Optional[str], until_mode: str, from_offset: list[str], to
     )
 
 
-def _check_restore_flags(cluster_state: bool, scram_passwords: Optional[str], access_flags: bool, follow: bool,
-                         poll_interval: Optional[float]) -> None:
+def _check_restore_flags(context: typer.Context, cluster_state: bool, scram_passwords: Optional[str],
+                         access_flags: bool, follow: bool) -> None:
     """Refuse flags that only work with another one, naming the one to add or drop (`access_flags`: one of
     --merge-acls, --add-scram-mechanisms, --accept-renamed-access given)."""
     if (scram_passwords or access_flags) and not cluster_state:
         raise TopicvaultError("--scram-passwords, --merge-acls, --add-scram-mechanisms and --accept-renamed-access "
                               "work with --cluster-state: add --cluster-state")
-    if cluster_state and follow:
-        raise TopicvaultError("--cluster-state works with a one-shot restore, not --follow: restore the cluster "
-                              "state once, then start the standby")
-    if poll_interval is not None and not follow:
-        raise TopicvaultError("--poll-interval works with --follow: add --follow")
+    _refuse_by_follow(context, follow, RESTORE_ONE_SHOT_ONLY, RESTORE_FOLLOW_ONLY)
 
 
 def _plan_one_restore(job, request, cluster_state: bool, scram_passwords: Optional[str], merge_acls: bool,
@@ -654,7 +695,7 @@ def list_backup(
     location = _uri_of(settings, "URI")
     opened = open_store(location, settings.store_options)
     state = load_state(opened)
-    if not state.partitions:
+    if not state.last_sequence:  # commits covering no offsets yet are a backup too (of topics with no records)
         raise NoBackup(location)
     _print(report.ls(state, as_json, remembered_conditional_writes(opened)))
 

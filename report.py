@@ -79,9 +79,14 @@ SUMMARY_COLUMNS = ["topic", "partitions", "records", "bytes", "first_time", "las
 
 
 def listing(state: BackupState) -> dict:
-    """`ls` as data: every partition's range, records, objects, bytes and time span."""
-    partitions = []
-    for (topic, partition), ps in sorted(state.partitions.items()):
+    """`ls` as data: every partition's range, records, objects, bytes and time span; also the
+    partitions of saved topics that no commit covered offsets of (start and end None), which a
+    restore creates (issue #50 item 18)."""
+    partitions = [{"topic": topic, "partition": partition, "start": None, "end": None, "records": 0, "objects": 0,
+                   "median_object_bytes": None, "bytes": 0, "first_time": None, "last_time": None, "lost": []}
+                  for topic, settings in state.topics.items() for partition in range(settings.get("partitions", 0))
+                  if (topic, partition) not in state.partitions]
+    for (topic, partition), ps in state.partitions.items():
         partitions.append({
             "topic": topic,
             "partition": partition,
@@ -96,6 +101,7 @@ def listing(state: BackupState) -> dict:
             "last_time": iso(max((o.max_timestamp_ms for o in ps.objects), default=None)),
             "lost": [[r.start, r.end] for r in ps.lost],  # [start, end) offsets deleted before a backup read them
         })
+    partitions.sort(key=lambda p: (p["topic"], p["partition"]))
     return {
         "partitions": partitions,
         "records": sum(p["records"] for p in partitions),
@@ -402,7 +408,8 @@ def ls(state: BackupState, as_json: bool, conditional_writes: str | None = None)
         data["conditional_writes"] = conditional_writes
     if as_json:
         return [_out(to_json(data))]
-    rows = [{**p, "offsets": f"{p['start']}..{p['end'] - 1}"} for p in data["partitions"]]
+    rows = [{**p, "offsets": None if p["start"] is None else f"{p['start']}..{p['end'] - 1}"}
+            for p in data["partitions"]]
     median = f" (median {data['median_object_bytes']:,} bytes)" if data["objects"] else ""
     lines = [
         _out(table(rows, LS_COLUMNS)),

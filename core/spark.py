@@ -7,6 +7,7 @@ import faulthandler
 import os
 import pkgutil
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -124,11 +125,42 @@ def _launch_quiet_jvm(settings: dict[str, str]) -> None:
         readable, writable = os.pipe()
         threading.Thread(target=_pass_on_stderr, args=(readable,), name="jvm-stderr", daemon=True).start()
         try:
-            gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(settings.items()),
-                                     popen_kwargs={"stderr": writable})
+            with _ending_signals_held():
+                gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(settings.items()),
+                                         popen_kwargs={"stderr": writable})
+                SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
         finally:
             os.close(writable)
-        SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
+
+
+# The signals that end a topicvault process: Ctrl-C, and a supervisor's SIGTERM.
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _ending_signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM during the block, then act on them as if they had come just after it.
+
+    For the launch of the driver JVM: pyspark waits for the JVM to write its port into a file of a
+    temporary folder, and an exception there (KeyboardInterrupt, SystemExit) deletes the folder and
+    leaves the JVM behind: it fails to write the file, its py4j server thread keeps it running,
+    orphaned, and it holds this process's stdout, so a caller reading that to its end hangs (issue
+    #50 item 17). Once launched, the JVM reads its stdin, a pipe from this process, and exits when
+    it closes: whatever way this process ends. The launch takes seconds; a signal waits that long.
+    Only the main thread sets signal handlers (elsewhere the block runs as it is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: arrived.append(signum))
+                for signum in ENDING_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        for signum in dict.fromkeys(arrived):
+            signal.raise_signal(signum)  # the handler it would have met: KeyboardInterrupt, SystemExit
 
 
 def _pass_on_stderr(readable: int) -> None:

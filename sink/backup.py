@@ -12,6 +12,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaException, TopicPartition
+
 from ..core.access import changed_access
 from ..core.archive.checkpoints import load_state
 from ..core.archive.commit_log import append, backup_record
@@ -196,12 +198,47 @@ def plan_run(
                                                                          "read_uncommitted").items()}
     offsets = _with_true_ends(job.kafka, partition_watermarks(job.kafka, partitions))
     log_ends = {where: max(end, offsets[where][1]) for where, end in log_ends.items()}
+    held_since = _first_record_times(job.kafka, {where: offsets[where][1] for where, end in log_ends.items()
+                                                 if end > offsets[where][1]})
     cluster = ClusterRead(
         selected, offsets, topic_ids=ids,
         topic_settings={t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()},
         groups=groups, warnings=warnings + access_warnings, log_ends=log_ends, access=access.to_json(),
+        held_since=held_since,
     )
     return plan_backup(cluster, state, records_per_task, job.store_uri)
+
+
+# How long a backup waits for the first records open transactions hold back (only to say since when).
+FIRST_RECORD_WAIT_S = 10.0
+
+
+def _first_record_times(kafka: KafkaSettings, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """The timestamp (ms) of the record at each partition's offset in `starts`, read_uncommitted:
+    at a last stable offset below the log's end, the first record of the open transaction that
+    holds the partition back. Only to tell the operator since when (sink.plan._held_back), so best
+    effort: a partition whose record does not come within FIRST_RECORD_WAIT_S, or has no
+    timestamp, is left out."""
+    if not starts:
+        return {}
+    consumer = metadata_consumer(kafka, **{"isolation.level": "read_uncommitted", "auto.offset.reset": "error"})
+    read: dict[tuple[str, int], int] = {}  # -1: no timestamp
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset) for (topic, partition), offset in starts.items()])
+        deadline = time.monotonic() + FIRST_RECORD_WAIT_S
+        while len(read) < len(starts) and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None or message.error() is not None:
+                continue
+            where = (message.topic(), message.partition())
+            if where in starts and where not in read:
+                read[where] = message.timestamp()[1]
+                consumer.pause([TopicPartition(*where)])
+    except KafkaException:
+        pass  # said without a time
+    finally:
+        consumer.close()
+    return {where: ms for where, ms in read.items() if ms >= 0}
 
 
 def _with_true_ends(kafka: KafkaSettings, offsets: dict[tuple[str, int], tuple[int, int]]

@@ -8,6 +8,7 @@ from typing import Mapping
 from ..core.access import changed_access
 from ..core.archive.commits import BackupState, ObjectEntry, PartitionRange, check_topic_ids
 from ..core.errors import TopicvaultError
+from ..core.text import iso, plural
 from .kafka_reader import OffsetRange
 
 DEFAULT_RECORDS_PER_TASK = 1_000_000
@@ -68,7 +69,8 @@ class ClusterRead:
     `topic_settings` (topic -> TopicSettings.to_json()), `groups` (CommitRecord.groups; None: not
     read) and `access` (AccessState.to_json; None: not read) are saved by the commit when they
     differ from the state; `warnings` are what was noticed while they were read. `log_ends` (the
-    high watermarks, read_uncommitted) tell where an open transaction holds a partition back."""
+    high watermarks, read_uncommitted) tell where an open transaction holds a partition back;
+    `held_since` the timestamp (ms) of the first record it holds back, where that was read."""
 
     topics: dict[str, int]  # topic -> partitions
     offsets: dict[tuple[str, int], tuple[int, int]]
@@ -78,6 +80,7 @@ class ClusterRead:
     warnings: list[str] | None = None
     log_ends: Mapping[tuple[str, int], int] | None = None
     access: dict | None = None
+    held_since: Mapping[tuple[str, int], int] | None = None
 
 
 def plan_backup(cluster: ClusterRead, state: BackupState, records_per_task: int = DEFAULT_RECORDS_PER_TASK,
@@ -115,7 +118,8 @@ def plan_backup(cluster: ClusterRead, state: BackupState, records_per_task: int 
                 f"{topic}[{partition}]: offsets {committed}..{low - 1} were deleted by retention before "
                 "this backup could read them; recorded as lost"
             )
-        held = _held_back(topic, partition, committed, high, (log_ends or {}).get((topic, partition), high))
+        held = _held_back(topic, partition, committed, high, (log_ends or {}).get((topic, partition), high),
+                          (cluster.held_since or {}).get((topic, partition)))
         warnings.extend(held)
         read_from = max(start, low)
         partitions.append(PartitionPlan(topic, partition, start, high, low))
@@ -216,20 +220,29 @@ class ReadExtent:
     last_records: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-def _held_back(topic: str, partition: int, committed: int | None, stable_end: int, log_end: int) -> list[str]:
-    """A warning when an open transaction has held the partition back since the last backup.
+def _held_back(topic: str, partition: int, committed: int | None, stable_end: int, log_end: int,
+               since_ms: int | None = None) -> list[str]:
+    """A warning when an open transaction holds the partition back: this run stops short of the log's end.
 
     read_committed reads stop at the last stable offset (`stable_end`), before the first record
-    of the oldest open transaction. Transactions usually end within seconds, and the next run
-    reads on; one that stays open (a producer that died mid-transaction, until
-    transaction.timeout.ms; a hanging transaction, KIP-890) holds back everything after it while
-    the log grows (`log_end`), and retention may delete those records before any backup reads them.
+    of the oldest open transaction (its time: `since_ms`, where read). Transactions usually end
+    within seconds, and the next run reads on, but the operator must know that this backup ends
+    before the newest records (issue #50 item 12). One that stays open (a producer that died
+    mid-transaction, until transaction.timeout.ms; a hanging transaction, KIP-890) holds back
+    everything after it while the log grows (`log_end`), and retention may delete those records
+    before any backup reads them: a run whose stable offset has not moved since the last backup
+    says so, and what to do.
     """
-    if committed is None or committed != stable_end or log_end <= stable_end:
+    if log_end <= stable_end:
         return []
-    return [f"{topic}[{partition}]: offsets {stable_end}..{log_end - 1} wait behind an open transaction (the last "
-            "stable offset has not moved since the last backup): they are backed up once it ends; if it never does "
-            "(a hanging transaction), abort it (kafka-transactions.sh) before retention deletes them"]
+    waiting = f"offsets {stable_end}..{log_end - 1} ({plural(log_end - stable_end, 'offset')})"
+    since = "" if since_ms is None else f" that began at {iso(since_ms)} (its first record's time)"
+    if committed == stable_end:
+        return [f"{topic}[{partition}]: {waiting} wait behind an open transaction{since} (the last stable offset "
+                "has not moved since the last backup): they are backed up once it ends; if it never does (a hanging "
+                "transaction), abort it (kafka-transactions.sh) before retention deletes them"]
+    return [f"{topic}[{partition}]: this backup ends at offset {stable_end}, before the log's end: {waiting} wait "
+            f"behind an open transaction{since}; a backup after it commits or aborts takes them"]
 
 
 def read_extent(partitions: list[PartitionPlan], results: list[TaskResult]) -> ReadExtent:

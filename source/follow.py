@@ -92,15 +92,14 @@ class StandbyRequest:
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
 
 
-def check_follow_options(selection: Selection, poll_interval_s: float, dry_run: bool) -> None:
-    """Refuse options a standby cannot honour, before anything is read or written."""
+def check_follow_options(selection: Selection, poll_interval_s: float) -> None:
+    """Refuse values a standby cannot honour, before anything is read or written (options only a
+    one-shot restore takes, such as --dry-run, are refused by the CLI, as backup's)."""
     if poll_interval_s <= 0:
         raise TopicvaultError(f"bad --poll-interval {poll_interval_s:g}: give a positive number of seconds")
     if selection.until_ms is not None:
         raise TopicvaultError("--until restores the archive as of a past moment, --follow keeps restoring what "
                               "lands: drop one of them")
-    if dry_run:
-        raise TopicvaultError("--dry-run shows one plan and --follow runs until stopped: drop --follow to see the plan")
 
 
 class LateRecords(SkippedObject):

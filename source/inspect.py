@@ -7,7 +7,7 @@ import json
 from typing import Iterator
 
 from ..core.archive.checkpoints import load_state
-from ..core.archive.commits import ObjectEntry
+from ..core.archive.commits import BackupState, ObjectEntry
 from ..core.crypto import Keyring, ObjectBinding, is_sealed
 from ..core.envelope import Record, batch_to_records
 from ..core.errors import NoBackup, TopicvaultError
@@ -44,8 +44,10 @@ def records_of_topic(store: ObjectStore, topic: str | None, partition: int | Non
     state = load_state(store, keyring)
     chosen = sorted((t, p) for (t, p) in state.partitions
                     if (topic is None or t == topic) and (partition is None or p == partition))
-    if not state.partitions:
+    if not state.last_sequence:
         raise NoBackup(store.uri)
+    if not chosen and _saved(state, topic, partition):
+        return  # a backup whose commits cover no offsets of these yet: no records (issue #50 item 18)
     if not chosen:
         what = f"partition {partition}" if topic is None else f"{topic}{'' if partition is None else f'[{partition}]'}"
         raise TopicvaultError(f"{what} is not in the backup at {store.uri}; `topicvault ls` lists what is")
@@ -55,6 +57,13 @@ def records_of_topic(store: ObjectStore, topic: str | None, partition: int | Non
             for record in batch_to_records(batch):
                 if record.offset >= offset:
                     yield record
+
+
+def _saved(state: BackupState, topic: str | None, partition: int | None) -> bool:
+    """Whether the commits saved the settings of `topic` (any, if None) with `partition` (any, if
+    None), whether or not they cover offsets of it."""
+    counts = [settings.get("partitions", 0) for name, settings in state.topics.items() if topic in (None, name)]
+    return (topic is None and partition is None) or any(partition is None or partition < n for n in counts)
 
 
 def show_bytes(data: bytes | None, limit: int = 200) -> str:

@@ -72,9 +72,9 @@ def verify_backup(
     other file under _topicvault/ a reader could rely on is read too, and the saved restore
     states of this archive in `state_store` (see VerifyReport.damaged)."""
     state = fold_commits(store, keyring)  # verify checks the truth itself, not the checkpoints derived from it
-    if not state.partitions:
+    if not state.last_sequence:  # commits covering no offsets yet are a backup too, with nothing to check
         raise NoBackup(store.uri)
-    unknown = sorted(set(topics or []) - {t for t, _ in state.partitions})
+    unknown = sorted(set(topics or []) - {t for t, _ in state.partitions} - set(state.topics))
     if unknown:
         raise TopicvaultError(f"topic(s) {', '.join(unknown)} are not in the backup at {store.uri}")
     report = VerifyReport(problems=checkpoint_problems(store, state, keyring), damaged=damaged_state_files(store, state_store))

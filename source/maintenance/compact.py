@@ -183,7 +183,7 @@ def plan_compaction(job: CompactJob, store: ObjectStore, dry_run: bool = False,
     `dry_run`, also plan the collection that would follow, counting the merged objects as retired."""
     keyring = job.keyring()
     state = load_state(store, keyring)
-    if not state.partitions:
+    if not state.last_sequence:  # commits covering no offsets yet: nothing to merge, said as such
         raise NoBackup(job.store_uri)
     plan = compact_plan(state, job, keyring.sealing.key_id if keyring else None)
     # Every key needed, before writing; unencrypted objects are what a compact with a key encrypts.

@@ -140,7 +140,7 @@ def plan_expiry(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool
         raise TopicvaultError("--grace must not be negative")
     check_before(before_ms, collection_time(now_ms))
     state = load_state(store, keyring)
-    if not state.partitions:
+    if not state.last_sequence:  # commits covering no offsets yet: nothing to expire, said as such
         raise NoBackup(store.uri)
     plan = expire_plan(state, before_ms)
     if not dry_run:

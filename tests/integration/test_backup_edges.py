@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from clitools import run_cli
+from clitools import run_cli, run_cli_stdout
 from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 from harness_broker import TANSU_KINDS
 from kafkatools import (
     FAST_FAILING,
@@ -229,6 +231,66 @@ def test_an_open_transaction_holds_a_backup_back_and_the_next_run_says_so(bootst
     out = run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
     assert "transaction" in out and f"{topic}[0]" in out
     producer.abort_transaction(30)
+
+
+def test_a_backup_stopped_short_by_an_open_transaction_says_so_on_its_first_run(bootstrap, broker_kind, spark,
+                                                                                 topic_factory, tmp_path, request):
+    """Issue #50 item 12: a hanging transactional producer (begin, produce, flush, never commit),
+    one backup. It stops at the last stable offset, as it must, but said nothing: the operator was
+    not told that the backup ends before the newest records, nor how many offsets wait, nor since
+    when. Every run that stops short says so; a second with the stable offset unmoved says more."""
+    if broker_kind in TANSU_KINDS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tansu has no last stable offset"))
+    topic = topic_factory(2, prefix="open-tx-first")
+    produce_records(bootstrap, topic, [Record(topic, p, 0, None, b"before", 1_700_000_000_000, 0, ()) for p in (0, 1)])
+    producer = transactional_producer(bootstrap)
+    producer.begin_transaction()
+    producer.produce(topic, b"in an open transaction", partition=1, timestamp=1_700_000_000_500)
+    producer.flush(30)
+    produce_records(bootstrap, topic, [Record(topic, 1, 0, None, b"after", 1_700_000_000_600, 0, ())])
+    location = str(tmp_path / "b")
+    try:
+        first = run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+        held = [line for line in first.splitlines() if "transaction" in line]
+        assert len(held) == 1, first
+        assert f"{topic}[1]" in held[0] and "2 offsets" in held[0] and "1..2" in held[0], held[0]
+        assert "2023-11-14T22:13:20.500Z" in held[0], held[0]  # the time of the transaction's first record
+        assert "has not moved" not in held[0], held[0]
+        second = run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+        held = [line for line in second.splitlines() if "transaction" in line]
+        assert len(held) == 1 and f"{topic}[1]" in held[0] and "has not moved since the last backup" in held[0], second
+        assert "2023-11-14T22:13:20.500Z" in held[0] and "kafka-transactions.sh" in held[0], held[0]
+    finally:
+        producer.abort_transaction(30)
+
+
+def test_a_backup_with_no_records_yet_is_a_backup_not_no_backup(bootstrap, spark, topic_factory, tmp_path):
+    """Issue #50 item 18: a location whose commits save topic settings but cover no offsets (a
+    backup of empty topics, or the first commit of `backup --follow` before its first micro-batch)
+    made ls, compact, expire, verify and inspect exit 1 with "no backup at …: no commit records",
+    false, while restore accepted it. ls shows its topics and partitions, compact and expire have
+    nothing to do, verify and inspect succeed with zero records, and a restore re-creates them."""
+    topic = topic_factory(2, prefix="no-records-yet")
+    location = str(tmp_path / "b")
+    run_cli("backup", "-b", bootstrap, "--to", location, "-t", topic)
+    assert len(list((tmp_path / "b" / "_topicvault" / "commits").glob("*.json"))) == 1
+
+    listed = run_cli("ls", location)
+    assert [line.split()[:2] for line in listed.splitlines() if line.startswith(topic)] == [[topic, "0"], [topic, "1"]]
+    assert "2 partitions, 0 records, 0 objects, 1 commit" in listed, listed
+    data = json.loads(run_cli_stdout("ls", location, "--json"))
+    assert [(p["topic"], p["partition"], p["records"]) for p in data["partitions"]] == [(topic, 0, 0), (topic, 1, 0)]
+    assert "no backup" not in run_cli("verify", location)
+    assert run_cli("verify", location, "--topic", topic, "-b", bootstrap)
+    assert run_cli_stdout("inspect", location) == ""
+    assert run_cli_stdout("inspect", location, "--topic", topic, "--partition", "1") == ""
+    assert "nothing to commit" in run_cli("compact", location)
+    assert "nothing that old" in run_cli("expire", location, "--before", "1d")
+    assert len(list((tmp_path / "b" / "_topicvault" / "commits").glob("*.json"))) == 1
+
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={topic}-r")
+    restored = AdminClient({"bootstrap.servers": bootstrap}).list_topics(f"{topic}-r", timeout=30).topics[f"{topic}-r"]
+    assert restored.error is None and len(restored.partitions) == 2
 
 
 def test_an_error_left_from_a_range_not_being_read_now_is_not_taken_for_one(bootstrap, topic_factory, monkeypatch):

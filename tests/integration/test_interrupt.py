@@ -9,10 +9,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
-from kafkatools import consume_all, produce_records, topic_exists
+import pytest
+from kafkatools import consume_all, end_offsets, produce_records, topic_exists
 from topicvault.core.envelope import Record
 
 CLI = str(Path(sys.executable).with_name("topicvault"))
@@ -100,3 +102,99 @@ def test_ctrl_c_during_a_backup_says_nothing_was_committed(bootstrap, topic_fact
     assert_one_quiet_line(log.read_text(), f"interrupted: this run committed nothing; {location} holds what "
                                            "earlier backups committed; run again to back up the rest")
     assert not list((location / "_topicvault" / "commits").glob("*.json"))
+
+
+def children_of(pid: int) -> set[int]:
+    """Every live descendant of `pid`, from /proc (each thread's `children` file)."""
+    found: set[int] = set()
+    pending = [pid]
+    while pending:
+        parent = pending.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                with open(f"/proc/{parent}/task/{thread}/children") as children:
+                    for child in map(int, children.read().split()):
+                        if child not in found:
+                            found.add(child)
+                            pending.append(child)
+            except OSError:
+                continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie, exited but not yet reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def starting(bootstrap: str, target: str, pid: int) -> bool:
+    """The CLI has started a process (its Spark driver JVM, through spark-submit): Spark is starting."""
+    return bool(children_of(pid))
+
+
+def producing(bootstrap: str, target: str, pid: int) -> bool:
+    """The restore has produced records into its target."""
+    return topic_exists(bootstrap, target) and end_offsets(bootstrap, target, [0])[0][1] > 0
+
+
+@pytest.mark.parametrize("moment, signum, records", [(starting, signal.SIGINT, 1_000),
+                                                      (starting, signal.SIGTERM, 1_000),
+                                                      (producing, signal.SIGINT, 200_000)],
+                         ids=["SIGINT-while-Spark-starts", "SIGTERM-while-Spark-starts", "SIGINT-while-producing"])
+def test_a_signal_to_the_restore_alone_leaves_no_process_holding_its_output(bootstrap, topic_factory, tmp_path,
+                                                                             moment, signum, records):
+    """Issue #50 item 17: a supervisor or wrapper script signals the topicvault process alone, not
+    its group. It must end with every process it started, so whoever reads its output to the end
+    (a pipe) gets EOF. A signal while Spark's driver JVM was starting left that JVM running,
+    orphaned, holding the caller's stdout (the JVM found the folder it reports its port in deleted
+    and its py4j server thread kept it alive)."""
+    topic = topic_factory(1, prefix="interrupt-alone")
+    produce_records(bootstrap, topic, recent_records(topic, 1, records))
+    location = tmp_path / "backup"
+    assert subprocess.run([CLI, "backup", "-b", bootstrap, "-t", topic, "--to", str(location), "--quiet",
+                           "--master", "local[2]"], capture_output=True, timeout=600).returncode == 0
+    target = f"{topic}-restored"
+    # Its own session only so that the clean-up below can kill whatever is left; the signal goes to it alone.
+    restore = subprocess.Popen([CLI, "restore", "--from", str(location), "-b", bootstrap, "--rename",
+                                f"{topic}={target}", "--restore-id", "alone", "--max-records-per-second", "20000",
+                                "--master", "local[2]"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    output: list[bytes] = []
+    reader = threading.Thread(target=lambda: output.append(restore.stdout.read()), daemon=True)
+    reader.start()
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + 300
+        while not moment(bootstrap, target, restore.pid):
+            assert restore.poll() is None, f"ended ({restore.returncode}) before it was signalled: {output}"
+            assert time.monotonic() < deadline, f"not {moment.__name__} within 300 s"
+            started |= children_of(restore.pid)
+            time.sleep(0.05)
+        started |= children_of(restore.pid)
+        assert started, "the restore started no process (its Spark driver JVM)"
+        os.kill(restore.pid, signum)
+        reader.join(120)  # a hang detector, not a speed check
+        assert not reader.is_alive(), (f"its output was still open 120 s after {signum.name}; processes it "
+                                        f"started still running: {sorted(p for p in started if alive(p))}")
+        assert restore.wait(60) == 128 + signum, output
+        started |= children_of(restore.pid)
+        left = {pid for pid in started if alive(pid)}
+        assert not left, f"processes it started outlived it: {left}"
+    finally:
+        if restore.poll() is None:
+            os.killpg(restore.pid, signal.SIGKILL)
+            restore.wait(30)
+        for pid in {p for p in started if alive(p)}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

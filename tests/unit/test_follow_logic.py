@@ -44,3 +44,23 @@ def test_a_failed_query_is_reported_by_its_cause_not_by_spark_s_header():
                               "topicvault.core.errors.TopicvaultError: t[0] ended at offset 10 SQLSTATE: 39000")
     assert _reason(ours) == "t[0] ended at offset 10"
     assert _reason("something odd happened") == "something odd happened"
+
+
+def test_backup_options_that_do_not_apply_are_one_line_errors_before_anything_runs(tmp_path):
+    """Issue #50 item 13: `backup --follow --dry-run` ran a real continuous backup (the --follow
+    branch returned before --dry-run was looked at), and --full, --records-per-task, --json and
+    --quiet were silently ignored with --follow; --flush-interval and --max-records-per-trigger
+    without --follow too. Each is refused in one line naming it, before any connection or write."""
+    from clitools import assert_one_line_error, run_cli
+
+    location = tmp_path / "none"
+    for extra, needle in ((["--follow", "--dry-run"], "--dry-run"), (["--follow", "--full"], "--full"),
+                          (["--follow", "--records-per-task", "10"], "--records-per-task"),
+                          (["--follow", "--json"], "--json"), (["--follow", "--quiet"], "--quiet"),
+                          (["--follow", "-q"], "--quiet"),
+                          (["--flush-interval", "5"], "--flush-interval"),
+                          (["--max-records-per-trigger", "10"], "--max-records-per-trigger"),
+                          (["--metrics-port", "9400"], "--metrics-port")):
+        out = run_cli("backup", "--to", str(location), "-b", "127.0.0.1:1", "-t", "t", *extra, expect_exit=1)
+        assert_one_line_error(out, needle)
+    assert not location.exists()

@@ -54,12 +54,10 @@ def test_selection_after_a_restored_offset_keeps_the_users_bounds():
 
 def test_follow_refuses_options_it_cannot_honour():
     with pytest.raises(TopicvaultError, match="--until restores the archive as of a past moment"):
-        check_follow_options(Selection(until_ms=BASE), 10, False)
-    with pytest.raises(TopicvaultError, match="drop --follow to see the plan"):
-        check_follow_options(Selection(), 10, True)
+        check_follow_options(Selection(until_ms=BASE), 10)
     with pytest.raises(TopicvaultError, match="bad --poll-interval 0"):
-        check_follow_options(Selection(), 0, False)
-    check_follow_options(Selection(from_offsets=(("*", 5),)), 0.5, False)
+        check_follow_options(Selection(), 0)
+    check_follow_options(Selection(from_offsets=(("*", 5),)), 0.5)
 
 
 def test_follow_flags_are_one_line_errors_before_anything_runs(tmp_path):
