@@ -116,8 +116,9 @@ class RestoreJob:
         return open_store(self.store_uri, dict(self.store_options))
 
     def restore_records(self) -> RestoreRecords:
-        """Where this archive's restores keep their state and offset maps (never in the archive)."""
-        return RestoreRecords(open_store(self.state_uri), self.open_store())
+        """Where this archive's restores keep their state and offset maps (never in the archive),
+        each authenticated by the restore's key when it was given one."""
+        return RestoreRecords(open_store(self.state_uri), self.open_store(), self.keyring())
 
 
 @dataclass(frozen=True)
