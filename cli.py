@@ -578,13 +578,12 @@ def _run_one_restore(job, restore_plan, request, master: Optional[str], quiet: b
 
 def _import_state(job, restore_id: Optional[str], uri: str, store_options) -> None:
     """Copy a restore's records the user named into the state store (restore --import-state)."""
-    from .core.locations import open_store
+    from .core.locations import open_store_beside
     from .source.restore_state import import_restore_records
 
     if not restore_id:
         raise TopicvaultError("--import-state works with --restore-id: give the id of the restore it holds")
-    options = store_options if uri.split("://", 1)[0].lower() in ("s3", "s3a") else {}
-    names = import_restore_records(job.restore_records(), restore_id, open_store(uri, options))
+    names = import_restore_records(job.restore_records(), restore_id, open_store_beside(uri, store_options))
     typer.echo(f"imported restore {restore_id}'s records from {uri} into {job.state_uri}: {', '.join(names)}")
 
 
@@ -664,7 +663,7 @@ def verify(
 ) -> None:
     """Check every committed object (checksum, count, offsets) and every file under _topicvault/;
     optionally compare with the live topics."""
-    from .core.locations import open_store
+    from .core.locations import open_store, open_store_beside
     from .source.restore_state import default_state_uri
     from .source.verify import verify_backup
 
@@ -672,7 +671,7 @@ def verify(
     kafka = _kafka_of(settings) if settings.bootstrap_servers else None
     verified = verify_backup(open_store(_uri_of(settings, "URI"), settings.store_options), topic, kafka,
                              keyring=_keyring_of(settings),
-                             state_store=open_store(state or default_state_uri()))
+                             state_store=open_store_beside(state or default_state_uri(), settings.store_options))
     _print(report.verify(verified, kafka is not None, as_json, strict))
     if not (verified.ok_strict if strict else verified.ok):
         raise typer.Exit(1)
