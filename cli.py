@@ -480,10 +480,13 @@ def restore(
                              _selection(until, until_mode, from_offset, to_offset), allow_nonempty, create_topics,
                              configs, groups, tuple(group),
                              DEFAULT_POLL_INTERVAL_S if poll_interval is None else poll_interval)
-    if import_state:
-        _import_state(job, restore_id, import_state, settings.store_options)
     if follow:
         check_follow_options(request.selection, request.poll_interval_s, dry_run)
+    if import_state:
+        _import_state(job, restore_id, import_state, settings.store_options, dry_run)
+        if dry_run:
+            return
+    if follow:
         _follow_restore(job, request, master, as_json, quiet)
         return
     restore_plan = _plan_one_restore(job, request, cluster_state, scram_passwords, merge_acls)
@@ -576,14 +579,20 @@ def _run_one_restore(job, restore_plan, request, master: Optional[str], quiet: b
     return result, restore_groups(job, restore_plan.restore_id, list(request.only_groups) or None)
 
 
-def _import_state(job, restore_id: Optional[str], uri: str, store_options) -> None:
-    """Copy a restore's records the user named into the state store (restore --import-state)."""
+def _import_state(job, restore_id: Optional[str], uri: str, store_options, dry_run: bool) -> None:
+    """Copy a restore's records the user named into the state store (restore --import-state); with
+    `dry_run`, check them and write nothing (the plan, read from the state store, would not hold them)."""
     from .core.locations import open_store_beside
     from .source.restore_state import import_restore_records
 
     if not restore_id:
         raise TopicvaultError("--import-state works with --restore-id: give the id of the restore it holds")
-    names = import_restore_records(job.restore_records(), restore_id, open_store_beside(uri, store_options))
+    names = import_restore_records(job.restore_records(), restore_id, open_store_beside(uri, store_options), dry_run)
+    if dry_run:
+        typer.echo(f"dry run: would import restore {restore_id}'s records from {uri} into {job.state_uri}: "
+                   f"{', '.join(names)} (checked; nothing was written). Its plan shows once they are imported: "
+                   "run without --dry-run")
+        return
     typer.echo(f"imported restore {restore_id}'s records from {uri} into {job.state_uri}: {', '.join(names)}")
 
 

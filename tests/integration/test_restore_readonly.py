@@ -131,6 +131,12 @@ def test_restore_started_by_an_older_version_resumes_once_its_state_is_imported(
     assert "already holds records" in out and rid not in out, out
     # ... with it, the restore says the archive holds one and how to take it ...
     assert "--import-state" in run_cli(*args, expect_exit=1)
+    # A dry run, one-shot or --follow, writes nothing (issue #50 item 14): the next run still imports.
+    out = run_cli(*args, "--import-state", str(legacy), "--dry-run")
+    assert records.names(rid) == [], f"a dry run wrote into the state store:\n{out}"
+    assert "would import" in out and "nothing was written" in out, out
+    out = run_cli(*args, "--import-state", str(legacy), "--dry-run", "--follow", expect_exit=1)
+    assert "--dry-run" in out and records.names(rid) == [], out
     # ... and once imported, it resumes (nothing left to write) without writing into the archive.
     out = run_cli(*args, "--groups", "--import-state", str(legacy))
     assert "imported" in out and "restored 0 records" in out, out
