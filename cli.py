@@ -534,7 +534,9 @@ def restore(
                              configs, groups, tuple(group),
                              DEFAULT_POLL_INTERVAL_S if poll_interval is None else poll_interval)
     if import_state:
-        _import_state(job, restore_id, import_state, settings.store_options)
+        _import_state(job, restore_id, import_state, settings.store_options, dry_run)
+        if dry_run:
+            return
     if follow:
         check_follow_options(request.selection, request.poll_interval_s)
         _follow_restore(job, request, master, as_json, quiet)
@@ -631,15 +633,20 @@ def _run_one_restore(job, restore_plan, request, master: Optional[str], quiet: b
     return result, restore_groups(job, restore_plan.restore_id, list(request.only_groups) or None)
 
 
-def _import_state(job, restore_id: Optional[str], uri: str, store_options) -> None:
-    """Copy a restore's records the user named into the state store (restore --import-state)."""
-    from .core.locations import open_store
+def _import_state(job, restore_id: Optional[str], uri: str, store_options, dry_run: bool) -> None:
+    """Copy a restore's records the user named into the state store (restore --import-state); with
+    `dry_run`, check them and write nothing (the plan, read from the state store, would not hold them)."""
+    from .core.locations import open_store_beside
     from .source.restore_state import import_restore_records
 
     if not restore_id:
         raise TopicvaultError("--import-state works with --restore-id: give the id of the restore it holds")
-    options = store_options if uri.split("://", 1)[0].lower() in ("s3", "s3a") else {}
-    names = import_restore_records(job.restore_records(), restore_id, open_store(uri, options))
+    names = import_restore_records(job.restore_records(), restore_id, open_store_beside(uri, store_options), dry_run)
+    if dry_run:
+        typer.echo(f"dry run: would import restore {restore_id}'s records from {uri} into {job.state_uri}: "
+                   f"{', '.join(names)} (checked; nothing was written). Its plan shows once they are imported: "
+                   "run without --dry-run")
+        return
     typer.echo(f"imported restore {restore_id}'s records from {uri} into {job.state_uri}: {', '.join(names)}")
 
 
@@ -721,7 +728,7 @@ def verify(
 ) -> None:
     """Check every committed object (checksum, count, offsets) and every file under _topicvault/;
     optionally compare with the live topics."""
-    from .core.locations import open_store
+    from .core.locations import open_store, open_store_beside
     from .source.restore_state import default_state_uri
     from .source.verify import verify_backup
 
@@ -729,7 +736,7 @@ def verify(
     kafka = _kafka_of(settings) if settings.bootstrap_servers else None
     verified = verify_backup(open_store(_uri_of(settings, "URI"), settings.store_options), topic, kafka,
                              keyring=_keyring_of(settings),
-                             state_store=open_store(state or default_state_uri()))
+                             state_store=open_store_beside(state or default_state_uri(), settings.store_options))
     _print(report.verify(verified, kafka is not None, as_json, strict))
     if not (verified.ok_strict if strict else verified.ok):
         raise typer.Exit(1)

@@ -32,3 +32,11 @@ def open_store(uri: str, options: Mapping[str, str] | None = None) -> ObjectStor
     from .local_store import LocalStore
 
     return LocalStore(uri)
+
+
+def open_store_beside(uri: str, options: Mapping[str, str] | None) -> ObjectStore:
+    """A store named beside a location (restore --state, --import-state, verify --state), opened
+    with that location's store options (-S, a store profile) when it is on S3 too: an endpoint
+    other than AWS is then found without AWS_ENDPOINT_URL. A local path takes none."""
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    return open_store(uri, options if scheme in ("s3", "s3a") else None)

@@ -13,7 +13,6 @@ treats them as gaps, and the map names them so nobody mistakes them for compacti
 from __future__ import annotations
 
 import bisect
-import json
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -22,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..core.errors import TopicvaultError
 from .object_reader import SkippedObject
-from .restore_state import RestoreRecords
+from .restore_state import RESUME_ADVICE, RestoreRecords
 
 
 @dataclass
@@ -184,25 +183,27 @@ OFFSET_MAP_NAME = "offset-map.json"
 def save_offset_maps(records: RestoreRecords, restore_id: str, maps: list[OffsetMap]) -> str:
     """Write every partition's map of a restore as one JSON object in the state store; returns its key."""
     body = {"restore_id": restore_id, "partitions": [m.to_json() for m in sorted(maps, key=_order)]}
-    return records.write(restore_id, OFFSET_MAP_NAME, json.dumps(body, indent=1).encode())
+    return records.write(restore_id, OFFSET_MAP_NAME, body)
 
 
 def load_offset_maps(records: RestoreRecords, restore_id: str) -> dict[tuple[str, int], OffsetMap]:
     """A finished restore's maps by (source topic, partition)."""
-    raw = records.read(restore_id, OFFSET_MAP_NAME)
-    if raw is None:
+    if records.read(restore_id, OFFSET_MAP_NAME) is None:
         raise TopicvaultError(
             f"restore {restore_id!r} has no offset map in {records.state.uri}: it has not finished; run it again "
             "to complete it"
         )
-    maps = [OffsetMap.from_json(p) for p in json.loads(raw)["partitions"]]
-    return {(m.source_topic, m.partition): m for m in maps}
+    return saved_offset_maps(records, restore_id)
 
 
 def saved_offset_maps(records: RestoreRecords, restore_id: str) -> dict[tuple[str, int], OffsetMap]:
     """The maps an earlier run of this restore saved, by (source topic, partition); empty if none."""
-    raw = records.read(restore_id, OFFSET_MAP_NAME)
-    maps = [OffsetMap.from_json(p) for p in json.loads(raw)["partitions"]] if raw is not None else []
+    body = records.read(restore_id, OFFSET_MAP_NAME)
+    try:
+        maps = [OffsetMap.from_json(p) for p in body["partitions"]] if body is not None else []
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise TopicvaultError(f"{records.describe(restore_id, OFFSET_MAP_NAME)} is damaged ({type(exc).__name__}: "
+                              f"{exc}): {RESUME_ADVICE}") from None
     return {(m.source_topic, m.partition): m for m in maps}
 
 
@@ -226,7 +227,7 @@ def save_hole(records: RestoreRecords, restore_id: str, hole: SkippedObject) -> 
     must count the target against the sequence without it, or it would produce records twice.
     """
     name = f"{HOLES_DIR}{hole.topic}-{hole.partition}-{hole.first_offset:019d}.json"
-    records.write(restore_id, name, json.dumps(vars(hole), sort_keys=True).encode())
+    records.write(restore_id, name, dict(vars(hole)))
 
 
 def save_new_holes(records: RestoreRecords, restore_id: str, holes: Iterable[SkippedObject]) -> int:
@@ -246,8 +247,14 @@ def save_new_holes(records: RestoreRecords, restore_id: str, holes: Iterable[Ski
 def saved_holes(records: RestoreRecords, restore_id: str) -> dict[tuple[str, int], list[SkippedObject]]:
     """The objects earlier runs of a restore left out, by (source topic, partition), in offset order."""
     holes: dict[tuple[str, int], list[SkippedObject]] = {}
-    for info in records.state.list(records.key(restore_id, HOLES_DIR)):
-        hole = SkippedObject(**json.loads(records.state.get(info.key)))
+    for name in records.names(restore_id):
+        if not name.startswith(HOLES_DIR):
+            continue
+        body = records.read(restore_id, name)
+        try:
+            hole = SkippedObject(**body)
+        except TypeError as exc:
+            raise TopicvaultError(f"{records.describe(restore_id, name)} is damaged ({exc}): {RESUME_ADVICE}") from None
         holes.setdefault((hole.topic, hole.partition), []).append(hole)
     return {where: sorted(found, key=lambda h: h.first_offset) for where, found in holes.items()}
 

@@ -32,7 +32,7 @@ from ..core.kafka import (
     partition_watermarks,
     topic_ids,
 )
-from ..core.locations import open_store
+from ..core.locations import open_store, open_store_beside
 from ..core.progress import counted
 from ..core.spark import check_no_speculation, run_tasks, task_attempt
 from ..core.store import ObjectStore
@@ -120,8 +120,10 @@ class RestoreJob:
         return open_store(self.store_uri, dict(self.store_options))
 
     def restore_records(self) -> RestoreRecords:
-        """Where this archive's restores keep their state and offset maps (never in the archive)."""
-        return RestoreRecords(open_store(self.state_uri), self.open_store())
+        """Where this archive's restores keep their state and offset maps (never in the archive),
+        each authenticated by the restore's key when it was given one."""
+        return RestoreRecords(open_store_beside(self.state_uri, dict(self.store_options)), self.open_store(),
+                              self.keyring())
 
 
 @dataclass(frozen=True)

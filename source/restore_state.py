@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.archive.archive_keys import LEGACY_RESTORES_PREFIX, legacy_restore_prefix
+from ..core.crypto import Keyring, KeyUnavailable, Unauthenticated
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
+from ..core.integrity import Damaged, opened, sealed
 from ..core.store import ObjectStore
 
 STATE_DIR_ENV = "TOPICVAULT_STATE_DIR"
@@ -66,12 +68,37 @@ def check_restore_id(restore_id: str) -> str:
     return restore_id
 
 
+# Every top-level field each record had before records carried a check (core.integrity): one
+# without a check is read as written by an older version only if it has no other field.
+_LEGACY_FIELDS = {
+    "state": ("restore_id", "archive", "target_bootstrap", "topic_map", "start_offsets", "selection",
+              "topic_configs", "source_starts", "created_ms"),
+    "offset-map": ("restore_id", "partitions"),
+    "hole": ("key", "topic", "partition", "first_offset", "last_offset", "records", "reason"),
+    "peer-objects": ("objects", "left_out"),
+}
+# Why a resume refuses a record that fails its check, and what to do.
+RESUME_ADVICE = "this restore cannot be resumed from it: restore with a new --restore-id"
+
+
+def _kind(name: str) -> str:
+    """Which record `name` (a restore's own name for it) is, as _LEGACY_FIELDS knows them."""
+    if name.startswith("holes/"):
+        return "hole"
+    return name.split(".", 1)[0]
+
+
 @dataclass(frozen=True)
 class RestoreRecords:
-    """The records of the restores of one archive, kept in `state` (the archive is only named)."""
+    """The records of the restores of one archive, kept in `state` (the archive is only named).
+
+    Each record carries its own check (core.integrity), authenticated by `keyring` when the
+    restore was given keys: whoever can write the state store without the key cannot make a
+    resume trust a record it did not write."""
 
     state: ObjectStore
     archive: ObjectStore
+    keyring: Keyring | None = None
 
     @property
     def prefix(self) -> str:
@@ -82,23 +109,35 @@ class RestoreRecords:
         """Key of one record of a restore in the state store."""
         return f"{self.prefix}{check_restore_id(restore_id)}/{name}"
 
-    def read(self, restore_id: str, name: str) -> bytes | None:
-        """A record of the restore from the state store; None if absent (never from the archive)."""
+    def read(self, restore_id: str, name: str) -> object | None:
+        """A record of the restore from the state store (never from the archive), its check
+        verified and removed; None if absent. A record that fails its check is a one-line error."""
+        found = self.read_checked(restore_id, name)
+        return None if found is None else found[0]
+
+    def read_checked(self, restore_id: str, name: str) -> tuple[object, bool] | None:
+        """As read, with whether the record carried a check (False: written by an older version)."""
+        key = self.key(restore_id, name)
         try:
-            return self.state.get(self.key(restore_id, name))
+            data = self.state.get(key)
         except ObjectNotFound:
             return None
+        return open_record(data, name, self.keyring, self.describe(restore_id, name))
+
+    def describe(self, restore_id: str, name: str) -> str:
+        """How messages name record `name` of restore `restore_id`."""
+        return f"the saved {name} of restore {restore_id!r} ({self.state.uri} {self.key(restore_id, name)})"
 
     def planted_in_archive(self, restore_id: str) -> bool:
         """Whether the archive holds a state for this id where older versions kept theirs (it is not read)."""
         key = legacy_restore_prefix(check_restore_id(restore_id)) + STATE_NAME
         return any(info.key == key for info in self.archive.list(key))
 
-    def write(self, restore_id: str, name: str, body: bytes, *, only_new: bool = False) -> str:
-        """Write a record to the state store (never the archive); returns its key."""
+    def write(self, restore_id: str, name: str, body: dict, *, only_new: bool = False) -> str:
+        """Write a record, with its check, to the state store (never the archive); returns its key."""
         key = self.key(restore_id, name)
         try:
-            self.state.put(key, body, if_none_match=only_new)
+            self.state.put(key, record_bytes(body, name, self.keyring), if_none_match=only_new)
         except PreconditionFailed:
             raise
         except TopicvaultError as exc:
@@ -108,6 +147,11 @@ class RestoreRecords:
             ) from None
         return key
 
+    def names(self, restore_id: str) -> list[str]:
+        """The names of the records restore `restore_id` holds in the state store."""
+        start = self.key(restore_id, "")
+        return [info.key[len(start):] for info in self.state.list(start)]
+
     def states(self) -> list[dict]:
         """The bodies of every saved state of this archive's restores in the state store."""
         bodies = []
@@ -115,10 +159,37 @@ class RestoreRecords:
             if not info.key.endswith("/" + STATE_NAME):
                 continue
             try:
-                bodies.append(json.loads(self.state.get(info.key)))
-            except (ObjectNotFound, ValueError):
-                continue  # gone or unreadable: it names nothing a user could resume
+                body = self.read(info.key[len(self.prefix):-len(STATE_NAME) - 1], STATE_NAME)
+            except TopicvaultError:
+                continue  # unreadable: it names nothing a user could resume
+            if isinstance(body, dict):
+                bodies.append(body)
         return bodies
+
+
+def record_bytes(body: dict, name: str, keyring: Keyring | None) -> bytes:
+    """The stored form of record `name`: JSON with its check (core.integrity.sealed), gzip-packed
+    when the name ends in .gz."""
+    if name.endswith(".gz"):  # a peer archive's object list: compact, packed
+        return gzip.compress(json.dumps(sealed(body, keyring), sort_keys=True, separators=(",", ":")).encode(), mtime=0)
+    return json.dumps(sealed(body, keyring), sort_keys=True, indent=1).encode()
+
+
+def open_record(data: bytes, name: str, keyring: Keyring | None, what: str,
+                advice: str = RESUME_ADVICE) -> tuple[object, bool]:
+    """Record `name` parsed from its stored bytes, its check verified and removed, and whether it
+    carried one; a one-line TopicvaultError naming `what`, then `advice`, when it is damaged."""
+    try:
+        text = bounded_gunzip(data, MAX_STATE_BYTES) if name.endswith(".gz") else data
+        if len(text) > MAX_STATE_BYTES:
+            raise ValueError(f"it is larger than {MAX_STATE_BYTES} bytes")
+        return opened(json.loads(text), keyring, what, _LEGACY_FIELDS[_kind(name)])
+    except Unauthenticated as exc:
+        raise Unauthenticated(f"{exc}: {advice}") from None
+    except KeyUnavailable:
+        raise
+    except (Damaged, OSError, EOFError, zlib.error, ValueError, RecursionError) as exc:
+        raise TopicvaultError(f"{what} is damaged ({exc}): {advice}") from None
 
 
 @dataclass(frozen=True)
@@ -145,61 +216,73 @@ class RestoreState:
     def start_offset(self, topic: str, partition: int) -> int:
         return self.start_offsets[f"{topic}:{partition}"]
 
-    def to_json(self, archive: str) -> bytes:
+    def to_json(self, archive: str) -> dict:
         """The stored form; `archive` (the identity of the archive restored from) is for people reading it."""
-        return json.dumps(
-            {
-                "restore_id": self.restore_id,
-                "archive": archive,
-                "target_bootstrap": self.target_bootstrap,
-                "topic_map": self.topic_map,
-                "start_offsets": self.start_offsets,
-                "selection": self.selection,
-                "topic_configs": self.topic_configs,
-                "source_starts": self.source_starts,
-                "created_ms": int(time.time() * 1000),
-                "created_topics": self.created_topics,
-            },
-            sort_keys=True,
-            indent=1,
-        ).encode()
+        return {
+            "restore_id": self.restore_id,
+            "archive": archive,
+            "target_bootstrap": self.target_bootstrap,
+            "topic_map": self.topic_map,
+            "start_offsets": self.start_offsets,
+            "selection": self.selection,
+            "topic_configs": self.topic_configs,
+            "source_starts": self.source_starts,
+            "created_ms": int(time.time() * 1000),
+            "created_topics": self.created_topics,
+        }
 
 
 def load_restore_state(records: RestoreRecords, restore_id: str) -> RestoreState | None:
     """The saved state of a restore, or None if it never started."""
-    raw = records.read(restore_id, STATE_NAME)
-    if raw is None:
-        return None
+    body = records.read(restore_id, STATE_NAME)
+    return None if body is None else parse_restore_state(body, records.describe(restore_id, STATE_NAME))
+
+
+def parse_restore_state(body: object, what: str, advice: str = RESUME_ADVICE) -> RestoreState:
+    """A restore's state from its parsed record; a one-line TopicvaultError naming `what`, then
+    `advice`, if it is not one."""
     try:
-        return _state_of(json.loads(raw))
+        return _state_of(body)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise TopicvaultError(f"the saved state of restore {restore_id!r} in {records.state.uri} is damaged "
-                              f"({type(exc).__name__}: {exc}): restore with a new --restore-id") from None
+        raise TopicvaultError(f"{what} is damaged ({type(exc).__name__}: {exc}): {advice}") from None
 
 
+def damaged_restore_states(archive: ObjectStore, state: ObjectStore | None,
+                           keyring: Keyring | None = None) -> tuple[list[str], list[str]]:
+    """Each record of this archive's restores that cannot be trusted, and each that carries no check.
 
-def damaged_restore_states(archive: ObjectStore, state: ObjectStore | None) -> list[str]:
-    """Each saved restore state of this archive that cannot be read: those in the state store
-    (a restore resuming one refuses to continue) and those older versions left in the archive
-    (never read; an import of one is refused)."""
-    damaged = []
-    places = [(archive, LEGACY_RESTORES_PREFIX, "restore never reads it (only --import-state would, and refuses it); delete it")]
+    Damaged: those in the state store that fail their check or cannot be read (a resume refuses
+    them), and the states older versions left in the archive that cannot be read (never read; an
+    import refuses them). Unchecked: records in the state store written before records carried a
+    check (read, with nothing to tell damage in a value)."""
+    damaged, unchecked = [], []
     if state is not None:
-        places.insert(0, (state, RestoreRecords(state, archive).prefix, "restore --restore-id {id} refuses to continue it: restore with a new "
-                                        "--restore-id, then delete it"))
-    for store, prefix, instead in places:
-        for info in store.list(prefix):
-            if not info.key.endswith("/" + STATE_NAME):
-                continue
-            restore_id = info.key[:-len(STATE_NAME) - 1].rsplit("/", 1)[-1]
-            try:
-                _state_of(json.loads(store.get(info.key)))
-            except ObjectNotFound:
-                continue
-            except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                damaged.append(f"the saved state of restore {restore_id!r} ({store.uri} {info.key}) is unreadable "
-                               f"({type(exc).__name__}: {exc}): {instead.format(id=restore_id)}")
-    return damaged
+        records = RestoreRecords(state, archive, keyring)
+        for restore_id in sorted({info.key[len(records.prefix):].split("/", 1)[0]
+                                  for info in state.list(records.prefix)}):
+            for name in filter(_IMPORTED_NAMES.fullmatch, records.names(restore_id)):
+                try:
+                    found = records.read_checked(restore_id, name)
+                    if found is not None and not found[1]:
+                        unchecked.append(f"{records.describe(restore_id, name)} carries no check (written by "
+                                         "topicvault before restore records did): damage in a value would go unseen")
+                    if name == STATE_NAME and found is not None:
+                        parse_restore_state(found[0], records.describe(restore_id, name))
+                except TopicvaultError as exc:
+                    damaged.append(str(exc))
+    for info in archive.list(LEGACY_RESTORES_PREFIX):
+        if not info.key.endswith("/" + STATE_NAME):
+            continue
+        restore_id = info.key[:-len(STATE_NAME) - 1].rsplit("/", 1)[-1]
+        what = f"the saved state of restore {restore_id!r} ({archive.uri} {info.key})"
+        instead = "restore never reads it (only --import-state would, and refuses it); delete it"
+        try:
+            parse_restore_state(open_record(archive.get(info.key), STATE_NAME, None, what, instead)[0], what, instead)
+        except ObjectNotFound:
+            continue
+        except TopicvaultError as exc:
+            damaged.append(str(exc))
+    return damaged, unchecked
 
 def _state_of(body: dict) -> RestoreState:
     return RestoreState(
@@ -219,12 +302,15 @@ def _state_of(body: dict) -> RestoreState:
 _IMPORTED_NAMES = re.compile(r"(state\.json|offset-map\.json|peer-objects\.json\.gz|holes/[A-Za-z0-9._-]+\.json)")
 
 
-def import_restore_records(records: RestoreRecords, restore_id: str, source: ObjectStore) -> list[str]:
+def import_restore_records(records: RestoreRecords, restore_id: str, source: ObjectStore,
+                           dry_run: bool = False) -> list[str]:
     """Copy the records of restore `restore_id` from `source` (a location the user named, e.g. the
     `_topicvault/restores/<id>/` an older version wrote in the archive) into the state store, once.
 
-    Only the names a restore writes are taken, each at most MAX_STATE_BYTES; the state goes last,
-    so an import cut short leaves no state and can be run again. Returns the names imported.
+    Only the names a restore writes are taken, each at most MAX_STATE_BYTES, each checked as a
+    resume checks it (its check, if it carries one; the state read as a state) before any is
+    written; each is written with its check. The state goes last, so an import cut short leaves
+    no state and can be run again. `dry_run`: check, write nothing. Returns the names imported.
     """
     if records.read(restore_id, STATE_NAME) is not None:
         raise TopicvaultError(f"restore {restore_id!r} already has a state in {records.state.uri}: resume it "
@@ -237,15 +323,27 @@ def import_restore_records(records: RestoreRecords, restore_id: str, source: Obj
         if size > MAX_STATE_BYTES:
             raise TopicvaultError(f"{source.uri}/{name} is {size} bytes, more than a restore record can be "
                                   f"({MAX_STATE_BYTES}): not imported")
-    try:
-        saved_id = json.loads(source.get(STATE_NAME)).get("restore_id")
-    except (ValueError, AttributeError):
-        saved_id = None
+    bodies = {}
+    for name in found:
+        what = f"{source.uri}/{name}"
+        try:
+            body = open_record(source.get(name), name, records.keyring, what, "nothing was imported: import an "
+                               "intact copy, or restore with a new --restore-id")[0]
+        except ObjectNotFound:
+            raise TopicvaultError(f"{what} was listed but is gone: run the import again") from None
+        bodies[name] = {"objects": body} if isinstance(body, list) else body  # a peer list of an older version
+    saved_id = bodies[STATE_NAME].get("restore_id") if isinstance(bodies[STATE_NAME], dict) else None
     if saved_id != restore_id:
         raise TopicvaultError(f"{source.uri}/{STATE_NAME} is not the state of restore {restore_id!r} "
                               f"(it names {saved_id!r}): check --import-state and --restore-id")
-    for name in sorted(found, key=lambda n: n == STATE_NAME):  # the state last
-        records.write(restore_id, name, source.get(name), only_new=name == STATE_NAME)
+    try:
+        _state_of(bodies[STATE_NAME])
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise TopicvaultError(f"{source.uri}/{STATE_NAME} is not a readable restore state ({type(exc).__name__}: "
+                              f"{exc}): nothing was imported") from None
+    if not dry_run:
+        for name in sorted(bodies, key=lambda n: n == STATE_NAME):  # the state last
+            records.write(restore_id, name, bodies[name], only_new=name == STATE_NAME)
     return sorted(found)
 
 
@@ -256,11 +354,11 @@ def add_source_starts(records: RestoreRecords, restore_id: str, starts: dict[str
     find their start, or an expire in between would go unnoticed and the restart would count
     what the target holds against a sequence that now starts later (a splice).
     """
-    body = json.loads(records.read(restore_id, STATE_NAME) or b"{}")
+    body = records.read(restore_id, STATE_NAME) or {}
     if not starts or "source_starts" not in body:
         return  # nothing new, or a state older than source_starts (no check there)
     body["source_starts"] = {**starts, **body["source_starts"]}  # a saved start is never moved
-    records.write(restore_id, STATE_NAME, json.dumps(body, sort_keys=True, indent=1).encode())
+    records.write(restore_id, STATE_NAME, body)
 
 
 def add_created_topics(records: RestoreRecords, restore_id: str, topic_ids: dict[str, str]) -> None:
@@ -272,9 +370,9 @@ def add_created_topics(records: RestoreRecords, restore_id: str, topic_ids: dict
     """
     if not topic_ids:
         return
-    body = json.loads(records.read(restore_id, STATE_NAME) or b"{}")
+    body = records.read(restore_id, STATE_NAME) or {}
     body["created_topics"] = {**body.get("created_topics", {}), **topic_ids}
-    records.write(restore_id, STATE_NAME, json.dumps(body, sort_keys=True, indent=1).encode())
+    records.write(restore_id, STATE_NAME, body)
 
 
 def restores_into(records: RestoreRecords, target_bootstrap: str, topic: str) -> list[str]:
@@ -321,24 +419,22 @@ def save_peer_objects_seen(records: RestoreRecords, restore_id: str, seen: set[t
     was down from one it read (see restore.plan_restore's peer_objects_seen). `left_out`: the records
     earlier rounds found they can no longer restore (source.follow.LateRecords fields), so a restarted
     standby names them again instead of calling itself complete."""
-    body = json.dumps({"objects": sorted(seen), "left_out": left_out}, separators=(",", ":"), sort_keys=True)
-    records.write(restore_id, PEER_OBJECTS_NAME, gzip.compress(body.encode(), mtime=0))
+    records.write(restore_id, PEER_OBJECTS_NAME, {"objects": sorted(seen), "left_out": left_out})
 
 
 def load_peer_objects_seen(records: RestoreRecords, restore_id: str) -> tuple[set[tuple[str, int]] | None, list[dict]]:
     """The peer objects the last finished round of this standby had seen (None: none saved), and the
     records it left out (see save_peer_objects_seen)."""
-    raw = records.read(restore_id, PEER_OBJECTS_NAME)
-    if raw is None:
+    body = records.read(restore_id, PEER_OBJECTS_NAME)
+    if body is None:
         return None, []
     try:
-        body = json.loads(bounded_gunzip(raw, MAX_STATE_BYTES))
         if isinstance(body, list):  # saved by a version that kept only the objects
             body = {"objects": body}
         return {(str(key), int(size)) for key, size in body["objects"]}, [dict(x) for x in body.get("left_out", [])]
-    except (OSError, EOFError, ValueError, TypeError, KeyError) as exc:
-        raise TopicvaultError(f"the saved peer objects of restore {restore_id!r} are damaged ({exc}): "
-                              "restore with a new --restore-id") from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise TopicvaultError(f"{records.describe(restore_id, PEER_OBJECTS_NAME)} is damaged ({exc}): "
+                              f"{RESUME_ADVICE}") from None
 
 
 def bounded_gunzip(data: bytes, limit: int) -> bytes:

@@ -69,15 +69,18 @@ def verify_backup(
 
     Encrypted objects are decrypted and checked record by record with `keyring`; without it
     only their checksums are checked (which still finds any damage) and a note says so. Every
-    other file under _topicvault/ a reader could rely on is read too, and the saved restore
-    states of this archive in `state_store` (see VerifyReport.damaged)."""
+    other file under _topicvault/ a reader could rely on is read too, and every record of this
+    archive's restores in `state_store`, checked as a resume checks it (see VerifyReport.damaged;
+    those written before records carried a check are named in the notes)."""
     state = fold_commits(store, keyring)  # verify checks the truth itself, not the checkpoints derived from it
     if not state.last_sequence:  # commits covering no offsets yet are a backup too, with nothing to check
         raise NoBackup(store.uri)
     unknown = sorted(set(topics or []) - {t for t, _ in state.partitions} - set(state.topics))
     if unknown:
         raise TopicvaultError(f"topic(s) {', '.join(unknown)} are not in the backup at {store.uri}")
-    report = VerifyReport(problems=checkpoint_problems(store, state, keyring), damaged=damaged_state_files(store, state_store))
+    restore_damage, unchecked = damaged_restore_states(store, state_store, keyring)
+    report = VerifyReport(problems=checkpoint_problems(store, state, keyring),
+                          damaged=damaged_state_files(store) + restore_damage, notes=unchecked)
     for (topic, partition), partition_state in sorted(state.partitions.items()):
         if topics and topic not in topics:
             continue
@@ -92,11 +95,11 @@ def verify_backup(
     return report
 
 
-def damaged_state_files(store: ObjectStore, state_store: ObjectStore | None) -> list[str]:
+def damaged_state_files(store: ObjectStore) -> list[str]:
     """Every file under _topicvault/ besides the commits (which fold_commits reads, failing on
-    any it cannot) that readers cannot use, each with what they do instead."""
-    return (damaged_checkpoint_files(store) + damaged_leases(store) + conditional_writes_damage(store)
-            + damaged_restore_states(store, state_store))
+    any it cannot) and restore records (damaged_restore_states) that readers cannot use, each with
+    what they do instead."""
+    return damaged_checkpoint_files(store) + damaged_leases(store) + conditional_writes_damage(store)
 
 
 def _check_objects(

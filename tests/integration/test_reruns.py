@@ -9,7 +9,6 @@ still notices an expire that dropped records it had not restored.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import replace
@@ -101,9 +100,9 @@ def alike(topic: str, count: int, timestamp_ms: int) -> list[Record]:
 def predating_source_starts(job: RestoreJob, restore_id: str) -> None:
     """The restore's state as topicvault before source_starts saved it."""
     records = job.restore_records()
-    body = json.loads(records.read(restore_id, STATE_NAME))
+    body = records.read(restore_id, STATE_NAME)
     del body["source_starts"]
-    records.write(restore_id, STATE_NAME, json.dumps(body).encode())
+    records.write(restore_id, STATE_NAME, body)
 
 
 @pytest.mark.parametrize("finished", [True, False], ids=["finished", "interrupted"])

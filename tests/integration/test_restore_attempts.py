@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 from clitools import run_cli
@@ -51,7 +50,7 @@ def test_a_retried_attempt_leaves_out_what_an_earlier_attempt_left_out(bootstrap
     assert retried.offset_map.ranges == [(0, 0, 30), (60, 30, 30)] and retried.offset_map.holes == [(30, 59)]
     save_outcome(job.restore_records(), plan.restore_id, merged_outcome(plan, [retried]))
     assert [h.first_offset for h in saved_holes(job.restore_records(), plan.restore_id)[(topic, 0)]] == [30]
-    saved = json.loads(job.restore_records().read(plan.restore_id, "offset-map.json"))
+    saved = job.restore_records().read(plan.restore_id, "offset-map.json")
     assert saved["partitions"][0]["holes"] == [[30, 59]]
     [restored] = consume_all(bootstrap, target).values()
     content = [(r.key, r.value, r.headers, r.timestamp_ms) for r in restored]

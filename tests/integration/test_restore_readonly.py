@@ -131,6 +131,12 @@ def test_restore_started_by_an_older_version_resumes_once_its_state_is_imported(
     assert "already holds records" in out and rid not in out, out
     # ... with it, the restore says the archive holds one and how to take it ...
     assert "--import-state" in run_cli(*args, expect_exit=1)
+    # A dry run, one-shot or --follow, writes nothing (issue #50 item 14): the next run still imports.
+    out = run_cli(*args, "--import-state", str(legacy), "--dry-run")
+    assert records.names(rid) == [], f"a dry run wrote into the state store:\n{out}"
+    assert "would import" in out and "nothing was written" in out, out
+    out = run_cli(*args, "--import-state", str(legacy), "--dry-run", "--follow", expect_exit=1)
+    assert "--dry-run" in out and records.names(rid) == [], out
     # ... and once imported, it resumes (nothing left to write) without writing into the archive.
     out = run_cli(*args, "--groups", "--import-state", str(legacy))
     assert "imported" in out and "restored 0 records" in out, out
@@ -228,3 +234,27 @@ def test_state_goes_to_the_state_uri_given_or_the_default_directory(bootstrap, l
     monkeypatch.delenv("XDG_STATE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_state_uri() == str(tmp_path / "home" / ".local" / "state" / "topicvault")
+
+
+def test_an_s3_state_gets_the_store_options_of_the_archive_without_aws_endpoint_url(bootstrap, spark, topic_factory,
+                                                                                    s3_endpoint, s3_uri, monkeypatch):
+    # Issue #50 item 15: a state on a store other than AWS (MinIO, here moto) must not need
+    # AWS_ENDPOINT_URL when -S (or a store profile) already says where the store is.
+    topic = topic_factory(1, prefix="s3state")
+    produce_records(bootstrap, topic, nasty_records(topic, 1, 50, big_values=0))
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    options = ["-S", f"endpoint_url={s3_endpoint}", "-S", "region=us-east-1", "-S", "max_attempts=1"]
+    state = s3_uri.rsplit("/", 2)[0] + "/restore-state"
+    run_cli("backup", "-b", bootstrap, "--to", s3_uri, "-t", topic, *options)
+    out = run_cli("restore", "--from", s3_uri, "-b", bootstrap, "--rename", f"{topic}={topic}-r", "--restore-id",
+                  "on-minio", "--state", state, *options)
+    assert "restored 50 records" in out, out
+    held = open_store(state, {"endpoint_url": s3_endpoint}).list("restores/")
+    assert sorted(info.key.split("/", 2)[2] for info in held) == ["on-minio/offset-map.json", "on-minio/state.json"]
+    held_state = next(open_store(state, {"endpoint_url": s3_endpoint}).list("restores/")).key
+    out = run_cli("verify", s3_uri, "--state", state, "--json", *options)
+    assert json.loads(out)["damaged"] == [] and json.loads(out)["ok"]
+    # verify does read that state: damaged, it is named.
+    open_store(state, {"endpoint_url": s3_endpoint}).put(held_state, b"{")
+    assert held_state.split("/", 1)[1] in json.loads(run_cli("verify", s3_uri, "--state", state, "--json",
+                                                             *options))["damaged"][0]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from clitools import run_cli
+from clitools import assert_one_line_error, run_cli
+from damagetools import PLACES, flipped
 from kafkatools import produce_records
 from nasty import nasty_records
 
@@ -109,7 +110,7 @@ def test_verify_names_each_damaged_file_and_strict_fails(bootstrap, backed_up, t
         run_cli("restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r",
                 "--restore-id", "r1", "--state", str(state))
         [saved] = [p for p in state.rglob("state.json") if p.parent.name == "r1"]
-        _flip_a_byte(saved)
+        saved.write_bytes(flipped(saved.read_bytes(), "number"))  # still JSON: only its check can tell
         named = "restore 'r1'"
     else:
         legacy = location / "_topicvault" / "restores" / "old" / "state.json"
@@ -125,3 +126,26 @@ def test_verify_names_each_damaged_file_and_strict_fails(bootstrap, backed_up, t
     report = json.loads(run_cli("verify", str(location), "--state", str(state), "--json"))
     assert report["ok"] and not report["ok_strict"] and len(report["damaged"]) == 1
     assert named in report["damaged"][0]
+
+
+def test_verify_names_each_restore_record_damaged_at_each_fixed_place_and_a_resume_refuses_it(bootstrap, backed_up,
+                                                                                           tmp_path):
+    topic, location, keys = backed_up
+    state = tmp_path / "restore-state"
+    args = ["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={topic}-r",
+            "--restore-id", "r1", "--state", str(state)]
+    run_cli(*args)
+    saved = {p.name: p for p in state.rglob("*.json") if p.parent.name == "r1"}
+    assert sorted(saved) == ["offset-map.json", "state.json"]
+    for name, path in sorted(saved.items()):
+        intact = path.read_bytes()
+        for where in PLACES:
+            path.write_bytes(flipped(intact, where))
+            report = json.loads(run_cli("verify", str(location), "--state", str(state), "--json"))
+            assert report["ok"] and len(report["damaged"]) == 1, (name, where, report)
+            assert "restore 'r1'" in report["damaged"][0] and name in report["damaged"][0], (name, where, report)
+            if name == "state.json" and where in ("number", "string"):  # valid JSON: only the check tells
+                out = run_cli(*args, expect_exit=1)
+                assert_one_line_error(out, "restore 'r1'", "damaged", "new --restore-id")
+        path.write_bytes(intact)
+    assert json.loads(run_cli("verify", str(location), "--state", str(state), "--json"))["damaged"] == []

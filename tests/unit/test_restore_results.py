@@ -6,7 +6,6 @@ Pure logic and the local state store only (no broker, S3 server or Spark): the u
 from __future__ import annotations
 
 import itertools
-import json
 
 import pyarrow as pa
 import pytest
@@ -127,7 +126,7 @@ def test_the_driver_saves_a_hole_the_task_saved_elsewhere(tmp_path):
     state = records(tmp_path)
     save_outcome(state, RESTORE_ID, merged_outcome(PLAN, RESULTS))
     assert saved_holes(state, RESTORE_ID) == {("a", 1): [HOLE_A1]}
-    stored = json.loads(state.read(RESTORE_ID, OFFSET_MAP_NAME))
+    stored = state.read(RESTORE_ID, OFFSET_MAP_NAME)
     assert [p["source_topic"] + str(p["partition"]) for p in stored["partitions"]] == ["a0", "a1", "b0"]
 
 
