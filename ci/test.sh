@@ -9,11 +9,11 @@ source ci/broker-engine.sh start
 # Work stealing evens out the few long tests. Pass -n 0 in PYTEST_ARGS to run in one process.
 .venv/bin/python -m pytest -n 2 --dist worksteal --ignore=tests/faults "$@"
 status=$?
-# The fault tests (a three-node Apache Kafka cluster, nodes killed and paused under live traffic)
-# run apart and one at a time (failover and replica-lag timings must not compete for two cores),
-# with TOPICVAULT_FAULTS=1 (`make faults`): they take minutes each, and two of them failed on the
-# merged code of stop 24 (see issue #33's note), so CI does not run them yet.
-if [ "${TOPICVAULT_FAULTS:-0}" = 1 ]; then
+# Then the fault tests (a three-node Apache Kafka cluster, nodes killed and paused under live
+# traffic), in a pytest of their own, one at a time: each holds three broker JVMs, and two
+# clusters at once would compete for the two cores. They are part of every run;
+# TOPICVAULT_FAULTS=0 leaves them out (a developer's quicker run, never CI).
+if [ "${TOPICVAULT_FAULTS:-1}" != 0 ]; then
     .venv/bin/python -m pytest -n 0 tests/faults "$@"
     faults=$?
     [ $status -eq 0 ] && status=$faults

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import jvm
-from .embedded_broker import free_port, wait_for_broker
+from .embedded_broker import wait_for_broker
 from .errors import TopicvaultError
 
 KAFKA_VERSION = "4.4.0"
@@ -92,6 +94,38 @@ class KafkaNode:
         return self.folder / "server.log"
 
 
+# Where the kernel picks the local ports of outgoing connections (Linux's default when unknown).
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def node_ports(count: int) -> list[int]:
+    """`count` distinct free TCP ports on 127.0.0.1, below the kernel's ephemeral range.
+
+    A node killed and started again binds its old ports. While it is down, a port in the
+    ephemeral range can become the local end of any outgoing connection on the machine (a node
+    restarted by a fault test on a loaded machine failed: "Address already in use"); the kernel
+    never hands out a port below that range, so only a listener chosen on purpose can take it.
+    """
+    try:
+        low = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    chosen: list[int] = []
+    candidates = random.sample(range(max(1024, low - 16384), low), k=max(0, min(4096, low - 1024)))
+    for port in candidates:
+        if len(chosen) == count:
+            break
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use
+        chosen.append(port)
+    if len(chosen) < count:
+        raise TopicvaultError(f"found only {len(chosen)} free ports below {low} on 127.0.0.1; free some and run again")
+    return chosen
+
+
 @dataclass
 class LocalKafka:
     """`with LocalKafka(nodes=3) as kafka: kafka.bootstrap` — formatted and started on enter,
@@ -138,8 +172,9 @@ class LocalKafka:
         jars = kafka_jars()
         if self.folder is None:
             self.folder, self._own_folder = Path(tempfile.mkdtemp(prefix="topicvault-kafka-")), True
-        self.members = [KafkaNode(i + 1, free_port(), free_port(), self.folder / f"node-{i + 1}",
-                                  sasl_port=free_port() if self.secured else 0)
+        ports = iter(node_ports(self.nodes * (3 if self.secured else 2)))
+        self.members = [KafkaNode(i + 1, next(ports), next(ports), self.folder / f"node-{i + 1}",
+                                  sasl_port=next(ports) if self.secured else 0)
                         for i in range(self.nodes)]
         cluster_id = _cluster_id()
         try:

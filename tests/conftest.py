@@ -3,8 +3,9 @@
 Tests are tiered by folder: tests/unit/ (`make unit`) holds the pure-logic tier, tests that need
 none of the real services (broker, S3 server, Spark) and so run in seconds; a test there that asks
 for one stops the collection. tests/integration/ holds the rest of `make test`, tests/faults/ the
-three-node cluster faults (`make faults`). `pytest --unit` still keeps only the unit-tier tests of
-whatever it collects (the local-directory cases of tests parametrized over both stores).
+three-node cluster faults (`make test` runs them after the rest, `make faults` alone). `pytest
+--unit` still keeps only the unit-tier tests of whatever it collects (the local-directory cases of
+tests parametrized over both stores).
 """
 
 import os

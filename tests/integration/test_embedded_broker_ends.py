@@ -63,16 +63,16 @@ def test_the_end_a_backup_plans_to_is_found_while_writes_outpace_its_read(bootst
     with LiveTraffic(bootstrap, topic, partitions=(0, 1), pause_s=0.001) as traffic:
         deadline = time.monotonic() + 60
         while min(map(len, traffic.acked.values())) < 200:
-            assert time.monotonic() < deadline, "no live traffic"
+            if time.monotonic() >= deadline:  # a hang detector, not a speed check
+                raise TimeoutError("no live traffic")
             time.sleep(0.05)
         # Planning asks for the watermarks, then groups, ACLs and configs, then reads: a backlog by then.
         reported = {(topic, p): max(offset for offset, _ in traffic.acked[p]) + 1 for p in (0, 1)}
         time.sleep(1)
-        started = time.monotonic()
         read.start()
-        read.join(30)
-        took_s = time.monotonic() - started
-        assert not read.is_alive(), f"planning's read to the end still chases the traffic after {took_s:.0f} s"
+        read.join(30)  # a hang detector: the read's own chase limit (END_CHASE_S) ends it
+        if read.is_alive():
+            raise TimeoutError("planning's read to the end still chases the traffic after 30 s")
     consumer.close()
     source = consume_all(bootstrap, topic)
     for p in (0, 1):
@@ -81,4 +81,4 @@ def test_the_end_a_backup_plans_to_is_found_while_writes_outpace_its_read(bootst
         # (the reported end itself if the partition gave no record within the read's longer wait)
         assert reported[(topic, p)] <= end <= len(source[p]), (p, end, reported)
         assert [r.offset for r in source[p][:end]] == list(range(end))
-    print(f"ends {found['ends']} from {reported} in {took_s:.1f} s")
+    print(f"ends {found['ends']} from {reported}")

@@ -101,12 +101,42 @@ def test_committers_take_turns_and_wait_for_the_one_committing(tmp_path, monkeyp
     three_small_objects(store)
     store.put(entry(30, 39).key, b"batch")
     monkeypatch.setattr(cw, "TURN_RENEW_S", 0.05)
+    committer = threading.current_thread()
+    tries, committed_after_release, put = [], [], store.put
+
+    def put_in_turn(key: str, data: bytes, **conditions) -> None:
+        if threading.current_thread() is committer and key.startswith(cw.COMMIT_TURNS_PREFIX):
+            tries.append(key)
+            if len(tries) == 2:  # it found the turn taken and tried again: now the holder finishes
+                release.set()
+        if key == commit_key(4):
+            committed_after_release.append(release.is_set())
+        put(key, data, **conditions)
+
+    monkeypatch.setattr(store, "put", put_in_turn)
     with turn_held(store) as release:
-        threading.Timer(1.0, release.set).start()
-        started = time.monotonic()
         key = append(store, load_state(store), lambda s: backup(s, [entry(30, 39)])).key
-    assert time.monotonic() - started >= 0.9  # it waited for the holder
     assert key == commit_key(4)
+    assert committed_after_release == [True], "it committed while another committer held the turn"
+    assert len(tries) >= 2  # it waited for the holder: tried, gave the turn back, tried again
+
+
+class StoppedClock:
+    """Stands in for the `time` module of core.archive.conditional_writes: monotonic time moves
+    only when a committer sleeps, so a wait is measured in what it waited, not in load."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
 
 
 def test_a_turn_held_for_too_long_is_a_one_line_refusal_naming_the_store_behaviour(tmp_path, monkeypatch):
@@ -125,16 +155,23 @@ def test_a_killed_committers_turn_expires_once_seen_unchanged_for_its_ttl(tmp_pa
     store = condition_dropping_store(str(tmp_path / "loc"))
     state = three_small_objects(store)
     store.put(entry(30, 39).key, b"batch")
-    store.put(cw.COMMIT_TURNS_PREFIX + "c0123456789ab", b'{"renewed_ms": 1}')  # a killed run's
-    # The holder refuses to commit once its turn was last renewed over TTL/2 ago: with a TTL of 0.5 s
-    # and the default 15 s renewals, a committer slowed by load for 0.25 s refused (flaky under load).
-    # The ratio of the real settings (120 s, renewed every 15 s) is kept instead.
-    monkeypatch.setattr(cw, "TURN_TTL_S", 2.0)
-    monkeypatch.setattr(cw, "TURN_RENEW_S", 0.25)
-    started = time.monotonic()
+    killed = cw.COMMIT_TURNS_PREFIX + "c0123456789ab"
+    store.put(killed, b'{"renewed_ms": 1}')  # a killed run's
+    # The real TTL and renewal period: the clock moves only by the committer's own waits.
+    clock = StoppedClock()
+    monkeypatch.setattr(cw, "time", clock)
+    first_seen, removed_at, delete = clock.now, [], store.delete
+
+    def delete_and_note(key: str) -> None:
+        if key == killed:
+            removed_at.append(clock.now)
+        delete(key)
+
+    monkeypatch.setattr(store, "delete", delete_and_note)
     key = append(store, state, lambda s: backup(s, [entry(30, 39)])).key
     assert key == commit_key(4)
-    assert time.monotonic() - started >= 2.0  # it waited for the killed run's turn to expire
+    # It waited for the killed run's turn to expire: removed once seen unchanged for the TTL.
+    assert len(removed_at) == 1 and removed_at[0] - first_seen >= cw.TURN_TTL_S, (removed_at, first_seen)
     assert not list(store.list(cw.COMMIT_TURNS_PREFIX))
 
 
