@@ -99,7 +99,8 @@ def test_a_commit_under_a_lapsing_turn_is_given_up_before_a_waiter_may_take_the_
         assert not cw.conditional_writes(S3Store(s3_uri, options)).holds
         a = threading.Thread(target=commit_a, args=(S3Store(s3_uri, options),), daemon=True)
         a.start()
-        assert a_holds.wait(120), "A never took the turn"
+        if not a_holds.wait(120):
+            raise TimeoutError("A never took the turn in 120 s")
         b_key = append(S3Store(s3_uri, {"endpoint_url": proxy.url}), BackupState(),
                        lambda state: record(state, "r00000000000b")).key
         b_committed.set()

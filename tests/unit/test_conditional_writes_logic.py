@@ -84,12 +84,13 @@ def turn_held(store) -> Iterator[threading.Event]:
     def hold() -> None:
         with cw.CommitTurn(store):
             took_turn.set()
-            release.wait(10)
+            release.wait(120)  # a hang detector: the test sets it
 
     holder = threading.Thread(target=hold)
     holder.start()
     try:
-        assert took_turn.wait(10)
+        if not took_turn.wait(120):
+            raise TimeoutError("the holder never took the turn in 120 s")
         yield release
     finally:
         release.set()
