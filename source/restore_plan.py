@@ -588,20 +588,29 @@ def _retention_notes(facts: RestoreFacts, earliest_ms: dict[str, int | None],
             retention = int(saved) if saved is not None else facts.target.default_retention_ms
             if retention is None or retention < 0 or oldest >= facts.now_ms - retention:
                 continue
-            if saved is not None:
-                notes.append(f"{target}: gets retention.ms={saved} after the restore; the broker deletes restored records "
-                             "older than that soon after the restore (use --no-configs to keep them)")
-            else:
-                notes.append(f"{target}: gets the target's default retention.ms={retention} after the restore; the "
-                             "broker then deletes restored records older than that: set retention.ms on it to keep them"
-                             + ("" if apply_configs else " (--no-configs)"))
+            notes.append(_retention_note(target, "saved" if saved is not None else "default", "retention.ms",
+                                         f"retention.ms={retention}", "restored records older than that",
+                                         apply_configs))
         else:
             retention = facts.target.retention_ms.get(target)
             if retention is not None and retention >= 0 and oldest < facts.now_ms - retention:
-                notes.append(f"{target}: the existing target keeps records for retention.ms={retention}; the broker "
-                             "deletes restored records older than that, possibly while the restore runs (a resume then "
-                             "stops): raise its retention.ms first, or restore into a new topic")
+                notes.append(_retention_note(target, "existing", "retention.ms", f"retention.ms={retention}",
+                                             "restored records older than that", apply_configs))
     return notes
+
+
+def _retention_note(target: str, limit_from: str, setting: str, figure: str, deleted: str,
+                    apply_configs: bool) -> str:
+    """The note for a target whose `setting` (shown as `figure`) deletes `deleted` records of the restore;
+    `limit_from`: "existing" (the existing topic's own), "saved" (the archive's, set after the restore) or
+    "default" (the target's default, on a topic the restore creates)."""
+    if limit_from == "existing":
+        return (f"{target}: the existing target keeps {figure}; the broker deletes {deleted}, possibly while the "
+                f"restore runs (a resume then stops): raise its {setting} first, or restore into a new topic")
+    if limit_from == "saved":
+        return f"{target}: gets {figure} after the restore; the broker deletes {deleted} soon after (use --no-configs to keep them)"
+    return (f"{target}: gets the target's default {figure} after the restore; the broker then deletes {deleted}: "
+            f"set {setting} on it to keep them" + ("" if apply_configs else " (--no-configs)"))
 
 
 def _retention_bytes_notes(facts: RestoreFacts, tasks: list[RestoreTask], topic_configs: dict[str, dict[str, str]],
@@ -628,17 +637,9 @@ def _retention_bytes_notes(facts: RestoreFacts, tasks: list[RestoreTask], topic_
         figure = (f"retention.bytes={limit} per partition, but the restore writes about {over[largest]:,} bytes into "
                   f"partition {largest}" + (f" ({len(over)} partitions over it)" if len(over) > 1 else "")
                   + " (the archive's object sizes; the log's own size differs with compression)")
-        if not created:
-            notes.append(f"{target}: the existing target keeps {figure}; the broker deletes the oldest restored "
-                         "records, possibly while the restore runs (a resume then stops): raise its retention.bytes "
-                         "first, or restore into a new topic")
-        elif saved is not None:
-            notes.append(f"{target}: gets {figure} after the restore; the broker deletes the oldest restored records "
-                         "soon after (use --no-configs to keep them)")
-        else:
-            notes.append(f"{target}: gets the target's default {figure} after the restore; the broker then deletes "
-                         "the oldest restored records: set retention.bytes on it to keep them"
-                         + ("" if apply_configs else " (--no-configs)"))
+        limit_from = "existing" if not created else "saved" if saved is not None else "default"
+        notes.append(_retention_note(target, limit_from, "retention.bytes", figure, "the oldest restored records",
+                                     apply_configs))
     return notes
 
 
