@@ -7,7 +7,10 @@ keyed reader accepts. Read with a keyring, a record must carry that authenticati
 
 A record with neither field was written by topicvault before records carried a check: it is
 read (`checked` is False, so verify can say so), unless it holds a top-level field its writer
-never wrote, which is what damage to the check field's own name looks like.
+never wrote, which is what damage to the check field's own name looks like, or unless it is read
+with a keyring: whoever can write the records' store could otherwise drop the check and the MAC
+and have a keyed reader trust what they wrote (only an import, an explicit act naming the
+records, takes such a record with a keyring: `unchecked_ok`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import hashlib
 import json
 from collections.abc import Collection
 
-from .crypto import AUTHENTICATION_FIELD, Keyring, authentication, check_authentication
+from .crypto import AUTHENTICATION_FIELD, Keyring, Unauthenticated, authentication, check_authentication
 from .errors import TopicvaultError
 
 CHECKSUM_FIELD = "sha256"
@@ -43,20 +46,29 @@ def sealed(body: dict, keyring: Keyring | None) -> dict:
     return result
 
 
-def opened(body: object, keyring: Keyring | None, what: str, legacy_fields: Collection[str]) -> tuple[object, bool]:
+def opened(body: object, keyring: Keyring | None, what: str, legacy_fields: Collection[str],
+           unchecked_ok: bool = False) -> tuple[object, bool]:
     """`body` (a parsed record) without its check, and whether it carried one; raise Damaged when
     the check fails, Unauthenticated/KeyUnavailable when a keyring is given and the record is not
-    authenticated by one of its keys. `legacy_fields`: every top-level field the record's writer
-    put in it before records carried a check (a non-object body counts as such a record)."""
+    authenticated by one of its keys (one with no check at all too, unless `unchecked_ok`).
+    `legacy_fields`: every top-level field the record's writer put in it before records carried a
+    check (a non-object body counts as such a record)."""
     if not isinstance(body, dict):
-        return body, False
-    body = dict(body)
+        body = {"": body}  # an older peer list (a bare JSON list): checked like any unchecked record
+        legacy_body = True
+    else:
+        body, legacy_body = dict(body), False
     checksum, auth = body.pop(CHECKSUM_FIELD, None), body.pop(AUTHENTICATION_FIELD, None)
     if checksum is None and auth is None:
-        unknown = sorted(set(body) - set(legacy_fields))
+        unknown = sorted(set(body) - set(legacy_fields) - ({""} if legacy_body else set()))
         if unknown:
             raise Damaged(f"it carries no check, and field(s) {', '.join(map(repr, unknown))} no topicvault writes")
-        return body, False  # written before records carried a check: the caller says it is unchecked
+        if keyring is not None and not unchecked_ok:
+            raise Unauthenticated(f"{what} carries no authentication (written before restore records carried "
+                                  "a check, or by someone without the key), and a keyed restore trusts only what "
+                                  "the key vouches for")
+        # written before records carried a check: the caller says it is unchecked
+        return (body[""] if legacy_body else body), False
     canonical = _canonical(body)
     if checksum != hashlib.sha256(canonical).hexdigest():
         raise Damaged("its checksum does not match its content")

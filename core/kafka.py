@@ -526,14 +526,25 @@ def create_topics(
             for t, n in partitions_by_topic.items()
         ]
         futures = admin.create_topics(new_topics, operation_timeout=METADATA_TIMEOUT_S)
-        for topic, future in futures.items():
+        failed: list[str] = []
+        for topic, future in futures.items():  # every answer, so the topics created are all known
             try:
                 future.result()
                 created.add(topic)
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise TopicvaultError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from None
+                    failed.append(f"cannot create topic {topic!r}: {exc.args[0].str()}")
+    if failed:
+        raise TopicsNotCreated(failed[0] + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""), created)
     return created
+
+
+class TopicsNotCreated(TopicvaultError):
+    """CreateTopics refused some topics; `created` holds those it did create (a restore records them)."""
+
+    def __init__(self, message: str, created: set[str]) -> None:
+        super().__init__(message)
+        self.created = created
 
 
 def broker_count(settings: KafkaSettings) -> int:

@@ -26,6 +26,7 @@ from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
 from ..core.kafka import (
     KafkaSettings,
+    TopicsNotCreated,
     broker_count,
     create_topics,
     list_topic_partitions,
@@ -551,12 +552,22 @@ def start_restore(job: RestoreJob, plan: RestorePlan) -> set[str]:
         )
     # Saved configs are applied after the data is in (see run_restore): retention, compaction or
     # LogAppendTime acting on a partition while it is restored would lose or change records.
-    created = create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication,
-                            configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {}), plan.loading)
-                                              for t in plan.topics_to_create})
+    try:
+        created = create_topics(job.kafka, plan.topics_to_create, replication_by_topic=plan.replication,
+                                configs_by_topic={t: loading_configs(plan.topic_configs.get(t, {}), plan.loading)
+                                                  for t in plan.topics_to_create})
+    except TopicsNotCreated as refused:
+        # Those it did create are this restore's: recorded, so a rerun configures them (#50.2).
+        _record_created(job, plan, refused.created)
+        raise
+    _record_created(job, plan, created)
+    return created
+
+
+def _record_created(job: RestoreJob, plan: RestorePlan, created: set[str]) -> None:
+    """Save the topics this restore's CreateTopics created, with their topic ids, in its state."""
     ids = topic_ids(job.kafka, created, just_created=True)
     add_created_topics(job.restore_records(), plan.restore_id, {topic: ids.get(topic, "") for topic in created})
-    return created
 
 
 def configured_topics(plan: RestorePlan, created: set[str]) -> tuple[dict[str, dict[str, str]], list[str]]:

@@ -72,3 +72,19 @@ def test_a_topic_created_by_hand_between_plan_and_run_keeps_its_configs_then_and
                   "--restore-id", "owned-b")
     assert topic_configs(bootstrap, target) == admins
     assert "not created by restore owned-b" in out, out
+
+
+def test_create_topics_refusing_one_topic_still_names_those_it_created(bootstrap):
+    # Review of #50.2: CreateTopics stopped at the first refused topic, so the topics it had created
+    # went unrecorded and a rerun never configured them (old code: TopicvaultError, no `created`).
+    import uuid
+
+    import pytest
+    from topicvault.core.kafka import TopicsNotCreated, create_topics
+
+    good, bad = f"owned-{uuid.uuid4().hex[:8]}-good", f"owned-{uuid.uuid4().hex[:8]}-bad"
+    with pytest.raises(TopicsNotCreated, match=f"cannot create topic '{bad}'") as refused:
+        create_topics(KafkaSettings.of(bootstrap), {bad: 1, good: 1},
+                      configs_by_topic={bad: {"cleanup.policy": "nonsense"}})
+    assert refused.value.created == {good}
+    assert "\n" not in str(refused.value)

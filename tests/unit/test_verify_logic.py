@@ -171,3 +171,36 @@ def test_an_import_takes_records_without_a_check_and_writes_them_with_one(tmp_pa
     import_restore_records(records, "r1", source)
     assert sorted(records.names("r1")) == sorted(READERS)
     assert damaged_restore_states(records.archive, records.state) == ([], [])  # every one now carries its check
+
+
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_keyed_resume_refuses_a_record_stripped_of_its_check(tmp_path, name):
+    # Review of #47.1: whoever can write the state store, without the key, drops the check and the
+    # MAC (a record "as an older version wrote it") and writes what they like: a keyed reader
+    # must not trust it (old code: read as unchecked, new start offsets and all).
+    write_key_file(str(tmp_path / "key"))
+    keyring = keyring_of((f"file://{tmp_path / 'key'}",))
+    records = records_in(tmp_path, keyring)
+    save_every_kind(records)
+    path = tmp_path / "state" / records.key("r1", name)
+    body = as_before_the_check(json.loads(json_of(name, path.read_bytes())))
+    body.pop("authentication")
+    path.write_bytes(stored_as(name, json.dumps(body).encode()))
+    READERS[name](records_in(tmp_path))  # without the key it is an older version's record
+    with pytest.raises(Unauthenticated, match="carries no authentication.*new --restore-id"):
+        READERS[name](records)
+    damaged, _ = damaged_restore_states(records.archive, records.state, keyring)
+    assert len(damaged) == 1 and name in damaged[0]
+
+
+def test_an_imported_state_names_no_topic_as_created_by_the_restore(tmp_path):
+    # Review of #50.2: which topics a restore created is known only to the run that created them;
+    # an imported state (from the archive, which a bucket writer can edit) naming the target's
+    # topics with their real ids would have the restore set configs on them (old code: kept).
+    exported = records_in(tmp_path / "old")
+    save_restore_state(exported, RestoreState("r1", "broker:9092", {"orders": "orders-r"}, {"orders-r:0": 0},
+                                              created_topics={"orders-r": "AAAAAAAAAAAAAAAAAAAAAA"}))
+    assert load_restore_state(exported, "r1").created_topics == {"orders-r": "AAAAAAAAAAAAAAAAAAAAAA"}
+    records = records_in(tmp_path)
+    import_restore_records(records, "r1", LocalStore(str(tmp_path / "old" / "state" / exported.key("r1", ""))))
+    assert load_restore_state(records, "r1").created_topics == {}
