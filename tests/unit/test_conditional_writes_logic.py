@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
+from clocktools import SteppedClock
 from stores import FaultyStore
 from test_maintenance_commits import T, backup, commit, entry, three_small_objects
 from topicvault.core.archive import conditional_writes as cw
@@ -122,24 +122,6 @@ def test_committers_take_turns_and_wait_for_the_one_committing(tmp_path, monkeyp
     assert len(tries) >= 2  # it waited for the holder: tried, gave the turn back, tried again
 
 
-class StoppedClock:
-    """Stands in for the `time` module of core.archive.conditional_writes: monotonic time moves
-    only when a committer sleeps, so a wait is measured in what it waited, not in load."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-    @staticmethod
-    def time() -> float:
-        return time.time()
-
-
 def test_a_turn_held_for_too_long_is_a_one_line_refusal_naming_the_store_behaviour(tmp_path, monkeypatch):
     store = condition_dropping_store(str(tmp_path / "loc"))
     state = three_small_objects(store)
@@ -159,7 +141,7 @@ def test_a_killed_committers_turn_expires_once_seen_unchanged_for_its_ttl(tmp_pa
     killed = cw.COMMIT_TURNS_PREFIX + "c0123456789ab"
     store.put(killed, b'{"renewed_ms": 1}')  # a killed run's
     # The real TTL and renewal period: the clock moves only by the committer's own waits.
-    clock = StoppedClock()
+    clock = SteppedClock()
     monkeypatch.setattr(cw, "time", clock)
     first_seen, removed_at, delete = clock.now, [], store.delete
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from clitools import run_cli
+from clocktools import SteppedClock
 from topicvault.core.errors import TopicvaultError
 from topicvault.source.throttle import RateLimit, TokenBucket
 
@@ -20,22 +21,11 @@ def test_zero_or_negative_rate_is_a_one_line_error(option, value, tmp_path):
     assert not (tmp_path / "nothing").exists()
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.mark.parametrize("limit,record_size", [(RateLimit(records_per_s=1000), 10),
                                                (RateLimit(bytes_per_s=50_000), 100),
                                                (RateLimit(records_per_s=1000, bytes_per_s=50_000), 100)])
 def test_token_bucket_keeps_the_rate_over_any_window(limit, record_size):
-    clock = FakeClock()
+    clock = SteppedClock(100.0)
     bucket = TokenBucket(limit, clock, clock.sleep)
     sent: list[tuple[float, int]] = []
     for _ in range(300):
