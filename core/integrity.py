@@ -53,25 +53,28 @@ def opened(body: object, keyring: Keyring | None, what: str, legacy_fields: Coll
     authenticated by one of its keys (one with no check at all too, unless `unchecked_ok`).
     `legacy_fields`: every top-level field the record's writer put in it before records carried a
     check (a non-object body counts as such a record)."""
-    if not isinstance(body, dict):
-        body = {"": body}  # an older peer list (a bare JSON list): checked like any unchecked record
-        legacy_body = True
-    else:
-        body, legacy_body = dict(body), False
+    if not isinstance(body, dict):  # an older peer list (a bare JSON list): an unchecked record
+        _check_unchecked_allowed(keyring, unchecked_ok, what)
+        return body, False
+    body = dict(body)
     checksum, auth = body.pop(CHECKSUM_FIELD, None), body.pop(AUTHENTICATION_FIELD, None)
     if checksum is None and auth is None:
-        unknown = sorted(set(body) - set(legacy_fields) - ({""} if legacy_body else set()))
+        unknown = sorted(set(body) - set(legacy_fields))
         if unknown:
             raise Damaged(f"it carries no check, and field(s) {', '.join(map(repr, unknown))} no topicvault writes")
-        if keyring is not None and not unchecked_ok:
-            raise Unauthenticated(f"{what} carries no authentication (written before restore records carried "
-                                  "a check, or by someone without the key), and a keyed restore trusts only what "
-                                  "the key vouches for")
-        # written before records carried a check: the caller says it is unchecked
-        return (body[""] if legacy_body else body), False
+        _check_unchecked_allowed(keyring, unchecked_ok, what)
+        return body, False  # written before records carried a check: the caller says it is unchecked
     canonical = _canonical(body)
     if checksum != hashlib.sha256(canonical).hexdigest():
         raise Damaged("its checksum does not match its content")
     if keyring is not None:
         check_authentication(canonical, auth, keyring, what)
     return body, True
+
+
+def _check_unchecked_allowed(keyring: Keyring | None, unchecked_ok: bool, what: str) -> None:
+    """Refuse a record with no check when read with a keyring (see the module doc), unless `unchecked_ok`."""
+    if keyring is not None and not unchecked_ok:
+        raise Unauthenticated(f"{what} carries no authentication (written before restore records carried "
+                              "a check, or by someone without the key), and a keyed restore trusts only what "
+                              "the key vouches for")
