@@ -80,6 +80,29 @@ _LEGACY_FIELDS = {
 # Why a resume refuses a record that fails its check, and what to do.
 RESUME_ADVICE = "this restore cannot be resumed from it: restore with a new --restore-id"
 
+# Which record a record is ("<restore id>/<name>"), written into its body so its check and MAC
+# cover it: an authentic record of another restore, or under another name, put in this one's place
+# by whoever can write the state store, is refused rather than trusted. Records written before
+# this field (it is absent) are read as before.
+RECORD_FIELD = "record"
+
+
+def _record_id(restore_id: str, name: str) -> str:
+    return f"{restore_id}/{name}"
+
+
+def check_record_id(body: object, restore_id: str, name: str, what: str, advice: str = RESUME_ADVICE) -> object:
+    """`body` without its RECORD_FIELD, which must name record `name` of restore `restore_id` when
+    present; a one-line TopicvaultError naming `what`, the record it is, then `advice`, when not."""
+    if not isinstance(body, dict) or RECORD_FIELD not in body:
+        return body
+    body = dict(body)
+    found = body.pop(RECORD_FIELD)
+    if found != _record_id(restore_id, name):
+        it_is = str(found).partition("/")
+        raise TopicvaultError(f"{what} is the saved {it_is[2]!r} of restore {it_is[0]!r}, moved here: {advice}")
+    return body
+
 
 def _kind(name: str) -> str:
     """Which record `name` (a restore's own name for it) is, as _LEGACY_FIELDS knows them."""
@@ -122,7 +145,9 @@ class RestoreRecords:
             data = self.state.get(key)
         except ObjectNotFound:
             return None
-        return open_record(data, name, self.keyring, self.describe(restore_id, name))
+        what = self.describe(restore_id, name)
+        body, checked = open_record(data, name, self.keyring, what)
+        return check_record_id(body, restore_id, name, what), checked
 
     def describe(self, restore_id: str, name: str) -> str:
         """How messages name record `name` of restore `restore_id`."""
@@ -137,6 +162,7 @@ class RestoreRecords:
         """Write a record, with its check, to the state store (never the archive); returns its key."""
         key = self.key(restore_id, name)
         try:
+            body = {**body, RECORD_FIELD: _record_id(restore_id, name)}
             self.state.put(key, record_bytes(body, name, self.keyring), if_none_match=only_new)
         except PreconditionFailed:
             raise
@@ -329,8 +355,9 @@ def import_restore_records(records: RestoreRecords, restore_id: str, source: Obj
         try:
             # An import is the operator's act naming these records: one an older version wrote
             # without a check is taken even with a key (and written with its check from now on).
-            body = open_record(source.get(name), name, records.keyring, what, "nothing was imported: import an "
-                               "intact copy, or restore with a new --restore-id", unchecked_ok=True)[0]
+            advice = "nothing was imported: import an intact copy, or restore with a new --restore-id"
+            body = open_record(source.get(name), name, records.keyring, what, advice, unchecked_ok=True)[0]
+            body = check_record_id(body, restore_id, name, what, advice)
         except ObjectNotFound:
             raise TopicvaultError(f"{what} was listed but is gone: run the import again") from None
         bodies[name] = {"objects": body} if isinstance(body, list) else body  # a peer list of an older version

@@ -20,6 +20,7 @@ from topicvault.source.object_reader import SkippedObject
 from topicvault.source.offset_map import OffsetMap, save_hole, save_offset_maps, saved_holes, saved_offset_maps
 from topicvault.source.restore_state import (
     PEER_OBJECTS_NAME,
+    RECORD_FIELD,
     STATE_NAME,
     RestoreRecords,
     RestoreState,
@@ -59,10 +60,11 @@ READERS = {
 
 def as_before_the_check(body: dict) -> dict:
     """`body` as topicvault wrote it before records carried a check: no check, and none of the
-    fields added since (a state's created_topics, #50.2)."""
+    fields added since (a state's created_topics, #50.2; which record it is)."""
     body = dict(body)
     del body[CHECKSUM_FIELD]
     body.pop("created_topics", None)
+    body.pop(RECORD_FIELD)
     return body
 
 
@@ -204,3 +206,34 @@ def test_an_imported_state_names_no_topic_as_created_by_the_restore(tmp_path):
     records = records_in(tmp_path)
     import_restore_records(records, "r1", LocalStore(str(tmp_path / "old" / "state" / exported.key("r1", ""))))
     assert load_restore_state(records, "r1").created_topics == {}
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed"])
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_record_moved_from_another_restore_is_refused(tmp_path, name, keyed):
+    # Review of #47.1: a record's check (and its MAC) covered its body, not which record it is, so
+    # whoever can write the state store could put restore r2's authentic record where r1's belongs
+    # (another target's start offsets, another offset map) and a keyed resume trusted it.
+    keyring = None
+    if keyed:
+        write_key_file(str(tmp_path / "key"))
+        keyring = keyring_of((f"file://{tmp_path / 'key'}",))
+    records = records_in(tmp_path, keyring)
+    save_every_kind(records, "r1")
+    save_every_kind(records, "r2")
+    state = tmp_path / "state"
+    (state / records.key("r1", name)).write_bytes((state / records.key("r2", name)).read_bytes())
+    with pytest.raises(TopicvaultError, match=r"is the saved .*restore 'r2'.*new --restore-id"):
+        READERS[name](records)
+    damaged, _ = damaged_restore_states(records.archive, records.state, keyring)
+    assert len(damaged) == 1 and name in damaged[0] and "'r1'" in damaged[0]
+
+
+def test_a_hole_moved_under_another_hole_name_is_refused(tmp_path):
+    records = records_in(tmp_path)
+    save_every_kind(records)
+    other = "holes/orders-0-0000000000000000900.json"
+    (tmp_path / "state" / records.key("r1", other)).write_bytes(
+        (tmp_path / "state" / records.key("r1", HOLE_NAME)).read_bytes())
+    with pytest.raises(TopicvaultError, match=r"is the saved .*holes/orders-0-0000000000000000300\.json"):
+        saved_holes(records, "r1")
