@@ -120,6 +120,10 @@ def screen_topic_configs(configs: Mapping[str, str]) -> ScreenedConfigs:
     return ScreenedConfigs(applied, skipped)
 
 
+# How Connect's config, offsets and status topics end, with whatever a second cluster or a migration
+# appends after a separator (`connect-configs-v2`, `connect-offsets.prod`).
+_CONNECT_SUFFIX = r"(configs?|offsets?|status(es)?)([._-].*)?"
+
 # Whose a topic is, by its name (and, for Kafka Connect, its saved cleanup.policy), in the order
 # asked; the first match names the owner in the restore's note. A pattern that also catches a
 # user's topic costs a note and a --topic; one that misses a tool's topic hands the target's tool
@@ -130,10 +134,10 @@ _OWNERS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(pattern, re
     (r".*_schemas", "Schema Registry's schemas topic"),
     (r"mm2-.*|.*\.checkpoints\.internal|(.*\.)?heartbeats", "MirrorMaker 2's"),
     (r".*\.internal", "an internal topic of a tool (MirrorMaker 2 and Kafka Streams name theirs *.internal)"),
-    (r".*connect.*(configs?|offsets?|status(es)?)", "Kafka Connect's config, offsets or status topic, by its name"),
+    (rf".*connect.*{_CONNECT_SUFFIX}", "Kafka Connect's config, offsets or status topic, by its name"),
 ))
 # Connect needs its config, offsets and status topics compacted: a compacted topic named like one is taken for one.
-_CONNECT_LIKE = re.compile(r".*(configs?|offsets?|status(es)?)", re.IGNORECASE)
+_CONNECT_LIKE = re.compile(rf".*{_CONNECT_SUFFIX}", re.IGNORECASE)
 
 
 def internal_topic_owner(name: str, configs: Mapping[str, str] | None = None) -> str | None:

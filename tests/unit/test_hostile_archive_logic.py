@@ -56,10 +56,17 @@ def test_internal_topic_names():
     internal = ["__consumer_offsets", "__transaction_state", "_schemas", "connect-configs", "connect-offsets",
                 "connect-status", "connect-cluster-configs", "_confluent-license", "mm2-offsets.src.internal"]
     assert all(map(is_internal_topic, internal))
-    assert not any(map(is_internal_topic, ["orders", "_orders", "connect-configs-x", "payments.internal.v2"]))
+    assert not any(map(is_internal_topic, ["orders", "_orders", "payments.internal.v2"]))
     # Issue #50.3: the names Connect images and tutorials use, Schema Registry's and MirrorMaker 2's
     assert all(map(is_internal_topic, ["docker-connect-configs", "my_connect_configs", "connect-cluster-status",
                                        "x_schemas", "mm2-offset-syncs.a.internal", "heartbeats", "a.heartbeats"]))
     assert is_internal_topic("app-offsets", {"cleanup.policy": "compact"})
     assert not is_internal_topic("app-offsets", {"cleanup.policy": "delete"})
     assert not any(map(is_internal_topic, ["schemas", "heartbeats-v2", "connector-events"]))
+    # Review of #50.3: Connect's topics with a suffix (a second Connect cluster, a migration) are
+    # Connect's too; missing one hands the target's workers the archive's connector configs, while
+    # a user's topic caught by it costs a note and a --topic (old: all restored unnamed).
+    assert all(map(is_internal_topic, ["connect-configs-v2", "connect-offsets.prod", "docker-connect-status-2",
+                                       "connect-configs-x"]))
+    assert is_internal_topic("app-status-v1", {"cleanup.policy": "compact"})
+    assert not any(map(is_internal_topic, ["connect-configsx", "configs-v2", "app-status-v1"]))
