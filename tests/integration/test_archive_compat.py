@@ -9,14 +9,14 @@ from __future__ import annotations
 import shutil
 import uuid
 
+from archivetools import ARCHIVE, expected_v1
 from kafkatools import consume_all
-from test_archive_compat_logic import ARCHIVE, DATA, _expected  # noqa: F401  (shared with the unit half)
 from topicvault.core.kafka import KafkaSettings
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 
 
 def test_archive_written_before_the_change_restores_exactly(bootstrap, spark, tmp_path):
-    topic, expected = _expected()
+    topic, expected = expected_v1()
     location = tmp_path / "archive"
     shutil.copytree(ARCHIVE, location)  # the committed copy stays untouched whatever the restore does
     target = f"legacy-{uuid.uuid4().hex[:8]}"

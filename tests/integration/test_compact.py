@@ -7,16 +7,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from clitools import assert_one_line_error, run_cli
-from kafkatools import consume_all, ends_of, produce_records, produce_until
+from archivetools import backdate_commits
+from clitools import CLI, assert_one_line_error, run_cli
+from kafkatools import consume_all, ends_of, produce_records, produce_until, strip
 from nasty import nasty_records
-from test_expire import backdate_commits
 from topicvault.core.archive.commits import fold_commits
 from topicvault.core.archive.leases import LEASE_TTL_MS, LEASES_PREFIX
 from topicvault.core.crypto import write_key_file
@@ -25,12 +24,6 @@ from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.source.maintenance.compact import CompactJob, compact
 from topicvault.source.maintenance.expire import expire
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
-
-
-def strip(records):
-    return [(r.key, r.value, r.headers, r.timestamp_ms) for r in records]
 
 
 def backed_up_in_rounds(bootstrap, topic: str, location: str, rounds: int = 4, per_round: int = 60,

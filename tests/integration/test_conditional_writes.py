@@ -14,7 +14,8 @@ import threading
 import time
 
 import pytest
-from clitools import run_cli
+from clitools import CLI, run_cli
+from kafkatools import strip
 from topicvault.core.archive import conditional_writes as cw
 from topicvault.core.archive.archive_keys import CONDITIONAL_WRITES_KEY
 from topicvault.core.archive.checkpoints import load_state
@@ -161,7 +162,6 @@ def test_a_follower_and_compacts_beside_it_keep_every_record_on_a_store_that_ign
 
     from faultproxy import FaultProxy
     from kafkatools import consume_all, ends_of, produce_records, produce_until
-    from test_compact import CLI, strip
     from topicvault.core.envelope import Record
     from topicvault.core.rotation import Rotation
     from topicvault.core.s3_store import S3Store

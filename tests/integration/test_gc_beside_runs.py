@@ -9,9 +9,9 @@ the lease's lifetime."""
 from __future__ import annotations
 
 import pytest
+from archivetools import GONE, gc_now
 from kafkatools import produce_records
 from nasty import nasty_records
-from test_gc_beside_runs_logic import GONE, gc_now  # noqa: F401  (shared with the unit half)
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings

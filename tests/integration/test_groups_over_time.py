@@ -9,8 +9,7 @@ import uuid
 
 from clitools import run_cli
 from confluent_kafka import Producer
-from kafkatools import consume_all, produce_records
-from test_cluster_state import as_tuple, commit_offsets, committed, record_at
+from kafkatools import as_tuple, commit_offsets, committed, consume_all, produce_records, record_at
 from topicvault.core.envelope import Record
 
 

@@ -15,12 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from archivetools import HOUR, backdate_commits, edit_saved_configs
 from confluent_kafka import Consumer, TopicPartition
 from kafkatools import consume_all, produce_records
-from test_expire import backdate_commits
-from test_restore_follow import backup_now
-from test_restore_guards import LOADING, edit_saved_configs
-from test_standby_maintenance import HOUR_MS, backed_up, overrides, same_as_source
+from restoretools import LOADING, Standby, backed_up, backup_now, overrides, same_as_source
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
@@ -122,7 +120,7 @@ def test_a_restore_whose_state_predates_source_starts_is_not_resumed_after_an_ex
     written = len(consume_all(bootstrap, target)[0])
     predating_source_starts(job, "legacy")
     backdate_commits(Path(location), 1_600_000_000_000)
-    assert [e.new_start for e in expire(LocalStore(location), BASE + 1, HOUR_MS).expiries] == [100]
+    assert [e.new_start for e in expire(LocalStore(location), BASE + 1, HOUR).expiries] == [100]
     produce_records(bootstrap, topic, alike(topic, 100, BASE + 1000))
     backup_now(spark, bootstrap, location, topic)
     # Counted against the archive as it is now (100..299), the target's records would say the restore got
@@ -137,7 +135,6 @@ def test_a_restore_whose_state_predates_source_starts_is_not_resumed_after_an_ex
 
 def test_a_standby_names_a_range_a_later_backup_records_as_lost_in_the_round_that_steps_over_it_once(
         bootstrap, spark, topic_factory, tmp_path):
-    from test_restore_follow import Standby
     from topicvault.core.archive.checkpoints import load_state
     from topicvault.core.kafka import topic_ids
     from topicvault.sink.backup import BackupJob, run_backup

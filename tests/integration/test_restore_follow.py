@@ -6,39 +6,27 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from clitools import CLI
 from harness_broker import TANSU_KINDS
-from kafkatools import consume_all, ends_of, produce_records, produce_until
+from kafkatools import commit_offsets, committed, consume_all, ends_of, exact, produce_records, produce_until
 from nasty import nasty_records
-from test_cluster_state import commit_offsets, committed
-from test_peer_layouts import FIELDS, aiven_csv
-from test_restore_follow_logic import BASE  # noqa: F401  (shared with the unit half)
+from peertools import BASE, FIELDS, aiven_csv
+from restoretools import Standby, backup_now
 from topicvault.core.envelope import Record
-from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.formats.peers import PeerOptions
-from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.follow import (
-    FollowRound,
     FollowSummary,
     StandbyRequest,
-    follow_restore,
 )
 from topicvault.source.restore import RestoreJob, plan_restore, restore_group, run_restore, set_loading_configs
 from topicvault.source.selection import Selection
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
-
-
-def exact(records) -> list[tuple]:
-    """Everything a restore must keep, offsets included (the standby topics here start empty)."""
-    return [(r.offset, r.key, r.value, r.headers, r.timestamp_ms, r.timestamp_type) for r in records]
 
 
 def wait_for(condition, timeout_s: float, what: str) -> None:
@@ -49,48 +37,8 @@ def wait_for(condition, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
-class Standby:
-    """follow_restore in a thread of this process (sharing the test session's Spark), stopped by an event."""
-
-    def __init__(self, spark, job: RestoreJob, request: StandbyRequest) -> None:
-        self.rounds: list[FollowRound] = []
-        self.waits: list[TopicvaultError] = []
-        self.stop = threading.Event()
-        self.failure: BaseException | None = None
-        self.summary = None
-
-        def run() -> None:
-            try:
-                self.summary = follow_restore(spark, job, request, self.stop, self.rounds.append,
-                                              on_wait=self.waits.append)
-            except BaseException as exc:  # noqa: BLE001 — handed to the test thread
-                self.failure = exc
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def wait_rounds(self, count: int, timeout_s: float = 180) -> FollowRound:
-        wait_for(lambda: len(self.rounds) >= count or self.failure is not None or not self.thread.is_alive(),
-                 timeout_s, f"round {count}")
-        if self.failure is not None:
-            raise self.failure
-        assert len(self.rounds) >= count, "the standby ended early"
-        return self.rounds[count - 1]
-
-    def finish(self, timeout_s: float = 180):
-        self.stop.set()
-        self.thread.join(timeout_s)
-        assert not self.thread.is_alive(), "the standby did not stop"
-        if self.failure is not None:
-            raise self.failure
-        return self.summary
 
 
-def backup_now(spark, bootstrap: str, location: str, topic: str) -> None:
-    job = BackupJob(KafkaSettings.of(bootstrap), location)
-    backup_plan = plan_run(job, [topic])
-    assert backup_plan.has_work
-    run_backup(spark, job, backup_plan)
 
 
 def batch(topic: str, partitions: int, count: int, seed: int) -> list[Record]:

@@ -1,24 +1,20 @@
 """Restore guards of issue #16: renames, targets safe while data goes in, speculation, re-runs."""
 from __future__ import annotations
 
-import functools
-import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from archivetools import edit_saved_configs
+from clitools import run_cli, run_cli_process
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AdminClient
 from harness_broker import TANSU_KINDS
-from kafkatools import consume_all, create_topic, produce_records, topic_exists
+from kafkatools import consume_all, create_topic, exact, produce_records, topic_exists
 from nasty import nasty_records
-from test_crash import run_cli_process
-from test_restore_follow import exact
-from test_restore_guards_logic import LOADING  # noqa: F401  (shared with the unit half)
+from restoretools import LOADING, describe
 from topicvault.core.cluster import (
     LOADING_CONFIGS,
     NO_LIMIT_MS,
@@ -26,7 +22,6 @@ from topicvault.core.cluster import (
     broker_configs,
     lifted_timestamp_limits,
     loading_configs,
-    topic_overrides,
 )
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
@@ -84,29 +79,10 @@ def test_rerun_without_restore_id_names_the_earlier_restore(bootstrap, two_topic
 BASE = 1_700_000_000_000  # 2023: older than any retention the tests set
 
 
-def describe(bootstrap: str, topic: str) -> dict[str, str]:
-    """The topic's own configs. Real Kafka describes every config and marks the topic's own (source
-    DYNAMIC_TOPIC_CONFIG); tansu describes only those set, marked as defaults, and no broker configs."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future resolves
-    future = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
-    entries = list(future.values())[0].result(30)
-    if describes_broker_configs(bootstrap):
-        return topic_overrides(entries)
-    return {name: entry.value for name, entry in entries.items()}
 
 
-@functools.cache
-def describes_broker_configs(bootstrap: str) -> bool:
-    """Whether the broker describes its configs (real Kafka does, tansu does not)."""
-    return bool(broker_configs(KafkaSettings.of(bootstrap)))
 
 
-def edit_saved_configs(location: Path, topic: str, configs: dict[str, str]) -> None:
-    """Saved settings as a broker that reports topic overrides (real Kafka; tansu does not) saves them."""
-    path = location / "_topicvault" / "commits" / "0000000000000000001.json"
-    record = json.loads(path.read_text())
-    record["topics"][topic].update(configs=configs, configs_reported=True)
-    path.write_text(json.dumps(record))
 
 
 def test_the_lifted_timestamp_limits_are_dropped_with_the_other_loading_overrides(bootstrap, topic_factory):

@@ -7,11 +7,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
-from kafkatools import consume_all, produce_records
+from clitools import run_cli, run_cli_process
+from kafkatools import commit_offsets, committed, consume_all, produce_records, strip
 from nasty import nasty_records
-from test_cluster_state import commit_offsets, committed
-from test_crash import run_cli_process, strip
 from topicvault.core.envelope import Record
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.locations import open_store

@@ -13,12 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from archivetools import backdate_commits, edit_saved_configs
 from kafkatools import consume_all, produce_records
-from test_expire import backdate_commits
-from test_restore_follow import Standby, backup_now, exact
-from test_restore_guards import LOADING, describe, edit_saved_configs
+from restoretools import LOADING, Standby, backed_up, overrides, same_as_source, standby_records
 from topicvault.core.archive.checkpoints import load_state
-from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
@@ -41,16 +39,8 @@ BASE = 1_700_000_000_000
 HOUR_MS = 3_600_000
 
 
-def records(topic: str, first: int, count: int) -> list[Record]:
-    """`count` records of partition 0 from source offset `first`, one millisecond apart from BASE + first
-    (so an expiry time cuts between batches), with null keys, tombstones and duplicate headers."""
-    return [Record(topic, 0, 0, None if i % 7 == 0 else b"k%d" % (i % 5), None if i % 11 == 0 else b"v%d" % i,
-                   BASE + i, 0, (("h", b"%d" % i), ("h", None))) for i in range(first, first + count)]
 
 
-def backed_up(spark, bootstrap: str, location: str, topic: str, first: int, count: int) -> None:
-    produce_records(bootstrap, topic, records(topic, first, count))
-    backup_now(spark, bootstrap, location, topic)
 
 
 def backdated(location: str) -> LocalStore:
@@ -59,8 +49,6 @@ def backdated(location: str) -> LocalStore:
     return LocalStore(location)
 
 
-def same_as_source(bootstrap: str, topic: str, target: str) -> None:
-    assert exact(consume_all(bootstrap, target)[0]) == exact(consume_all(bootstrap, topic)[0])
 
 
 def standby_of_a_first_backup(spark, bootstrap: str, topic_factory, tmp_path, prefix: str, restore_id: str):
@@ -199,7 +187,7 @@ def test_expire_after_a_killed_round_into_a_partition_empty_when_the_restore_beg
     run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "late", continue_saved=True), configure=False)
     # Partition 1 gets offsets 0..99 in objects of 25; a round restores the first object and is killed
     # after its producer flushed, before it saved its offset map.
-    produce_records(bootstrap, topic, [replace(r, partition=1) for r in records(topic, 0, 100)])
+    produce_records(bootstrap, topic, [replace(r, partition=1) for r in standby_records(topic, 0, 100)])
     backup_job = BackupJob(KafkaSettings.of(bootstrap), location, rotation=Rotation(max_records=25))
     run_backup(spark, backup_job, plan_run(backup_job, [topic]))
     killed = plan_restore(job, [topic], {topic: target}, "late", continue_saved=True)
@@ -223,7 +211,7 @@ def test_a_rerun_after_skip_left_out_an_object_a_compact_retired_keeps_the_hole_
     topic = topic_factory(1, prefix="skip-compact")
     target, location = f"{topic}-r", str(tmp_path / "archive")
     job = RestoreJob(KafkaSettings.of(bootstrap), location, on_error="skip")
-    produce_records(bootstrap, topic, records(topic, 0, 40))
+    produce_records(bootstrap, topic, standby_records(topic, 0, 40))
     backup_job = BackupJob(KafkaSettings.of(bootstrap), location, rotation=Rotation(max_records=10))
     run_backup(spark, backup_job, plan_run(backup_job, [topic]))
     planned = plan_restore(job, [topic], {topic: target}, "holed")
@@ -267,10 +255,6 @@ def test_a_rerun_names_a_hole_again_when_nothing_else_of_the_partition_is_left_t
     assert consume_all(bootstrap, target) == {0: []}
 
 
-def overrides(bootstrap: str, topic: str, names) -> dict[str, str]:
-    """The topic's values of `names` it has (real Kafka describes every config; tansu only those set)."""
-    described = describe(bootstrap, topic)
-    return {name: described[name] for name in names if name in described}
 
 
 def test_standby_topics_keep_loading_configs_while_following_and_get_saved_ones_when_stopped(

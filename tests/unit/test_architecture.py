@@ -149,3 +149,42 @@ def test_packages_import_only_downward():
             if target_rank > rank:
                 upward.append(f"{module} ({package}) imports {target} ({target_package})")
     assert sorted(upward) == []
+
+
+# Tests share helpers through tests/*tools.py (and the harness), never by importing another test
+# module: a test module imported elsewhere runs its module-level code and fixtures twice, and ties
+# a tier's test to another tier's (issue #49, item 5).
+TESTS_ROOT = PACKAGE_ROOT / "tests"
+
+
+def imports_of_test_modules(root: Path) -> list[str]:
+    """`file: module` for every import (function-level ones included) of a test module (test_*.py,
+    conftest.py) by a Python file under `root`."""
+    files = sorted(p for p in root.rglob("*.py") if ".venv" not in p.parts)
+    test_modules = {p.stem for p in files if p.stem.startswith("test_") or p.stem == "conftest"}
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            else:
+                continue
+            found.extend(f"{path.relative_to(root)}: {name}" for name in names
+                         if name.rpartition(".")[2] in test_modules)
+    return found
+
+
+def test_module_imports_sees_top_and_function_level_imports(tmp_path):
+    (tmp_path / "unit").mkdir()
+    (tmp_path / "unit" / "test_a.py").write_text("def helper():\n    pass\n")
+    (tmp_path / "test_b.py").write_text("def test_b():\n    from test_a import helper\n")
+    (tmp_path / "test_c.py").write_text("import test_b\nimport json\n")
+    (tmp_path / "sometools.py").write_text("import json\n")
+    assert imports_of_test_modules(tmp_path) == ["test_b.py: test_a", "test_c.py: test_b"]
+
+
+def test_no_test_module_imports_another():
+    assert len(list(TESTS_ROOT.rglob("test_*.py"))) > 50  # the walk found the suite
+    assert imports_of_test_modules(TESTS_ROOT) == []

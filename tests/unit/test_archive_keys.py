@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from test_expire import HOUR, backdate_commits
+from archivetools import HOUR, backdate_commits
 from topicvault.core.archive import archive_keys
 from topicvault.core.archive.archive_keys import KEY_KINDS, STATE_PREFIX, kind_of
 from topicvault.core.archive.checkpoints import CHECKPOINT_INTERVAL, load_state

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
+from archivetools import T, backup, commit, entry, three_small_objects
 from clocktools import SteppedClock
 from stores import FaultyStore
-from test_maintenance_commits import T, backup, commit, entry, three_small_objects
 from topicvault.core.archive import conditional_writes as cw
 from topicvault.core.archive.archive_keys import CONDITIONAL_WRITES_KEY, commit_key
 from topicvault.core.archive.checkpoints import load_state

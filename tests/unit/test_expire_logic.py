@@ -4,36 +4,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
+from archivetools import HOUR, T0, backdate_commits
 from clitools import assert_one_line_error, run_cli
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
 from topicvault.core.local_store import LocalStore
 from topicvault.source.maintenance.expire import plan_expire
-
-T0 = 1_700_000_000_000
-
-
-HOUR = 3_600_000
-
-
-def backdate_commits(location: Path, to_ms: int) -> None:
-    """Stamp the location's commits made after `to_ms` as made right after it, in order (to_ms + 1,
-    + 2, ...): as if its backups ran then (expire never drops what was committed less than the age
-    asked for ago). Checkpoints, derived from the commits, are dropped."""
-    stamp = to_ms
-    for path in sorted((location / "_topicvault" / "commits").glob("*.json")):
-        record = json.loads(path.read_text())
-        if record["created_ms"] <= to_ms:
-            continue
-        stamp += 1
-        record["created_ms"] = stamp
-        path.with_suffix(".tmp").write_text(json.dumps(record))  # replaced whole: a backup beside may read it
-        os.replace(path.with_suffix(".tmp"), path)
-    for path in (location / "_topicvault").glob("*checkpoint*"):
-        path.unlink() if path.is_file() else [p.unlink() for p in path.iterdir()]
 
 
 def object_at(first: int, last: int, min_ts: int, max_ts: int) -> ObjectEntry:

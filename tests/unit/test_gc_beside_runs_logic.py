@@ -8,6 +8,7 @@ import os
 import time
 
 import pytest
+from archivetools import GONE, gc_now
 from stores import CountingStore, FaultyStore
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.archive.commit_log import append
@@ -22,7 +23,6 @@ from topicvault.source.maintenance.garbage import collect_garbage
 T = "orders"
 
 
-GONE = "deleted by a garbage collection"
 
 
 def entry(first: int, last: int, partition: int = 0, run: str = "r0000000000a1") -> ObjectEntry:
@@ -36,11 +36,6 @@ def stored(store, *entries: ObjectEntry) -> list[ObjectEntry]:
     return list(entries)
 
 
-def gc_now(store, lease_lapsed: bool = False) -> None:
-    """What a compact or expire with --grace 0 deletes right now (or once every lease written
-    now has expired)."""
-    later = LEASE_TTL_MS if lease_lapsed else 0
-    collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000 + later)
 
 
 def test_a_micro_batch_whose_object_gc_deleted_commits_nothing(tmp_path):
