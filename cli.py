@@ -405,7 +405,7 @@ def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_inter
                 max_records_per_trigger: Optional[int], master: Optional[str], metrics) -> None:
     from .core.spark import get_spark
     from .datasources import register
-    from .sink.follow import run_follow
+    from .sink.follow import ContinuousBackupRequest, run_follow
 
     stop_requested = []
 
@@ -419,8 +419,9 @@ def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_inter
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     _print([report.backup_following(topics, topics_regex, job.store_uri, flush_interval)])
-    result = run_follow(spark, job, topics, topics_regex, flush_interval, max_records_per_trigger,
-                        lambda: bool(stop_requested), lambda text: typer.echo(report.terminal_text(text)), metrics)
+    request = ContinuousBackupRequest(tuple(topics), topics_regex, flush_interval, max_records_per_trigger)
+    result = run_follow(spark, job, request, lambda: bool(stop_requested),
+                        lambda text: typer.echo(report.terminal_text(text)), metrics)
     _print([report.backup_follow_stopped(result)])
 
 
@@ -513,8 +514,9 @@ def restore(
     quiet: bool = QUIET,
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
+    from .source.access import AccessRequest
     from .source.follow import DEFAULT_POLL_INTERVAL_S, StandbyRequest, check_follow_options
-    from .source.restore import parse_renames
+    from .source.restore import RestoreRequest, parse_renames, plan_restore
     from .source.throttle import RateLimit
 
     rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
@@ -529,26 +531,28 @@ def restore(
     groups = groups or cluster_state  # group offsets are part of the cluster's state
     if group and not groups:
         raise TopicvaultError("--group works with --groups: add --groups")
-    request = StandbyRequest(tuple(topic), parse_renames(rename), restore_id,
-                             _selection(until, until_mode, from_offset, to_offset), allow_nonempty, create_topics,
-                             configs, groups, tuple(group),
-                             DEFAULT_POLL_INTERVAL_S if poll_interval is None else poll_interval)
+    access = AccessRequest(scram_passwords, merge_acls, add_scram_mechanisms, accept_renamed_access) \
+        if cluster_state else None
+    request = RestoreRequest(tuple(topic), parse_renames(rename), restore_id, allow_nonempty, create_topics,
+                             _selection(until, until_mode, from_offset, to_offset), configs, groups, tuple(group),
+                             access)
     if import_state:
         _import_state(job, restore_id, import_state, settings.store_options, dry_run)
         if dry_run:
             return
     if follow:
-        check_follow_options(request.selection, request.poll_interval_s)
-        _follow_restore(job, request, master, as_json, quiet)
+        standby = StandbyRequest(request, DEFAULT_POLL_INTERVAL_S if poll_interval is None else poll_interval)
+        check_follow_options(request.selection, standby.poll_interval_s)
+        _follow_restore(job, standby, master, as_json, quiet)
         return
-    restore_plan = _plan_one_restore(job, request, cluster_state, scram_passwords, merge_acls,
-                                     add_scram_mechanisms, accept_renamed_access)
+    restore_plan = plan_restore(job, request)
+    _print(report.restore_plan_notes(restore_plan))
     if dry_run:
         _print(report.restore_dry_run(restore_plan, as_json))
         if restore_plan.access is not None:
             _print(report.access_dry_run(restore_plan.access, as_json))
         return
-    result, committed_groups = _run_one_restore(job, restore_plan, request, master, as_json or quiet)
+    result, committed_groups = _run_one_restore(job, restore_plan, master, as_json or quiet)
     _print(report.access_restored(result))
     _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))
     if result.skipped:
@@ -588,31 +592,7 @@ def _check_restore_flags(context: typer.Context, cluster_state: bool, scram_pass
     _refuse_by_follow(context, follow, RESTORE_ONE_SHOT_ONLY, RESTORE_FOLLOW_ONLY)
 
 
-def _plan_one_restore(job, request, cluster_state: bool, scram_passwords: Optional[str], merge_acls: bool,
-                      add_scram_mechanisms: bool = False, accept_renamed_access: bool = False):
-    """Plan a one-shot restore, with what --groups and --cluster-state add; print its notes. Groups it
-    cannot commit and target ACLs the archive does not hold are refused here, before anything is written."""
-    from .source.restore import plan_restore
-
-    restore_plan = plan_restore(job, list(request.topics), request.renames, request.restore_id,
-                                request.allow_nonempty, request.create_missing, request.selection,
-                                request.apply_configs)
-    if request.groups:
-        from .source.groups import check_groups
-
-        restore_plan.notes.extend(check_groups(restore_plan, list(request.only_groups) or None))
-    if cluster_state:
-        from .source.access import plan_cluster_access
-
-        restore_plan.access = plan_cluster_access(job, restore_plan, scram_passwords, merge_acls,
-                                                  add_mechanisms=add_scram_mechanisms,
-                                                  accept_renamed_access=accept_renamed_access)
-        restore_plan.notes.extend(restore_plan.access.notes)
-    _print(report.restore_plan_notes(restore_plan))
-    return restore_plan
-
-
-def _run_one_restore(job, restore_plan, request, master: Optional[str], quiet: bool):
+def _run_one_restore(job, restore_plan, master: Optional[str], quiet: bool):
     """Run a planned restore in Spark, then commit the translated group offsets (--groups); return the
     result and the offsets committed (None: --groups not given)."""
     from .core.progress import ProgressMonitor
@@ -626,11 +606,11 @@ def _run_one_restore(job, restore_plan, request, master: Optional[str], quiet: b
         with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
                              quiet=quiet) as progress:
             result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)
-    if not request.groups:
+    if restore_plan.groups is None:
         return result, None
     from .source.groups import restore_groups
 
-    return result, restore_groups(job, restore_plan.restore_id, list(request.only_groups) or None)
+    return result, restore_groups(job, restore_plan.restore_id, list(restore_plan.groups) or None)
 
 
 def _import_state(job, restore_id: Optional[str], uri: str, store_options, dry_run: bool) -> None:

@@ -37,6 +37,16 @@ class FollowResult:
     lag: dict[str, int]
 
 
+@dataclass(frozen=True)
+class ContinuousBackupRequest:
+    """What a followed backup (backup --follow) reads, and how often it commits."""
+
+    topics: tuple[str, ...] = ()
+    topics_regex: str | None = None
+    flush_interval_s: float = 60.0  # seconds between micro-batches (each commits its objects)
+    max_records_per_trigger: int | None = None  # records per micro-batch at most (None: no bound)
+
+
 def _options(job: BackupJob) -> dict[str, str]:
     kafka = {f"kafka.{k}": v for k, v in job.kafka.properties}
     kafka["kafka.bootstrap.servers"] = job.kafka.bootstrap_servers
@@ -48,10 +58,7 @@ def _options(job: BackupJob) -> dict[str, str]:
 def run_follow(
     spark,
     job: BackupJob,
-    topics: list[str],
-    topics_regex: str | None,
-    flush_interval_s: float,
-    max_records_per_trigger: int | None,
+    request: ContinuousBackupRequest,
     should_stop: Callable[[], bool],
     report: Callable[[str], None],
     metrics: FollowMetrics | None = None,
@@ -62,11 +69,11 @@ def run_follow(
     `spark` must have topicvault's data sources registered (topicvault.datasources.register):
     the stream runs through them.
     """
-    if flush_interval_s <= 0:
+    if request.flush_interval_s <= 0:
         raise TopicvaultError("--flush-interval must be positive (seconds)")
     # Plan once as a one-shot backup would: unknown topics, a recreated topic and offsets lost
     # to retention are reported before anything runs.
-    start_plan = plan_run(job, topics, topics_regex)
+    start_plan = plan_run(job, list(request.topics), request.topics_regex)
     for warning in start_plan.warnings:
         report(f"warning: {warning}")
     # Topic settings, IDs, group offsets and offsets lost to retention, saved once per run;
@@ -81,10 +88,9 @@ def run_follow(
     if metrics is not None:
         metrics.observe_state(state)
     restarts = RestartBudget()
-    stream = _Stream(topics, topics_regex, flush_interval_s, max_records_per_trigger)
     while True:
         try:
-            state = _run_query(spark, job, common, stream, store, state, should_stop, report, metrics)
+            state = _run_query(spark, job, common, request, store, state, should_stop, report, metrics)
             break
         except QueryFailed as failure:
             if metrics is not None:
@@ -106,16 +112,6 @@ def run_follow(
     )
 
 
-@dataclass(frozen=True)
-class _Stream:
-    """What a followed backup's streaming query reads, and how often it commits."""
-
-    topics: list[str]
-    topics_regex: str | None
-    flush_interval_s: float
-    max_records_per_trigger: int | None
-
-
 class QueryFailed(TopicvaultError):
     """The stream's query failed: `reason` is its one line; `restartable` unless a TopicvaultError
     of a task (bad input or a state a restart would meet again) caused it."""
@@ -126,7 +122,7 @@ class QueryFailed(TopicvaultError):
         self.restartable = restartable
 
 
-def _run_query(spark, job: BackupJob, common: dict[str, str], stream: _Stream, store, state,
+def _run_query(spark, job: BackupJob, common: dict[str, str], stream: ContinuousBackupRequest, store, state,
                should_stop: Callable[[], bool], report: Callable[[str], None], metrics: FollowMetrics | None):
     """Run one streaming query from the location's committed ends until `should_stop()`; return
     the state read forward to its last commit. Raises QueryFailed when the query fails."""

@@ -14,7 +14,7 @@ from ..core.embedded_broker import EmbeddedBroker
 from ..core.kafka import KafkaSettings, confluent_timestamp_type, create_topics, metadata_consumer, read_to_eof
 from ..core.spark import get_spark
 from ..sink.backup import BackupJob, plan_run, run_backup
-from .restore import RestoreJob, plan_restore, run_restore
+from .restore import RestoreJob, RestoreRequest, plan_restore, run_restore
 
 SOURCE_TOPIC = "demo.orders"
 TARGET_TOPIC = "demo.orders.restored"
@@ -98,7 +98,7 @@ def run_demo(count: int, directory: str | None, master: str | None, say: Callabl
 
         # The demo's restore state lives and dies with its scratch directory, not in ~/.local/state.
         restore_job = RestoreJob(settings, location, state_uri=os.path.join(scratch, "restore-state"))
-        restored = run_restore(spark, restore_job, plan_restore(restore_job, [], {SOURCE_TOPIC: TARGET_TOPIC}, None))
+        restored = run_restore(spark, restore_job, plan_restore(restore_job, RestoreRequest(renames={SOURCE_TOPIC: TARGET_TOPIC})))
         say(f"restore: {restored.produced:,} records to {TARGET_TOPIC} in {restored.elapsed_s:.1f} s "
             f"({restored.produced / max(restored.elapsed_s, 1e-9):,.0f} records/s)")
 

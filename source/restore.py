@@ -38,6 +38,7 @@ from ..core.progress import counted
 from ..core.spark import check_no_speculation, run_tasks, task_attempt
 from ..core.store import ObjectStore
 from ..formats.peers import NATIVE, Layout, PeerOptions
+from .access import read_cluster_access
 from .kafka_writer import ProduceResult, WrittenPrefix, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import SkippedObject, check_keys_open
 from .offset_map import (
@@ -434,14 +435,12 @@ def group_tasks(tasks: list[RestoreTask], groups: int) -> list[list[RestoreTask]
     return [sorted(group, key=lambda t: t.target) for group in lists if group]
 
 
-def plan_restore(job: RestoreJob, topics: list[str] | tuple[str, ...] | RestoreRequest, *args, **kwargs) -> RestorePlan:
-    """Plan a restore: read the facts (gather_facts), then decide from them alone (build_restore_plan).
+def plan_restore(job: RestoreJob, request: RestoreRequest) -> RestorePlan:
+    """Plan a restore: read the facts (gather_facts), then decide from them alone (build_restore_plan),
+    group checks (--groups) and access (--cluster-state) included; the plan is final.
 
-    `topics` is a RestoreRequest, or its first field with the others after it in their order (as
-    cli.py passes them). A missing encryption key stops the restore here, before any topic is
-    created or record produced.
+    A missing encryption key stops the restore here, before any topic is created or record produced.
     """
-    request = topics if isinstance(topics, RestoreRequest) else RestoreRequest(tuple(topics), *args, **kwargs)
     facts = gather_facts(job, request)
     plan = build_restore_plan(facts, request)
     if facts.layout.commit_log:
@@ -485,7 +484,16 @@ def gather_facts(job: RestoreJob, request: RestoreRequest) -> RestoreFacts:
         saved_maps=saved_offset_maps(records, restore_id) if maps_needed else {},
         saved_holes=saved_holes(records, restore_id) if saved is not None and layout.skip_supported else {},
         earlier_restores=_earlier_restores(job, records, target, saved is None and not request.allow_nonempty),
+        **_access_facts(job, request, archive),
     )
+
+
+def _access_facts(job: RestoreJob, request: RestoreRequest, archive: BackupState) -> dict:
+    """restore --cluster-state: the RestoreFacts fields of the target's access and the passwords given."""
+    if request.access is None:
+        return {}
+    target, passwords = read_cluster_access(job.kafka, request.access, archive, request.selection.until_ms)
+    return {"target_access": target, "scram_passwords": passwords}
 
 
 def _existing_partitions(job: RestoreJob, targets: RestoreTargets) -> dict[tuple[str, int], tuple[int, int]]:

@@ -13,6 +13,7 @@ from archivetools import ARCHIVE, expected_v1
 from kafkatools import consume_all
 from topicvault.core.kafka import KafkaSettings
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore_plan import RestoreRequest
 
 
 def test_archive_written_before_the_change_restores_exactly(bootstrap, spark, tmp_path):
@@ -21,7 +22,7 @@ def test_archive_written_before_the_change_restores_exactly(bootstrap, spark, tm
     shutil.copytree(ARCHIVE, location)  # the committed copy stays untouched whatever the restore does
     target = f"legacy-{uuid.uuid4().hex[:8]}"
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location))
-    plan = plan_restore(job, [], {topic: target}, None)
+    plan = plan_restore(job, RestoreRequest(renames={topic: target}))
     result = run_restore(spark, job, plan)
     assert sum(r.produced for r in result.results) == 32
     restored = consume_all(bootstrap, target)

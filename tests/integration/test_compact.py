@@ -24,6 +24,7 @@ from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.source.maintenance.compact import CompactJob, compact
 from topicvault.source.maintenance.expire import expire
+from topicvault.source.restore_plan import RestoreRequest
 
 
 def backed_up_in_rounds(bootstrap, topic: str, location: str, rounds: int = 4, per_round: int = 60,
@@ -287,7 +288,7 @@ def test_a_restore_planned_before_a_compact_whose_grace_passed_stops_clearly_the
     backed_up_in_rounds(bootstrap, topic, location, rounds=2, per_round=40, max_records=20, partitions=1)
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
     target = f"{topic}-late"
-    restore_plan = plan_restore(job, [topic], {topic: target}, "late-restore")
+    restore_plan = plan_restore(job, RestoreRequest((topic,), {topic: target}, "late-restore"))
     run_cli("compact", location, "--grace", "0s")  # the planned objects are retired and deleted at once
     with pytest.raises(Exception, match="named by the commit records was not found"):
         run_restore(spark, job, restore_plan)

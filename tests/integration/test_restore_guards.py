@@ -27,6 +27,7 @@ from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.source.kafka_writer import count_records
+from topicvault.source.restore_plan import RestoreRequest
 
 
 def error_line(output: str) -> str:
@@ -280,13 +281,13 @@ def test_a_resume_that_counts_none_of_its_records_yet_still_waits_for_unreplicat
 
     monkeypatch.setattr(restore, "target_resume_settle_s", settle_s)
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location), state_uri=str(tmp_path / "state"))
-    fresh = plan_restore(job, [topic], {topic: f"{topic}-a"}, "settle-a")
+    fresh = plan_restore(job, RestoreRequest((topic,), {topic: f"{topic}-a"}, "settle-a"))
     start_restore(job, fresh)
     assert sum(r.produced for r in restore_group(job, fresh.tasks)) == 30 and asked == []  # nothing sent before it
 
-    killed = plan_restore(job, [topic], {topic: f"{topic}-b"}, "settle-b")
+    killed = plan_restore(job, RestoreRequest((topic,), {topic: f"{topic}-b"}, "settle-b"))
     start_restore(job, killed)  # saved its state and created the target; no produce request acknowledged
-    resumed = plan_restore(job, [topic], {topic: f"{topic}-b"}, "settle-b")
+    resumed = plan_restore(job, RestoreRequest((topic,), {topic: f"{topic}-b"}, "settle-b"))
     assert resumed.resumed
     results = restore_group(job, resumed.tasks)
     assert asked == [[f"{topic}-b"]]

@@ -16,6 +16,7 @@ from topicvault.core.locations import open_store
 from topicvault.source.object_reader import SkippedObject
 from topicvault.source.offset_map import load_offset_maps, save_hole, saved_holes
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore_plan import RestoreRequest
 from topicvault.source.restore_state import RestoreRecords
 
 
@@ -142,7 +143,7 @@ def test_objects_left_out_are_recorded_where_the_driver_keeps_the_restore_state(
     monkeypatch.chdir(tmp_path)
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location), state_uri=f"/proc/self/cwd/{name}", on_error="skip")
     try:
-        result = run_restore(spark, job, plan_restore(job, [topic], {topic: f"{topic}-cluster"}, "cluster"))
+        result = run_restore(spark, job, plan_restore(job, RestoreRequest((topic,), {topic: f"{topic}-cluster"}, "cluster")))
     finally:
         shutil.rmtree(workers_state, ignore_errors=True)
     assert [(s.partition, s.key) for s in result.skipped] == [(0, damaged["key"]), (1, gone["key"])]
