@@ -792,15 +792,15 @@ def compact_command(
     """Merge each partition's small committed objects into objects of the rotation size, in one
     commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
     from .core.rotation import Rotation
-    from .source.maintenance.compact import CompactJob, execute_compaction, plan_compaction
+    from .source.maintenance.compact import CompactJob, execute_compact, plan_compact, read_compact
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     key_template = _key_template_of(key_template, time_partition)
     job = CompactJob(_uri_of(settings, "URI"), _store_of(settings), Rotation(max_records, max_bytes), compression,
                      key_template, settings.encryption_keys, _grace_ms(grace))
     location = job.open_store()
-    plan = plan_compaction(job, location, dry_run)
-    _print(report.compact(plan.dry_result() if dry_run else execute_compaction(job, location, plan), dry_run, as_json))
+    plan = plan_compact(read_compact(job, location, dry_run), job)
+    _print(report.compact(execute_compact(location, plan, dry_run), dry_run, as_json))
 
 
 @app.command("expire")
@@ -821,7 +821,7 @@ def expire_command(
     """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
     from .core.instants import instant_or_age_to_epoch_ms
     from .core.locations import open_store
-    from .source.maintenance.expire import check_before, execute_expiry, plan_expiry
+    from .source.maintenance.expire import check_before, execute_expire, plan_expire, read_expire
 
     now_ms = int(time.time() * 1000)
     try:
@@ -833,9 +833,8 @@ def expire_command(
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
     grace_ms = _grace_ms(grace)
     location, keyring = open_store(_uri_of(settings, "URI"), settings.store_options), _keyring_of(settings)
-    plan = plan_expiry(location, before_ms, grace_ms, dry_run, keyring=keyring)
-    result = plan.dry_result() if dry_run else execute_expiry(location, plan, grace_ms, keyring=keyring)
-    _print(report.expire(result, dry_run, as_json))
+    plan = plan_expire(read_expire(location, before_ms, grace_ms, dry_run, keyring=keyring), before_ms, grace_ms)
+    _print(report.expire(execute_expire(location, plan, dry_run, keyring=keyring), dry_run, as_json))
 
 
 @app.command()

@@ -10,15 +10,19 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Iterable
 
 import pyarrow as pa
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.archive.commit_log import commit_with_checkpoint
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.archive.leases import LEASE_TTL_MS
+from topicvault.core.crypto import Keyring
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.formats import resolve_format
-from topicvault.source.maintenance.garbage import collect_garbage
+from topicvault.source.maintenance.compact import CompactJob, CompactResult, execute_compact, plan_compact, read_compact
+from topicvault.source.maintenance.expire import ExpireResult, execute_expire, plan_expire, read_expire
+from topicvault.source.maintenance.garbage import Collected, execute_collection, plan_collection, read_collection
 
 T0 = 1_700_000_000_000
 
@@ -134,7 +138,28 @@ def gc_now(store, lease_lapsed: bool = False) -> None:
     """What a compact or expire with --grace 0 deletes right now (or once every lease written
     now has expired)."""
     later = LEASE_TTL_MS if lease_lapsed else 0
-    collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000 + later)
+    run_collection(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000 + later)
+
+
+def run_compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -> CompactResult:
+    """`topicvault compact` as the CLI runs it: read_compact, plan_compact, execute_compact."""
+    store = job.open_store()
+    return execute_compact(store, plan_compact(read_compact(job, store, dry_run, now_ms), job), dry_run)
+
+
+def run_expire(store, before_ms: int, grace_ms: int, dry_run: bool = False, now_ms: int | None = None,
+               keyring: Keyring | None = None) -> ExpireResult:
+    """`topicvault expire` as the CLI runs it: read_expire, plan_expire, execute_expire."""
+    facts = read_expire(store, before_ms, grace_ms, dry_run, now_ms, keyring)
+    return execute_expire(store, plan_expire(facts, before_ms, grace_ms), dry_run, keyring)
+
+
+def run_collection(store, state: BackupState, grace_ms: int, now_ms: int, dry_run: bool = False,
+                   would_retire: Iterable[str] = ()) -> Collected:
+    """A garbage collection as compact and expire run it after their commit: read_collection,
+    plan_collection, execute_collection."""
+    plan = plan_collection(read_collection(store, state), grace_ms, now_ms, would_retire)
+    return execute_collection(store, plan, dry_run)
 
 
 DATA = Path(__file__).parent / "data"

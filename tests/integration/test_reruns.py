@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from archivetools import HOUR, backdate_commits, edit_saved_configs
+from archivetools import HOUR, backdate_commits, edit_saved_configs, run_expire
 from confluent_kafka import Consumer, TopicPartition
 from kafkatools import consume_all, produce_records
 from restoretools import LOADING, Standby, backed_up, backup_now, overrides, same_as_source
@@ -23,7 +23,6 @@ from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
-from topicvault.source.maintenance.expire import expire
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
 from topicvault.source.restore_plan import RestoreRequest
 from topicvault.source.restore_state import STATE_NAME
@@ -121,7 +120,7 @@ def test_a_restore_whose_state_predates_source_starts_is_not_resumed_after_an_ex
     written = len(consume_all(bootstrap, target)[0])
     predating_source_starts(job, "legacy")
     backdate_commits(Path(location), 1_600_000_000_000)
-    assert [e.new_start for e in expire(LocalStore(location), BASE + 1, HOUR).expiries] == [100]
+    assert [e.new_start for e in run_expire(LocalStore(location), BASE + 1, HOUR).expiries] == [100]
     produce_records(bootstrap, topic, alike(topic, 100, BASE + 1000))
     backup_now(spark, bootstrap, location, topic)
     # Counted against the archive as it is now (100..299), the target's records would say the restore got

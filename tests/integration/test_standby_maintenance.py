@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from archivetools import backdate_commits, edit_saved_configs
+from archivetools import backdate_commits, edit_saved_configs, run_compact, run_expire
 from kafkatools import consume_all, produce_records
 from restoretools import LOADING, Standby, backed_up, overrides, same_as_source, standby_records
 from topicvault.core.archive.checkpoints import load_state
@@ -23,8 +23,7 @@ from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.follow import StandbyRequest, archive_with_newer_commits, standby_lag
-from topicvault.source.maintenance.compact import CompactJob, compact
-from topicvault.source.maintenance.expire import expire
+from topicvault.source.maintenance.compact import CompactJob
 from topicvault.source.restore import (
     RestoreJob,
     plan_restore,
@@ -81,7 +80,7 @@ def test_after_compact_merges_restored_and_new_objects_a_round_restores_only_the
     standby.finish()
     backed_up(spark, bootstrap, location, topic, 300, 100)  # commit 4: not restored yet
 
-    merged = compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS))
+    merged = run_compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS))
     assert (len(merged.replaced), [(o.first_offset, o.last_offset) for o in merged.written]) == (4, [(0, 399)])
     restarted = Standby(spark, job, request)
     after = restarted.wait_rounds(1)
@@ -102,7 +101,7 @@ def test_a_round_planned_before_a_compact_whose_grace_passed_stops_clearly_and_t
     backed_up(spark, bootstrap, location, topic, 200, 100)
     planned = plan_restore(job, RestoreRequest((topic,), {topic: target}, "grace", continue_saved=True))
     assert [(o.first_offset, o.last_offset) for t in planned.tasks for o in t.objects] == [(100, 199), (200, 299)]
-    compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
+    run_compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
     with pytest.raises(TopicvaultError, match="named by the commit records was not found"):
         run_restore(spark, job, planned, configure=False)
 
@@ -119,7 +118,7 @@ def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offs
                                                                       "standby-expire", "expired")
     backed_up(spark, bootstrap, location, topic, 100, 100)
     # Expiring what the standby restored already is harmless: it goes on with commit 2.
-    assert [e.new_start for e in expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
+    assert [e.new_start for e in run_expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
     restarted = Standby(spark, job, request)
     assert restarted.wait_rounds(1).produced == 100
     restarted.finish()
@@ -127,7 +126,7 @@ def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offs
     backed_up(spark, bootstrap, location, topic, 200, 100)
     backed_up(spark, bootstrap, location, topic, 300, 100)
     # Offsets 200..299 go before the standby read them: following on would splice 199 to 300.
-    assert [e.new_start for e in expire(backdated(location), BASE + 300, HOUR_MS).expiries] == [300]
+    assert [e.new_start for e in run_expire(backdated(location), BASE + 300, HOUR_MS).expiries] == [300]
     assert load_state(LocalStore(location)).partitions[(topic, 0)].start == 300
     stopped = Standby(spark, job, request)
     with pytest.raises(TopicvaultError) as failure:
@@ -150,7 +149,7 @@ def test_a_restore_resumed_after_expire_dropped_records_it_had_not_restored_stop
     # Killed after the first object's records went in (offsets 0..99 of 0..399).
     run_restore(spark, job, replace(planned, tasks=[replace(t, objects=t.objects[:1]) for t in planned.tasks]))
     assert sum(map(len, consume_all(bootstrap, target).values())) == 100
-    expire(backdated(location), BASE + 200, HOUR_MS)  # the archive now starts at offset 200
+    run_expire(backdated(location), BASE + 200, HOUR_MS)  # the archive now starts at offset 200
     with pytest.raises(TopicvaultError, match=rf"{topic}\[0\]: offsets 0\.\.199 were expired from the archive"):
         plan_restore(job, RestoreRequest((topic,), {topic: target}, "resumed"))
     assert sum(map(len, consume_all(bootstrap, target).values())) == 100  # nothing spliced in
@@ -167,8 +166,8 @@ def test_a_compact_and_an_expire_committed_during_a_round_are_folded_into_the_st
     maps = [r.offset_map for r in run_restore(spark, job, planned, configure=False).results]
     # While the round ran: an expire dropped offsets 0..99 (already restored), a compact merged the other two
     # objects and a backup added 300..399. The round's end folds these commits to say how far behind it is.
-    assert [e.new_start for e in expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
-    assert len(compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS)).replaced) == 2
+    assert [e.new_start for e in run_expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
+    assert len(run_compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS)).replaced) == 2
     backed_up(spark, bootstrap, location, topic, 300, 100)
     now = archive_with_newer_commits(job, planned.archive)
     assert now.last_sequence == planned.archive.last_sequence + 3 and now.partitions[(topic, 0)].start == 100
@@ -196,7 +195,7 @@ def test_expire_after_a_killed_round_into_a_partition_empty_when_the_restore_beg
     restore_group(job, [replace(t, objects=t.objects[:1]) for t in killed.tasks if t.partition == 1])
     assert len(consume_all(bootstrap, target)[1]) == 25
     # Offsets 0..49 are expired: the restart must not count 25 records against a sequence starting at 50.
-    assert [(e.partition, e.new_start) for e in expire(backdated(location), BASE + 50, HOUR_MS).expiries] == [
+    assert [(e.partition, e.new_start) for e in run_expire(backdated(location), BASE + 50, HOUR_MS).expiries] == [
         (0, 10), (1, 50)]
     with pytest.raises(TopicvaultError, match=rf"{topic}\[1\]: offsets 0\.\.49 were expired from the archive"):
         plan_restore(job, RestoreRequest((topic,), {topic: target}, "late", continue_saved=True))
@@ -221,7 +220,7 @@ def test_a_rerun_after_skip_left_out_an_object_a_compact_retired_keeps_the_hole_
     kept = {o.key: store.get(o.key) for o in task.objects}
     # A compact merged the objects after this was planned and its grace passed; the restore read the objects it
     # planned while only the second (offsets 10..19) was already deleted: left out, the ones after it restored.
-    compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
+    run_compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
     for key, data in kept.items():
         if key != task.objects[1].key:
             store.put(key, data)

@@ -7,6 +7,7 @@ topicvault module. Pure logic: no broker, Spark or S3 server.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -188,3 +189,35 @@ def test_module_imports_sees_top_and_function_level_imports(tmp_path):
 def test_no_test_module_imports_another():
     assert len(list(TESTS_ROOT.rglob("test_*.py"))) > 50  # the walk found the suite
     assert imports_of_test_modules(TESTS_ROOT) == []
+
+
+# Compact, expire and garbage collection: one reading step, one pure planner returning a plan that
+# carries what execution needs, one execute; the CLI calls those (issue #49, item 4).
+MAINTENANCE_STEPS = {
+    "compact": ("read_compact", "plan_compact", "execute_compact"),
+    "expire": ("read_expire", "plan_expire", "execute_expire"),
+    "garbage": ("read_collection", "plan_collection", "execute_collection"),
+}
+STEP_LIKE = re.compile(r"^(read|gather|plan|execute)_|^(compact|expire|collect_garbage)$|_(plan|compaction|expiry)$")
+
+
+def test_each_maintenance_step_has_one_name_and_the_cli_calls_those():
+    files = _module_files()
+    for module, steps in MAINTENANCE_STEPS.items():
+        tree = ast.parse(files[f"topicvault.source.maintenance.{module}"].read_text())
+        public = {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
+        assert {name for name in public if STEP_LIKE.search(name)} == set(steps), module
+    cli = ast.parse(files["topicvault.cli"].read_text())
+    called = {alias.name for node in ast.walk(cli) if isinstance(node, ast.ImportFrom)
+              and (node.module or "").startswith("source.maintenance") for alias in node.names}
+    assert {name for name in called if STEP_LIKE.search(name)} == {s for module in ("compact", "expire")
+                                                                   for s in MAINTENANCE_STEPS[module]}
+
+
+def test_run_leases_and_commit_turns_are_one_renew_and_remove_mechanism():
+    from topicvault.core.archive.conditional_writes import CommitTurn
+    from topicvault.core.archive.leases import RenewedObject, RunLease
+
+    for holder in (RunLease, CommitTurn):
+        assert issubclass(holder, RenewedObject)
+        assert not {"_renew", "put", "remove", "delete", "start_renewing"} & set(vars(holder)), holder
