@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -18,11 +19,12 @@ from typing import Callable
 from ..core.archive.checkpoints import load_state, read_forward
 from ..core.archive.commits import CommitRecord
 from ..core.errors import TopicvaultError
+from ..core.process import stop_on_signals
 from ..core.restarts import RestartBudget, pause
-from ..core.spark import failure_reason
+from ..core.spark import failure_reason, get_spark
 from ..core.text import backup_follow_commit
 from .backup import BackupJob, commit_unread, plan_run
-from .metrics import FollowMetrics, batch_durations, own_commits
+from .metrics import FollowMetrics, MetricsServer, batch_durations, own_commits
 
 # How long a graceful stop waits for the running micro-batch to finish and commit.
 STOP_GRACE_S = 120.0
@@ -53,6 +55,38 @@ def _options(job: BackupJob) -> dict[str, str]:
     store = {f"store.{k}": v for k, v in job.store_options}
     encryption = {"encryptionKey": ",".join(job.encryption_keys)} if job.encryption_keys else {}
     return {**kafka, **store, **encryption}
+
+
+def follow_backup(job: BackupJob, request: ContinuousBackupRequest, master: str | None,
+                  register: Callable[[object], None], say: Callable[[str, bool], None], started: Callable[[], None],
+                  metrics_port: int = 0, metrics_address: str = "127.0.0.1") -> FollowResult:
+    """`backup --follow` until SIGTERM or Ctrl-C: serve metrics on `metrics_port` (0: none; bound before
+    Spark starts, so a port in use fails at once), start Spark with task retries, `register` the data
+    sources on it, call `started()` once signals are handled, then run_follow. `say(line, to_stderr)`
+    prints a line of the run (the caller makes it safe for a terminal)."""
+    if not metrics_port:
+        return _follow_in_spark(job, request, master, register, say, started, None)
+    metrics = FollowMetrics()
+    with MetricsServer(metrics, metrics_port, metrics_address):
+        say(f"serving Prometheus metrics on port {metrics_port} of {metrics_address} (/metrics)", False)
+        return _follow_in_spark(job, request, master, register, say, started, metrics)
+
+
+def _follow_in_spark(job: BackupJob, request: ContinuousBackupRequest, master: str | None,
+                     register: Callable[[object], None], say: Callable[[str, bool], None], started: Callable[[], None],
+                     metrics: FollowMetrics | None) -> FollowResult:
+    """Start Spark, stop on the first SIGTERM or SIGINT after the running micro-batch, run_follow."""
+    stop = threading.Event()
+
+    def stopping() -> None:
+        say("stopping: finishing the running micro-batch, then committing", True)
+        stop.set()
+
+    spark = get_spark(master, retry_tasks=True)  # a crashed worker costs a task attempt, not the follower
+    register(spark)  # the stream runs through topicvault's data sources
+    stop_on_signals(stopping)
+    started()
+    return run_follow(spark, job, request, stop.is_set, lambda line: say(line, False), metrics)
 
 
 def run_follow(

@@ -14,6 +14,7 @@ from typing import Mapping
 from ..core.access import AccessPlan, AccessState, plan_access, scram_passwords
 from ..core.archive.commits import BackupState
 from ..core.cluster import target_access
+from ..core.errors import TopicvaultError
 from ..core.kafka import KafkaSettings
 from ..core.text import iso
 
@@ -32,6 +33,18 @@ class AccessRequest:
     merge: bool = False  # --merge-acls: keep the target's own ACLs the archive does not hold
     add_mechanisms: bool = False  # --add-scram-mechanisms
     accept_renamed_access: bool = False  # --accept-renamed-access
+
+    @staticmethod
+    def of(cluster_state: bool, passwords_file: str | None, merge: bool, add_mechanisms: bool,
+           accept_renamed_access: bool) -> AccessRequest | None:
+        """restore's --cluster-state and the options that shape it (None: not asked for); the options
+        without --cluster-state are refused (one line, before anything is read)."""
+        if not cluster_state:
+            if passwords_file or merge or add_mechanisms or accept_renamed_access:
+                raise TopicvaultError("--scram-passwords, --merge-acls, --add-scram-mechanisms and "
+                                      "--accept-renamed-access work with --cluster-state: add --cluster-state")
+            return None
+        return AccessRequest(passwords_file, merge, add_mechanisms, accept_renamed_access)
 
 
 def saved_access(archive: BackupState, until_ms: int | None) -> tuple[dict | None, AccessState]:

@@ -61,8 +61,9 @@ from ..core.archive.checkpoints import read_forward
 from ..core.archive.commits import BackupState, CommitRecord, PartitionRange, lost_note
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
 from ..core.errors import NoBackup, ObjectNotFound, TopicvaultError
+from ..core.process import stop_on_signals
 from ..core.restarts import RestartBudget, pause
-from ..core.spark import failure_reason
+from ..core.spark import failure_reason, get_spark
 from ..core.text import plural
 from ..formats.peers import PeerKey, peer_layout
 from .object_reader import SkippedObject
@@ -220,6 +221,26 @@ class FollowRestart:
         """For `--json`: one object per restart."""
         return {"restart": self.number, "reason": self.reason, "delay_s": self.delay_s, "in_window": self.in_window,
                 "max_restarts": self.max_restarts, "window_s": self.window_s}
+
+
+def run_standby(job: RestoreJob, request: StandbyRequest, master: str | None, report: Callable[[FollowRound], None],
+                on_restart: Callable[[FollowRestart], None], on_wait: Callable[[NoBackup], None],
+                say: Callable[[str], None], started: Callable[[], None]) -> FollowSummary:
+    """`restore --follow` until SIGTERM or Ctrl-C: check the options, start Spark with task retries,
+    call `started()` once signals are handled, then follow_restore. The first signal finishes the
+    running round (`say` tells so); a second ends the process at once (the last finished round's
+    state is saved, and a restart with the same restore id continues exactly)."""
+    check_follow_options(request.restore.selection, request.poll_interval_s)
+    stop = threading.Event()
+
+    def stopping() -> None:
+        say("stopping: finishing the running round, then saving its state")
+        stop.set()
+
+    spark = get_spark(master, retry_tasks=True)  # a crashed worker costs a task attempt, not the follower
+    stop_on_signals(stopping, second_ends_process=True)
+    started()
+    return follow_restore(spark, job, request, stop, report, on_restart, on_wait)
 
 
 def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: threading.Event,

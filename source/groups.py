@@ -16,7 +16,7 @@ from ..core.archive.checkpoints import load_state
 from ..core.cluster import check_group_inactive, commit_group_offsets
 from ..core.errors import TopicvaultError
 from .offset_map import load_offset_maps
-from .restore import RestoreJob
+from .restore import RestoreJob, RestorePlan
 from .restore_plan import check_named_groups
 from .restore_state import load_restore_state
 
@@ -76,3 +76,11 @@ def restore_groups(job: RestoreJob, restore_id: str, only: list[str] | None = No
             {(t.target_topic, t.partition): t.target_offset for t in translated if t.group == group},
         )
     return translated
+
+
+def restore_planned_groups(job: RestoreJob, plan: RestorePlan) -> list[GroupOffset] | None:
+    """After a restore with --groups: commit the translated offsets of the groups its plan names
+    (every saved group when it names none); None when the plan has no --groups."""
+    if plan.groups is None:
+        return None
+    return restore_groups(job, plan.restore_id, list(plan.groups) or None)

@@ -34,8 +34,9 @@ from ..core.kafka import (
     topic_ids,
 )
 from ..core.locations import open_store, open_store_beside
-from ..core.progress import counted
-from ..core.spark import check_no_speculation, run_tasks, task_attempt
+from ..core.process import interrupt_says, quiet_spark_interrupts
+from ..core.progress import ProgressMonitor, counted
+from ..core.spark import check_no_speculation, get_task_session, run_tasks, task_attempt
 from ..core.store import ObjectStore
 from ..formats.peers import NATIVE, Layout, PeerOptions
 from .access import read_cluster_access
@@ -623,3 +624,13 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     if configure:
         apply_topic_configs(job.kafka, configs, plan.loading)
     return RestoreResult(plan, results, time.monotonic() - started, access, outcome, notes)
+
+
+def run_restore_in_spark(job: RestoreJob, plan: RestorePlan, master: str | None, quiet: bool = False) -> RestoreResult:
+    """Start Spark (a task session: no Spark SQL start-up), show progress unless `quiet`, and run the
+    planned restore. Ctrl-C raises core.process.Interrupted saying how to resume."""
+    with interrupt_says(lambda: f"interrupted; resume with --restore-id {plan.restore_id}"):
+        spark = get_task_session(master)
+        quiet_spark_interrupts()
+        with ProgressMonitor("restore", plan.records, len(plan.tasks), spark, quiet=quiet) as progress:
+            return run_restore(spark, replace(job, progress_dir=progress.directory), plan)

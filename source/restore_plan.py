@@ -137,6 +137,10 @@ class RestoreRequest:
     # process), so a resume need not wait for replicas to catch up before counting.
     earlier_writes_acknowledged: bool = False
 
+    def __post_init__(self) -> None:
+        if self.only_groups and not self.groups:
+            raise TopicvaultError("--group works with --groups: add --groups")
+
 
 @dataclass(frozen=True)
 class TargetFacts:

@@ -29,6 +29,7 @@ from ...core.archive.commits import BackupState, CommitRecord, ObjectEntry, Part
 from ...core.crypto import Keyring
 from ...core.errors import NoBackup, TopicvaultError
 from ...core.faults import crash_after, crash_now
+from ...core.instants import before_to_epoch_ms
 from ...core.store import ObjectStore
 from .garbage import (
     DEFAULT_GRACE_MS,
@@ -102,6 +103,15 @@ def _plan(state: BackupState, before_ms: int) -> list[tuple[Expiry | None, HeldB
         if expiry or held:
             planned.append((expiry, held))
     return planned
+
+
+def before_of(text: str, now_ms: int | None = None) -> int:
+    """Epoch ms of --before TEXT (ISO-8601, epoch ms or an age such as 30d) at `now_ms` (None: now),
+    refused (one line) unless it lies in the past."""
+    now_ms = collection_time(now_ms)
+    before_ms = before_to_epoch_ms(text, now_ms)
+    check_before(before_ms, now_ms)
+    return before_ms
 
 
 def check_before(before_ms: int, now_ms: int) -> None:

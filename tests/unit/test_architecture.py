@@ -221,3 +221,29 @@ def test_run_leases_and_commit_turns_are_one_renew_and_remove_mechanism():
     for holder in (RunLease, CommitTurn):
         assert issubclass(holder, RenewedObject)
         assert not {"_renew", "put", "remove", "delete", "start_renewing"} & set(vars(holder)), holder
+
+
+# cli.py maps options to requests, calls the library and prints the report (issue #49, item 2):
+# starting Spark, progress, signals, metrics servers and stores are the library's.
+CLI_MAX_LINES = 550
+NOT_IN_THE_CLI = ("signal", "threading", "os", "topicvault.core.spark", "topicvault.core.progress",
+                  "topicvault.sink.metrics")
+
+
+def test_the_cli_is_thin_and_runs_nothing_itself():
+    files = _module_files()
+    assert len(files["topicvault.cli"].read_text().splitlines()) < CLI_MAX_LINES
+    imported = imports_of("topicvault.cli", files)
+    assert sorted(m for m in imported if m in NOT_IN_THE_CLI) == []
+
+
+def test_no_function_is_over_80_lines_not_counting_its_signature_and_docstring():
+    long = []
+    for name, path in _module_files().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                code = node.body[1:] if ast.get_docstring(node) is not None and len(node.body) > 1 else node.body
+                body = node.end_lineno - code[0].lineno + 1  # typer's option declarations are the signature
+                if body > 80:
+                    long.append(f"{name}.{node.name}: {body} lines")
+    assert long == []
