@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
-import signal
 import sys
-import threading
-import time
 import traceback
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Mapping
 from inspect import Parameter
 from inspect import signature as signature_of  # `inspect` is a command here
 from typing import Callable, List, Optional
@@ -21,10 +15,11 @@ import typer
 
 from . import __version__, report
 from .core import text
-from .core.errors import NoBackup, TopicvaultError
+from .core.errors import TopicvaultError
 
 # Option defaults are the library's own (one place each).
 from .core.rotation import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
+from .core.text import terminal_text
 from .formats.peers import PEERS, PeerOptions
 from .sink.plan import DEFAULT_RECORDS_PER_TASK
 
@@ -56,70 +51,6 @@ def main_options(
     _debug = debug
 
 
-def _print_traceback() -> None:
-    """The current exception's traceback on stderr (for --debug), secrets scrubbed."""
-    from .core.profiles import scrub
-
-    typer.echo(scrub(traceback.format_exc()).rstrip(), err=True)
-
-
-class Interrupted(Exception):
-    """Ctrl-C ended a command; the message is the one line saying what it leaves behind."""
-
-
-# Set by the handler quiet_spark_interrupts installs: Ctrl-C arrived during this command.
-_interrupt_received = threading.Event()
-
-
-@contextmanager
-def interrupt_says(line: Callable[[], str]) -> Iterator[None]:
-    """Turn Ctrl-C (SIGINT) inside the block into one line, `line()`, and exit status 130.
-
-    Also an error raised after Ctrl-C arrived: the KeyboardInterrupt can land in the middle of a
-    py4j call, leaving that connection's answer unread, and the next call on it (a job's clean-up)
-    then fails with "Py4JNetworkError: Answer from Java side is empty" instead (seen in CI)."""
-    previous = signal.getsignal(signal.SIGINT)
-    _interrupt_received.clear()
-    try:
-        yield
-    except KeyboardInterrupt:
-        raise Interrupted(line()) from None
-    except Exception:
-        if _interrupt_received.is_set():
-            raise Interrupted(line()) from None
-        raise
-    finally:
-        if _in_main_thread():
-            signal.signal(signal.SIGINT, previous)
-
-
-def _in_main_thread() -> bool:
-    """Whether signal handlers may be set here: Python sets them in the main thread only, and a
-    command run on another thread (an embedding program, the fault tests) gets no Ctrl-C there."""
-    return threading.current_thread() is threading.main_thread()
-
-
-def quiet_spark_interrupts() -> None:
-    """Once Spark has started: replace the SIGINT handler pyspark installed with one that only
-    raises KeyboardInterrupt.
-
-    pyspark's handler cancels the running jobs through py4j while the interrupted main thread
-    still holds its connection: that reentrant call printed about 40 lines of tracebacks
-    ("Exception while sending command", "reentrant call"). The jobs end with the driver JVM,
-    which stops when this process exits. py4j logs the interrupted call's traceback (through the
-    root logger), so logging is off from then on: the process is ending, and an error of a call
-    still made is reported as usual, as one line."""
-    import logging
-
-    def interrupt(signum, frame) -> None:
-        _interrupt_received.set()
-        logging.disable(logging.CRITICAL)
-        raise KeyboardInterrupt
-
-    if _in_main_thread():
-        signal.signal(signal.SIGINT, interrupt)
-
-
 # --debug after the subcommand too (`topicvault backup ... --debug`): every command gets the option.
 DEBUG = typer.Option(False, "--debug", help="Show tracebacks on errors (also before the command).")
 
@@ -130,6 +61,7 @@ def reports_errors(command: Callable) -> Callable:
 
     @functools.wraps(command)
     def wrapper(*args, debug_option: bool = False, **kwargs):
+        from .core.process import release_frames
         from .core.profiles import scrub
 
         global _debug
@@ -138,55 +70,18 @@ def reports_errors(command: Callable) -> Callable:
             return command(*args, **kwargs)
         except (typer.Exit, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
-        except TopicvaultError as exc:
-            if _debug:
-                _print_traceback()
-            typer.echo(f"error: {report.show_text(scrub(str(exc)))}", err=True)
-            _release_frames(exc)
-            raise typer.Exit(1) from None
-        except Interrupted as interrupted:
-            typer.echo(str(interrupted), err=True)
-            raise typer.Exit(130) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted: nothing uncommitted is presented as backed up; run again to continue", err=True)
-            raise typer.Exit(130) from None
-        except concurrent.futures.TimeoutError as exc:  # an admin request's future, past its wait
-            if _debug:
-                _print_traceback()
-            typer.echo("error: the Kafka cluster did not answer a request in time: check that its brokers are up and "
-                       f"reachable, then run again{'' if _debug else ' (--debug shows which request)'}", err=True)
-            _release_frames(exc)
-            raise typer.Exit(1) from None
-        except Exception as exc:  # a bug or an unforeseen library error: still one line, still no secret
-            if _debug:
-                _print_traceback()
-            message = report.show_text(" ".join(scrub(str(exc)).split()))
-            hint = "" if _debug else "; run with --debug for the traceback"
-            typer.echo(f"error: unexpected {type(exc).__name__}: {message}{hint}", err=True)
-            _release_frames(exc)
-            raise typer.Exit(1) from None
+        except (Exception, KeyboardInterrupt) as exc:
+            line, status, with_traceback = report.failure(exc, _debug)
+            if with_traceback:
+                typer.echo(scrub(traceback.format_exc()).rstrip(), err=True)
+            typer.echo(line, err=True)
+            release_frames(exc)
+            raise typer.Exit(status) from None
 
     signature = signature_of(command, eval_str=True)
     wrapper.__signature__ = signature.replace(parameters=[
         *signature.parameters.values(), Parameter("debug_option", Parameter.KEYWORD_ONLY, default=DEBUG, annotation=bool)])
     return wrapper
-
-
-def _release_frames(error: BaseException | None) -> None:
-    """Drop the local variables of the finished frames an error (and the errors it chains) passed through.
-
-    A traceback keeps its frames' locals, Kafka clients among them, in a reference cycle that
-    Python's cyclic collector frees later, on whatever thread allocates then. One of librdkafka's
-    own runs Python (the admin client resolves its futures there); a client freed on it makes
-    librdkafka abort the process ("calling rd_kafka_destroy() from librdkafka owned thread is
-    prohibited": seen after a rerun during a quorum-less outage stopped on a describe request to a
-    stopped broker, tests/faults/test_failover.py). Cleared here, they are freed at once, on this thread.
-    """
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        traceback.clear_frames(error.__traceback__)
-        error = error.__cause__ or error.__context__
 
 
 # Options several commands share, declared once.
@@ -206,91 +101,21 @@ ENCRYPTION_KEY = typer.Option([], "--encryption-key", help="Client-side encrypti
 def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str], bootstrap: Optional[str],
               properties: list[str], uri: Optional[str], options: list[str], encryption_keys: list[str] = ()):
     """Flags over TOPICVAULT_* environment over the config file's profiles."""
-    from .core.kafka import parse_properties
-    from .core.profiles import resolve
+    from .core.profiles import resolve_flags
 
-    return resolve(config_file=config, cluster=cluster, store=store, bootstrap_servers=bootstrap,
-                   kafka_properties=parse_properties(properties), store_uri=uri,
-                   store_options=parse_properties(options), encryption_keys=tuple(encryption_keys))
-
-
-def _keyring_of(settings):
-    from .core.crypto import keyring_of
-
-    return keyring_of(settings.encryption_keys)
-
-
-def _kafka_of(settings):
-    from .core.kafka import KafkaSettings, check_client_settings
-
-    if not settings.bootstrap_servers:
-        raise TopicvaultError("no Kafka cluster given: pass -b SERVERS, --cluster NAME or set TOPICVAULT_BOOTSTRAP_SERVERS")
-    kafka = KafkaSettings.of(settings.bootstrap_servers, settings.kafka_properties)
-    check_client_settings(kafka)  # a rejected -X setting fails here, before anything is read or written
-    return kafka
-
-
-def _uri_of(settings, flag: str) -> str:
-    if not settings.store_uri:
-        raise TopicvaultError(f"no backup location given: pass {flag}, --store NAME or set TOPICVAULT_STORE_URI")
-    return settings.store_uri
-
-
-def _store_of(settings) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(settings.store_options.items()))
-
-
-def _key_template_of(key_template: Optional[str], time_partition: Optional[str]) -> Optional[str]:
-    """The object key template of --key-template or --time-partition (not both; neither: None)."""
-    from .keys import time_partitioned_template
-
-    if time_partition and key_template:
-        raise TopicvaultError("--time-partition and --key-template both name objects: give one of them")
-    return time_partitioned_template(time_partition) if time_partition else key_template
-
-
-def _refuse_given(context: typer.Context, refused: Mapping[str, str]) -> None:
-    """Refuse the first option of `refused` (parameter name -> the one line saying why it does not
-    apply and what to do) that the user gave, before anything is read or written.
-
-    Given means on the command line, even at its default value: an option a run would not honour
-    is never dropped in silence."""
-    for name, line in refused.items():
-        source = context.get_parameter_source(name)
-        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
-            raise TopicvaultError(line)
+    return resolve_flags(config, cluster, store, bootstrap, properties, uri, options, encryption_keys)
 
 
 def _refuse_by_follow(context: typer.Context, follow: bool, one_shot_only: Mapping[str, str],
                       follow_only: Mapping[str, str]) -> None:
-    """A command with --follow: refuse the options only a one-shot run honours (with --follow) or
-    only --follow honours (without it); see _refuse_given."""
-    _refuse_given(context, one_shot_only if follow else follow_only)
-
-
-DRY_RUN_WITH_FOLLOW = "--dry-run shows one plan and --follow runs until stopped: drop --follow to see the plan"
-BACKUP_ONE_SHOT_ONLY = {
-    "dry_run": DRY_RUN_WITH_FOLLOW,
-    "full": "--full starts a location over with a one-shot backup, --follow continues what the location holds "
-            "(on an empty one, from each log's start): drop --full",
-    "records_per_task": "--records-per-task sizes a one-shot backup's Spark tasks, --follow reads in micro-batches: "
-                        "size them with --max-records-per-trigger instead",
-    "as_json": "--json prints a one-shot backup's plan or summary, --follow prints a line per micro-batch: drop "
-               "--json (--metrics-port serves a follower's figures)",
-    "quiet": "--quiet hides a one-shot backup's progress, --follow prints a line per micro-batch: drop --quiet",
-}
-BACKUP_FOLLOW_ONLY = {
-    "flush_interval": "--flush-interval works with --follow: add --follow",
-    "max_records_per_trigger": "--max-records-per-trigger works with --follow: add --follow",
-    "metrics_port": "--metrics-port works with --follow: add --follow (a one-shot backup serves no metrics)",
-    "metrics_address": "--metrics-address works with --follow and --metrics-port: add them",
-}
-RESTORE_ONE_SHOT_ONLY = {
-    "dry_run": DRY_RUN_WITH_FOLLOW,
-    "cluster_state": "--cluster-state works with a one-shot restore, not --follow: restore the cluster state once, "
-                     "then start the standby",
-}
-RESTORE_FOLLOW_ONLY = {"poll_interval": "--poll-interval works with --follow: add --follow"}
+    """A command with --follow: refuse the first option only a one-shot run honours (with --follow) or only
+    --follow honours (without it) that the user gave (parameter name -> its one-line refusal), before
+    anything is read or written. Given means on the command line, even at its default value: an option
+    a run would not honour is never dropped in silence."""
+    for name, line in (one_shot_only if follow else follow_only).items():
+        source = context.get_parameter_source(name)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            raise TopicvaultError(line)
 
 
 def _print(lines: list[report.Line]) -> None:
@@ -338,24 +163,26 @@ def backup(
     quiet: bool = QUIET,
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
+    from .core.kafka import cluster_of
     from .core.rotation import Rotation
-    from .sink.backup import BackupJob, commit_unread, plan_run
+    from .keys import key_template_of
+    from .sink.backup import BackupJob, commit_unread, plan_run, run_backup_in_spark
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
-    job = BackupJob(
-        kafka=_kafka_of(settings),
-        store_uri=_uri_of(settings, "--to"),
-        store_options=_store_of(settings),
-        format_name=format_name,
-        compression=compression,
-        key_template=_key_template_of(key_template, time_partition),
-        rotation=Rotation(max_records, max_bytes),
-        encryption_keys=settings.encryption_keys,
-    )
-    _refuse_by_follow(context, follow, BACKUP_ONE_SHOT_ONLY, BACKUP_FOLLOW_ONLY)
+    job = BackupJob(kafka=cluster_of(settings), store_uri=settings.location("--to"),
+                    store_options=settings.store_option_pairs(), format_name=format_name, compression=compression,
+                    key_template=key_template_of(key_template, time_partition),
+                    rotation=Rotation(max_records, max_bytes), encryption_keys=settings.encryption_keys)
+    _refuse_by_follow(context, follow, report.BACKUP_ONE_SHOT_ONLY, report.BACKUP_FOLLOW_ONLY)
     if follow:
-        _follow(job, topic, topics_regex, flush_interval, max_records_per_trigger, master, metrics_port,
-                metrics_address)
+        from .datasources import register  # the stream runs through topicvault's data sources
+        from .sink.follow import ContinuousBackupRequest, follow_backup
+
+        request = ContinuousBackupRequest(tuple(topic), topics_regex, flush_interval, max_records_per_trigger)
+        result = follow_backup(job, request, master, register, lambda line, err: typer.echo(terminal_text(line), err=err),
+                               lambda: _print([report.backup_following(topic, topics_regex, job.store_uri,
+                                                                       flush_interval)]), metrics_port, metrics_address)
+        _print([report.backup_follow_stopped(result)])
         return
     backup_plan = plan_run(job, topic, topics_regex, records_per_task, full)
     _print(report.backup_plan_warnings(backup_plan, as_json))
@@ -363,65 +190,8 @@ def backup(
         committed = None if dry_run else commit_unread(job, backup_plan)
         _print(report.backup_plan(backup_plan, dry_run, committed, as_json))
         return
-    result, spark_s = _run_one_backup(job, backup_plan, master, quiet or as_json)
+    result, spark_s = run_backup_in_spark(job, backup_plan, master, quiet or as_json)
     _print(report.backup_summary(result, spark_s, as_json))
-
-
-def _run_one_backup(job, backup_plan, master: Optional[str], quiet: bool):
-    """Run a planned backup in Spark; return its result and the seconds Spark took to start."""
-    from .core.progress import ProgressMonitor
-    from .core.spark import get_task_session
-    from .sink.backup import run_backup
-
-    # The run commits once, at its end: interrupted before, it leaves the location as it was.
-    with interrupt_says(lambda: f"interrupted: this run committed nothing; {job.store_uri} holds what earlier "
-                                "backups committed; run again to back up the rest"):
-        spark_started = time.monotonic()
-        spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
-        quiet_spark_interrupts()
-        spark_s = time.monotonic() - spark_started
-        total = sum(p.records_at_most for p in backup_plan.partitions)
-        spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
-        with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet) as progress:
-            return run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan), spark_s
-
-
-def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
-            max_records_per_trigger: Optional[int], master: Optional[str], metrics_port: int,
-            metrics_address: str) -> None:
-    if not metrics_port:
-        _run_follow(job, topics, topics_regex, flush_interval, max_records_per_trigger, master, None)
-        return
-    from .sink.metrics import FollowMetrics, MetricsServer
-
-    metrics = FollowMetrics()
-    # Bound before Spark starts or anything is written: a port in use is a one-line error at once.
-    with MetricsServer(metrics, metrics_port, metrics_address):
-        typer.echo(f"serving Prometheus metrics on port {metrics_port} of {metrics_address} (/metrics)")
-        _run_follow(job, topics, topics_regex, flush_interval, max_records_per_trigger, master, metrics)
-
-
-def _run_follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
-                max_records_per_trigger: Optional[int], master: Optional[str], metrics) -> None:
-    from .core.spark import get_spark
-    from .datasources import register
-    from .sink.follow import run_follow
-
-    stop_requested = []
-
-    def request_stop(signum, frame) -> None:
-        if not stop_requested:
-            typer.echo("stopping: finishing the running micro-batch, then committing", err=True)
-        stop_requested.append(signum)
-
-    spark = get_spark(master, retry_tasks=True)  # a crashed worker costs a task attempt, not the follower
-    register(spark)  # the stream runs through topicvault's data sources
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    _print([report.backup_following(topics, topics_regex, job.store_uri, flush_interval)])
-    result = run_follow(spark, job, topics, topics_regex, flush_interval, max_records_per_trigger,
-                        lambda: bool(stop_requested), lambda text: typer.echo(report.terminal_text(text)), metrics)
-    _print([report.backup_follow_stopped(result)])
 
 
 @app.command()
@@ -513,174 +283,60 @@ def restore(
     quiet: bool = QUIET,
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
-    from .source.follow import DEFAULT_POLL_INTERVAL_S, StandbyRequest, check_follow_options
-    from .source.restore import parse_renames
+    from .core.kafka import cluster_of
+    from .source.access import AccessRequest
+    from .source.follow import DEFAULT_POLL_INTERVAL_S, StandbyRequest, run_standby
+    from .source.groups import restore_planned_groups
+    from .source.object_reader import check_on_error
+    from .source.restore import RestoreJob, RestoreRequest, parse_renames, plan_restore, run_restore_in_spark
+    from .source.restore_state import import_state as import_restore_state
+    from .source.selection import selection_of
     from .source.throttle import RateLimit
 
     rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option,
                          encryption_key)
-    _keyring_of(settings)  # an unreadable key file or unknown KMS key fails before anything else
-    job = _restore_job(settings, layout, key_template, state, on_error, rate,
-                       PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
-                                   peer_value_encoding, peer_header_encoding, peer_key_encoding))
-    _check_restore_flags(context, cluster_state, scram_passwords,
-                         merge_acls or add_scram_mechanisms or accept_renamed_access, follow)
-    groups = groups or cluster_state  # group offsets are part of the cluster's state
-    if group and not groups:
-        raise TopicvaultError("--group works with --groups: add --groups")
-    request = StandbyRequest(tuple(topic), parse_renames(rename), restore_id,
-                             _selection(until, until_mode, from_offset, to_offset), allow_nonempty, create_topics,
-                             configs, groups, tuple(group),
-                             DEFAULT_POLL_INTERVAL_S if poll_interval is None else poll_interval)
+    settings.keyring()  # an unreadable key file or unknown KMS key fails before anything else
+    peers = PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()), peer_value_encoding,
+                        peer_header_encoding, peer_key_encoding)
+    job = RestoreJob(cluster_of(settings), settings.location("--from"), settings.store_option_pairs(), layout=layout,
+                     key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
+                     encryption_keys=settings.encryption_keys, peer_options=peers, rate=rate)
+    access = AccessRequest.of(cluster_state, scram_passwords, merge_acls, add_scram_mechanisms, accept_renamed_access)
+    _refuse_by_follow(context, follow, report.RESTORE_ONE_SHOT_ONLY, report.RESTORE_FOLLOW_ONLY)
+    request = RestoreRequest(tuple(topic), parse_renames(rename), restore_id, allow_nonempty, create_topics,
+                             selection_of(until, until_mode, from_offset, to_offset), configs,
+                             groups or cluster_state, tuple(group), access)  # group offsets are cluster state
     if import_state:
-        _import_state(job, restore_id, import_state, settings.store_options, dry_run)
+        typer.echo(import_restore_state(job.restore_records(), job.state_uri, restore_id, import_state,
+                                        settings.store_options, dry_run))
         if dry_run:
             return
     if follow:
-        check_follow_options(request.selection, request.poll_interval_s)
-        _follow_restore(job, request, master, as_json, quiet)
+        poll_s = DEFAULT_POLL_INTERVAL_S if poll_interval is None else poll_interval
+        summary = run_standby(job, StandbyRequest(request, poll_s), master,
+                              lambda finished: _print(report.follow_round(finished, as_json, quiet)),
+                              lambda restart: _print(report.follow_restart(restart, as_json)),
+                              lambda nothing_yet: _print([report.standby_waiting(nothing_yet, poll_s)]),
+                              lambda line: typer.echo(line, err=True),
+                              lambda: _print([report.restore_following(job.store_uri, poll_s)]))
+        _print(report.follow_stopped(summary, EXIT_SKIPPED))
+        if summary.skipped:
+            raise typer.Exit(EXIT_SKIPPED)
         return
-    restore_plan = _plan_one_restore(job, request, cluster_state, scram_passwords, merge_acls,
-                                     add_scram_mechanisms, accept_renamed_access)
+    restore_plan = plan_restore(job, request)
+    _print(report.restore_plan_notes(restore_plan))
     if dry_run:
         _print(report.restore_dry_run(restore_plan, as_json))
         if restore_plan.access is not None:
             _print(report.access_dry_run(restore_plan.access, as_json))
         return
-    result, committed_groups = _run_one_restore(job, restore_plan, request, master, as_json or quiet)
+    _print(report.restore_started(restore_plan))
+    result = run_restore_in_spark(job, restore_plan, master, as_json or quiet)
+    committed_groups = restore_planned_groups(job, restore_plan)
     _print(report.access_restored(result))
     _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))
     if result.skipped:
-        raise typer.Exit(EXIT_SKIPPED)
-
-
-def _restore_job(settings, layout: str, key_template: Optional[str], state: Optional[str], on_error: str, rate,
-                 peer_options: PeerOptions):
-    """The restore's job: where from, where to, how to read the archive (checked before anything is read)."""
-    from .source.object_reader import check_on_error
-    from .source.restore import RestoreJob
-
-    return RestoreJob(_kafka_of(settings), _uri_of(settings, "--from"), _store_of(settings), layout=layout,
-                      key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
-                      encryption_keys=settings.encryption_keys, peer_options=peer_options, rate=rate)
-
-
-def _selection(until: Optional[str], until_mode: str, from_offset: list[str], to_offset: list[str]):
-    """Which records of each partition: --until, --until-mode, --from-offset, --to-offset."""
-    from .source.selection import Selection, check_until_mode, parse_offset_bounds, parse_until
-
-    return Selection(
-        until_ms=parse_until(until) if until else None,
-        until_mode=check_until_mode(until_mode),
-        from_offsets=parse_offset_bounds(from_offset, "--from-offset"),
-        to_offsets=parse_offset_bounds(to_offset, "--to-offset"),
-    )
-
-
-def _check_restore_flags(context: typer.Context, cluster_state: bool, scram_passwords: Optional[str],
-                         access_flags: bool, follow: bool) -> None:
-    """Refuse flags that only work with another one, naming the one to add or drop (`access_flags`: one of
-    --merge-acls, --add-scram-mechanisms, --accept-renamed-access given)."""
-    if (scram_passwords or access_flags) and not cluster_state:
-        raise TopicvaultError("--scram-passwords, --merge-acls, --add-scram-mechanisms and --accept-renamed-access "
-                              "work with --cluster-state: add --cluster-state")
-    _refuse_by_follow(context, follow, RESTORE_ONE_SHOT_ONLY, RESTORE_FOLLOW_ONLY)
-
-
-def _plan_one_restore(job, request, cluster_state: bool, scram_passwords: Optional[str], merge_acls: bool,
-                      add_scram_mechanisms: bool = False, accept_renamed_access: bool = False):
-    """Plan a one-shot restore, with what --groups and --cluster-state add; print its notes. Groups it
-    cannot commit and target ACLs the archive does not hold are refused here, before anything is written."""
-    from .source.restore import plan_restore
-
-    restore_plan = plan_restore(job, list(request.topics), request.renames, request.restore_id,
-                                request.allow_nonempty, request.create_missing, request.selection,
-                                request.apply_configs)
-    if request.groups:
-        from .source.groups import check_groups
-
-        restore_plan.notes.extend(check_groups(restore_plan, list(request.only_groups) or None))
-    if cluster_state:
-        from .source.access import plan_cluster_access
-
-        restore_plan.access = plan_cluster_access(job, restore_plan, scram_passwords, merge_acls,
-                                                  add_mechanisms=add_scram_mechanisms,
-                                                  accept_renamed_access=accept_renamed_access)
-        restore_plan.notes.extend(restore_plan.access.notes)
-    _print(report.restore_plan_notes(restore_plan))
-    return restore_plan
-
-
-def _run_one_restore(job, restore_plan, request, master: Optional[str], quiet: bool):
-    """Run a planned restore in Spark, then commit the translated group offsets (--groups); return the
-    result and the offsets committed (None: --groups not given)."""
-    from .core.progress import ProgressMonitor
-    from .core.spark import get_task_session
-    from .source.restore import run_restore
-
-    _print(report.restore_started(restore_plan))
-    with interrupt_says(lambda: report.restore_interrupted(restore_plan.restore_id)):
-        spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
-        quiet_spark_interrupts()
-        with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
-                             quiet=quiet) as progress:
-            result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)
-    if not request.groups:
-        return result, None
-    from .source.groups import restore_groups
-
-    return result, restore_groups(job, restore_plan.restore_id, list(request.only_groups) or None)
-
-
-def _import_state(job, restore_id: Optional[str], uri: str, store_options, dry_run: bool) -> None:
-    """Copy a restore's records the user named into the state store (restore --import-state); with
-    `dry_run`, check them and write nothing (the plan, read from the state store, would not hold them)."""
-    from .core.locations import open_store_beside
-    from .source.restore_state import import_restore_records
-
-    if not restore_id:
-        raise TopicvaultError("--import-state works with --restore-id: give the id of the restore it holds")
-    names = import_restore_records(job.restore_records(), restore_id, open_store_beside(uri, store_options), dry_run)
-    if dry_run:
-        typer.echo(f"dry run: would import restore {restore_id}'s records from {uri} into {job.state_uri}: "
-                   f"{', '.join(names)} (checked; nothing was written). Its plan shows once they are imported: "
-                   "run without --dry-run")
-        return
-    typer.echo(f"imported restore {restore_id}'s records from {uri} into {job.state_uri}: {', '.join(names)}")
-
-
-def _follow_restore(job, request, master: Optional[str], as_json: bool, quiet: bool) -> None:
-    """Run a standby until SIGTERM/SIGINT; a second signal ends the process at once (the state of
-    the last finished round is saved, and a restart with the same --restore-id continues exactly)."""
-    import os
-    import threading
-
-    from .core.spark import get_spark
-    from .source.follow import follow_restore
-
-    stop = threading.Event()
-
-    def request_stop(signum, frame) -> None:
-        if stop.is_set():
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
-        typer.echo("stopping: finishing the running round, then saving its state", err=True)
-        stop.set()
-
-    def print_round(finished) -> None:
-        _print(report.follow_round(finished, as_json, quiet))
-
-    spark = get_spark(master, retry_tasks=True)  # a crashed worker costs a task attempt, not the follower
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    _print([report.restore_following(job.store_uri, request.poll_interval_s)])
-    summary = follow_restore(spark, job, request, stop, print_round,
-                             lambda restart: _print(report.follow_restart(restart, as_json)),
-                             lambda nothing_yet: _print([report.standby_waiting(nothing_yet, request.poll_interval_s)]))
-    _print(report.follow_stopped(summary, EXIT_SKIPPED))
-    if summary.skipped:
         raise typer.Exit(EXIT_SKIPPED)
 
 
@@ -694,17 +350,11 @@ def list_backup(
     as_json: bool = typer.Option(False, "--json", help="Print the listing as JSON."),
 ) -> None:
     """List what a backup location holds, from its commit records."""
-    from .core.archive.checkpoints import load_state
-    from .core.archive.conditional_writes import remembered_conditional_writes
-    from .core.locations import open_store
+    from .source.inspect import archive_listing
 
     settings = _settings(config, None, store, None, [], uri, store_option)
-    location = _uri_of(settings, "URI")
-    opened = open_store(location, settings.store_options)
-    state = load_state(opened)
-    if not state.last_sequence:  # commits covering no offsets yet are a backup too (of topics with no records)
-        raise NoBackup(location)
-    _print(report.ls(state, as_json, remembered_conditional_writes(opened)))
+    state, conditional_writes = archive_listing(settings.location("URI"), settings.store_options)
+    _print(report.ls(state, as_json, conditional_writes))
 
 
 @app.command()
@@ -728,15 +378,12 @@ def verify(
 ) -> None:
     """Check every committed object (checksum, count, offsets) and every file under _topicvault/;
     optionally compare with the live topics."""
-    from .core.locations import open_store, open_store_beside
-    from .source.restore_state import default_state_uri
-    from .source.verify import verify_backup
+    from .core.kafka import cluster_of
+    from .source.verify import verify_location
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option, encryption_key)
-    kafka = _kafka_of(settings) if settings.bootstrap_servers else None
-    verified = verify_backup(open_store(_uri_of(settings, "URI"), settings.store_options), topic, kafka,
-                             keyring=_keyring_of(settings),
-                             state_store=open_store_beside(state or default_state_uri(), settings.store_options))
+    kafka = cluster_of(settings) if settings.bootstrap_servers else None
+    verified = verify_location(settings.location("URI"), settings.store_options, topic, kafka, settings.keyring(), state)
     _print(report.verify(verified, kafka is not None, as_json, strict))
     if not (verified.ok_strict if strict else verified.ok):
         raise typer.Exit(1)
@@ -760,19 +407,11 @@ def inspect(
 ) -> None:
     """Print records of one object, of a topic(-partition), or (with neither) the first records of a backup,
     like a console consumer."""
-    from .core.locations import open_store
-    from .source.inspect import json_line, records_of_object, records_of_topic, text_line
+    from .source.inspect import json_line, records_to_show, text_line
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
-    location = open_store(_uri_of(settings, "URI"), settings.store_options)
-    if object_key is not None and topic is not None:
-        raise TopicvaultError("pass either --object KEY or --topic NAME (with --partition P), not both")
-    keyring = _keyring_of(settings)
-    records = (records_of_object(location, object_key, offset, keyring) if object_key
-               else records_of_topic(location, topic, partition, offset, keyring))
-    for count, record in enumerate(records):
-        if count >= limit:
-            break
+    for record in records_to_show(settings.location("URI"), settings.store_options, object_key, topic, partition,
+                                  offset, limit, settings.keyring()):
         typer.echo(json_line(record) if as_json else text_line(record))
 
 
@@ -780,15 +419,6 @@ GRACE = typer.Option("24h", "--grace", help="Delete replaced/expired objects onl
                      "retired them, and uncommitted objects only this long after they were written (a running "
                      "backup or compact holds a lease that protects its own): longer than your longest restore, "
                      "DataFrame write and --follow micro-batch (e.g. 24h, 90m, 0s).")
-
-
-def _grace_ms(text: str) -> int:
-    from .core.instants import duration_to_ms
-
-    try:
-        return duration_to_ms(text)
-    except ValueError:
-        raise TopicvaultError(f"bad --grace {text!r}: give a duration such as 24h, 90m, 30s or 0s") from None
 
 
 @app.command("compact")
@@ -811,16 +441,18 @@ def compact_command(
 ) -> None:
     """Merge each partition's small committed objects into objects of the rotation size, in one
     commit; with --encryption-key, what it writes is encrypted with the (first) key given."""
+    from .core.instants import grace_to_ms
     from .core.rotation import Rotation
-    from .source.maintenance.compact import CompactJob, execute_compaction, plan_compaction
+    from .keys import key_template_of
+    from .source.maintenance.compact import CompactJob, execute_compact, plan_compact, read_compact
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
-    key_template = _key_template_of(key_template, time_partition)
-    job = CompactJob(_uri_of(settings, "URI"), _store_of(settings), Rotation(max_records, max_bytes), compression,
-                     key_template, settings.encryption_keys, _grace_ms(grace))
+    job = CompactJob(settings.location("URI"), settings.store_option_pairs(), Rotation(max_records, max_bytes),
+                     compression, key_template_of(key_template, time_partition), settings.encryption_keys,
+                     grace_to_ms(grace))
     location = job.open_store()
-    plan = plan_compaction(job, location, dry_run)
-    _print(report.compact(plan.dry_result() if dry_run else execute_compaction(job, location, plan), dry_run, as_json))
+    plan = plan_compact(read_compact(job, location, dry_run), job)
+    _print(report.compact(execute_compact(location, plan, dry_run), dry_run, as_json))
 
 
 @app.command("expire")
@@ -839,23 +471,16 @@ def expire_command(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
-    from .core.instants import instant_or_age_to_epoch_ms
+    from .core.instants import grace_to_ms
     from .core.locations import open_store
-    from .source.maintenance.expire import check_before, execute_expiry, plan_expiry
+    from .source.maintenance.expire import before_of, execute_expire, plan_expire, read_expire
 
-    now_ms = int(time.time() * 1000)
-    try:
-        before_ms = instant_or_age_to_epoch_ms(before, now_ms)
-    except ValueError:
-        raise TopicvaultError(f"bad --before {before!r}: give ISO-8601 (2026-11-01T00:00:00Z), epoch milliseconds "
-                              "or an age such as 30d, 12h") from None
-    check_before(before_ms, now_ms)  # --before 0s, or a time to come
+    before_ms = before_of(before)  # --before 0s, or a time to come, are refused here
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
-    grace_ms = _grace_ms(grace)
-    location, keyring = open_store(_uri_of(settings, "URI"), settings.store_options), _keyring_of(settings)
-    plan = plan_expiry(location, before_ms, grace_ms, dry_run, keyring=keyring)
-    result = plan.dry_result() if dry_run else execute_expiry(location, plan, grace_ms, keyring=keyring)
-    _print(report.expire(result, dry_run, as_json))
+    grace_ms = grace_to_ms(grace)
+    location, keyring = open_store(settings.location("URI"), settings.store_options), settings.keyring()
+    plan = plan_expire(read_expire(location, before_ms, grace_ms, dry_run, keyring=keyring), before_ms, grace_ms)
+    _print(report.expire(execute_expire(location, plan, dry_run, keyring=keyring), dry_run, as_json))
 
 
 @app.command()
@@ -863,12 +488,9 @@ def expire_command(
 def keygen(path: str = typer.Argument(..., help="File to create (never overwritten); keep it safe: "
                                       "without it the archives it encrypted cannot be read.")) -> None:
     """Write a new random encryption key file (base64 of 32 bytes, owner-only) for --encryption-key file://PATH."""
-    from pathlib import Path
-
     from .core.crypto import write_key_file
 
-    key_id = write_key_file(path)
-    typer.echo(f"wrote key {key_id} to {path}: use --encryption-key file://{Path(path).resolve()}")
+    typer.echo(report.key_written(write_key_file(path), path))
 
 
 @app.command("config")
@@ -901,9 +523,6 @@ def demo(
         raise typer.Exit(1)
 
 
-SANDBOX_TOPIC = "orders"  # README's quick start backs it up
-
-
 @app.command()
 @reports_errors
 def sandbox(
@@ -912,31 +531,17 @@ def sandbox(
                                        "(null keys, tombstones, repeated headers); 0: no such topic."),
 ) -> None:
     """A single-node Apache Kafka and a local S3 server with a bucket, to try topicvault; until Ctrl-C."""
-    from .core.sandbox import sandbox as start_sandbox
-    from .source.demo import sample_topic
+    from .source.demo import run_sandbox
 
-    def stop(signum, frame) -> None:
-        raise KeyboardInterrupt
-
-    # Ctrl-C or SIGTERM stops it, also when started where SIGINT is ignored (a background job).
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    typer.echo("starting Apache Kafka (one node) and an S3 server (moto)...", err=True)
-    try:
-        with start_sandbox(bucket) as running:
-            if sample_records > 0:
-                sample_topic(running.bootstrap, SANDBOX_TOPIC, sample_records)
-            _print(report.sandbox_started(running, SANDBOX_TOPIC if sample_records > 0 else None, sample_records))
-            while True:
-                signal.pause()
-    except KeyboardInterrupt:
-        typer.echo("sandbox stopped: Kafka and the S3 server are gone, with their data", err=True)
+    run_sandbox(bucket, sample_records, lambda line: typer.echo(line, err=True),
+                lambda running, topic: _print(report.sandbox_started(running, topic, sample_records)))
 
 
 def main() -> None:
     """Console-script entry point."""
-    # SIGTERM unwinds like Ctrl-C would, so child processes (embedded broker) are stopped.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    from .core.process import exit_on_sigterm
+
+    exit_on_sigterm()
     app()
 
 

@@ -7,14 +7,19 @@ source/, so it names their types; the wording every module shares is core.text.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import statistics
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from .core.access import PASSWORD_ENV_PREFIX, AccessPlan, AccessState
 from .core.archive.commits import BackupState, ObjectEntry
+from .core.errors import TopicvaultError
+from .core.process import Interrupted
+from .core.profiles import scrub
 from .core.text import iso, plural, rate, show_text, table, terminal_text, to_json
 
 if TYPE_CHECKING:  # the CLI imports this module at start; the library's modules only when a command runs
@@ -272,11 +277,6 @@ def restore_started(plan: RestorePlan) -> list[Line]:
     it is there with --json too, whose stdout carries JSON only)."""
     return [_err(f"restore id {plan.restore_id}{' (resuming)' if plan.resumed else ''}: "
                  "if interrupted, run again with --restore-id to continue")]
-
-
-def restore_interrupted(restore_id: str) -> str:
-    """The one line of a restore stopped by Ctrl-C."""
-    return f"interrupted; resume with --restore-id {restore_id}"
 
 
 def _restore_rows(result: RestoreResult) -> list[dict]:
@@ -552,3 +552,52 @@ def sandbox_started(sandbox: Sandbox, sample_topic: str | None = None, sample_re
         _out(f"  topicvault restore --from {store} -b {sandbox.bootstrap} --rename orders=orders.restored"),
         _out("Ctrl-C here stops both and deletes their data."),
     ]
+
+
+# The one-line refusals of options a run would not honour (cli._refuse_by_follow): parameter name -> line.
+DRY_RUN_WITH_FOLLOW = "--dry-run shows one plan and --follow runs until stopped: drop --follow to see the plan"
+BACKUP_ONE_SHOT_ONLY = {
+    "dry_run": DRY_RUN_WITH_FOLLOW,
+    "full": "--full starts a location over with a one-shot backup, --follow continues what the location holds "
+            "(on an empty one, from each log's start): drop --full",
+    "records_per_task": "--records-per-task sizes a one-shot backup's Spark tasks, --follow reads in micro-batches: "
+                        "size them with --max-records-per-trigger instead",
+    "as_json": "--json prints a one-shot backup's plan or summary, --follow prints a line per micro-batch: drop "
+               "--json (--metrics-port serves a follower's figures)",
+    "quiet": "--quiet hides a one-shot backup's progress, --follow prints a line per micro-batch: drop --quiet",
+}
+BACKUP_FOLLOW_ONLY = {
+    "flush_interval": "--flush-interval works with --follow: add --follow",
+    "max_records_per_trigger": "--max-records-per-trigger works with --follow: add --follow",
+    "metrics_port": "--metrics-port works with --follow: add --follow (a one-shot backup serves no metrics)",
+    "metrics_address": "--metrics-address works with --follow and --metrics-port: add them",
+}
+RESTORE_ONE_SHOT_ONLY = {
+    "dry_run": DRY_RUN_WITH_FOLLOW,
+    "cluster_state": "--cluster-state works with a one-shot restore, not --follow: restore the cluster state once, "
+                     "then start the standby",
+}
+RESTORE_FOLLOW_ONLY = {"poll_interval": "--poll-interval works with --follow: add --follow"}
+
+
+def failure(error: BaseException, debug: bool) -> tuple[str, int, bool]:
+    """The one line that an error ending a command prints on stderr (secrets scrubbed), the exit
+    status, and whether its traceback goes before it (with --debug; never for an interrupt)."""
+    if isinstance(error, Interrupted):
+        return str(error), 130, False
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted: nothing uncommitted is presented as backed up; run again to continue", 130, False
+    if isinstance(error, TopicvaultError):
+        return f"error: {show_text(scrub(str(error)))}", 1, debug
+    if isinstance(error, concurrent.futures.TimeoutError):  # an admin request's future, past its wait
+        return ("error: the Kafka cluster did not answer a request in time: check that its brokers are up and "
+                f"reachable, then run again{'' if debug else ' (--debug shows which request)'}"), 1, debug
+    # A bug or an unforeseen library error: still one line, still no secret.
+    message = show_text(" ".join(scrub(str(error)).split()))
+    hint = "" if debug else "; run with --debug for the traceback"
+    return f"error: unexpected {type(error).__name__}: {message}{hint}", 1, debug
+
+
+def key_written(key_id: str, path: str) -> str:
+    """What `keygen` prints once it wrote a key file."""
+    return f"wrote key {key_id} to {path}: use --encryption-key file://{Path(path).resolve()}"

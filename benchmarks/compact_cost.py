@@ -22,7 +22,7 @@ from topicvault.core.rotation import Rotation
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec, new_run_id
 from topicvault.sink.objects import write_objects
-from topicvault.source.maintenance.compact import CompactJob, compact
+from topicvault.source.maintenance.compact import CompactJob, execute_compact, plan_compact, read_compact
 
 
 def build_archive(root: str, objects: int, records: int) -> int:
@@ -50,7 +50,9 @@ def main() -> None:
     root = args.dir or tempfile.mkdtemp(prefix="tv-compact-bench-")
     stored = build_archive(root, args.objects, args.records)
     started = time.monotonic()
-    result = compact(CompactJob(root, grace_ms=0))
+    job = CompactJob(root, grace_ms=0)
+    store = job.open_store()
+    result = execute_compact(store, plan_compact(read_compact(job, store), job))
     seconds = time.monotonic() - started
     total = args.objects * args.records
     print(json.dumps({"objects_before": args.objects, "objects_after": args.objects - len(result.replaced) + len(result.written),

@@ -31,7 +31,7 @@ import topicvault.source.restore as restore_module
 from topicvault.core.kafka import KafkaSettings, create_topics
 from topicvault.core.spark import TaskSession
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
-from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore import RestoreJob, RestoreRequest, plan_restore, run_restore
 
 sys.path.insert(0, str(Path(__file__).parent))
 import records as bench_records  # noqa: E402  (benchmarks/ is not a package)
@@ -95,7 +95,7 @@ def main() -> int:
         def restore(attempt: int) -> None:
             job = RestoreJob(settings, f"{archive}-0", state_uri=f"{scratch}/state-{attempt}")
             target = f"{source}.restored.{attempt}"
-            result = run_restore(ONE_CORE, job, plan_restore(job, [source], {source: target}, None))
+            result = run_restore(ONE_CORE, job, plan_restore(job, RestoreRequest((source,), {source: target})))
             assert result.produced == args.records
 
         def produce(attempt: int) -> None:

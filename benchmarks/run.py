@@ -60,7 +60,7 @@ from topicvault.core.kafka import KafkaSettings, create_topics
 from topicvault.core.local_kafka import LocalKafka, kafka_jars
 from topicvault.core.spark import get_task_session
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
-from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore import RestoreJob, RestoreRequest, plan_restore, run_restore
 
 sys.path.insert(0, str(Path(__file__).parent))
 import procfs  # noqa: E402
@@ -363,7 +363,7 @@ def measure(master: str, bootstrap: str, location: str, shape: str, records: int
                     expected: int = records, side: str | None = None) -> tuple[float, float, float, float]:
         def run(spark) -> float:
             job = RestoreJob(settings, location, state_uri=f"{location}-restore-state-{target}", encryption_keys=keys)
-            planned = plan_restore(job, [topic], {topic: target}, None)
+            planned = plan_restore(job, RestoreRequest((topic,), {topic: target}))
             result = metered(side, lambda: run_restore(spark, job, planned))
             assert result.produced == expected, f"restore produced {result.produced} of {expected}"
             return result.elapsed_s

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from .errors import TopicvaultError
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_MS = timedelta(milliseconds=1)
 
@@ -48,3 +50,20 @@ def instant_or_age_to_epoch_ms(text: str, now_ms: int) -> int:
         return now_ms - duration_to_ms(stripped)
     except ValueError:
         return iso_to_epoch_ms(stripped)
+
+
+def grace_to_ms(text: str) -> int:
+    """Milliseconds of --grace (a duration, see duration_to_ms); a one-line error otherwise."""
+    try:
+        return duration_to_ms(text)
+    except ValueError:
+        raise TopicvaultError(f"bad --grace {text!r}: give a duration such as 24h, 90m, 30s or 0s") from None
+
+
+def before_to_epoch_ms(text: str, now_ms: int) -> int:
+    """Epoch ms of expire's --before (see instant_or_age_to_epoch_ms); a one-line error otherwise."""
+    try:
+        return instant_or_age_to_epoch_ms(text, now_ms)
+    except ValueError:
+        raise TopicvaultError(f"bad --before {text!r}: give ISO-8601 (2026-11-01T00:00:00Z), epoch milliseconds "
+                              "or an age such as 30d, 12h") from None

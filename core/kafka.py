@@ -25,7 +25,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from .errors import OffsetDeleted, TopicvaultError
-from .profiles import is_secret
+from .profiles import Settings, is_secret
 
 T = TypeVar("T")
 
@@ -98,17 +98,6 @@ def consumer_config(settings: KafkaSettings, **overrides: object) -> dict[str, o
     }
     config.update(settings.client_config(**overrides))
     return config
-
-
-def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
-    """Parse `key=value` strings (CLI `-X`) into a mapping; a bad pair is a one-line error."""
-    result: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise TopicvaultError(f"bad property {pair!r}: write it as key=value, e.g. -X security.protocol=SSL")
-        result[name.strip()] = value
-    return result
 
 
 def new_client(factory: Callable[..., T], settings: KafkaSettings, config: dict[str, object], *args: object) -> T:
@@ -555,3 +544,14 @@ def broker_count(settings: KafkaSettings) -> int:
 def confluent_timestamp_type(kind: int) -> int:
     """Map confluent-kafka's timestamp type (1 create, 2 log-append) to Kafka's id (0, 1)."""
     return 1 if kind == 2 else 0
+
+
+def cluster_of(settings: Settings) -> KafkaSettings:
+    """The cluster of a command's resolved settings (core.profiles), its -X settings checked before
+    anything is read or written; a one-line error naming the flags when no cluster was given."""
+    if not settings.bootstrap_servers:
+        raise TopicvaultError("no Kafka cluster given: pass -b SERVERS, --cluster NAME or set "
+                              "TOPICVAULT_BOOTSTRAP_SERVERS")
+    kafka = KafkaSettings.of(settings.bootstrap_servers, settings.kafka_properties)
+    check_client_settings(kafka)
+    return kafka

@@ -62,6 +62,23 @@ class Settings:
     # (a string or a list), TOPICVAULT_ENCRYPTION_KEY (comma-separated), or --encryption-key.
     encryption_keys: tuple[str, ...] = ()
 
+    def location(self, flag: str) -> str:
+        """The backup location's URI; a one-line error naming `flag` (the command's) when none was given."""
+        if not self.store_uri:
+            raise TopicvaultError(f"no backup location given: pass {flag}, --store NAME or set TOPICVAULT_STORE_URI")
+        return self.store_uri
+
+    def store_option_pairs(self) -> tuple[tuple[str, str], ...]:
+        """The store options as sorted (name, value) pairs, as jobs carry them."""
+        return tuple(sorted(self.store_options.items()))
+
+    def keyring(self):
+        """The core.crypto.Keyring of the encryption keys (None: none given); an unreadable key file
+        or unknown KMS key fails here, before anything else."""
+        from .crypto import keyring_of
+
+        return keyring_of(self.encryption_keys)
+
     def redacted(self) -> dict:
         """For printing: secret values replaced by ***."""
         return {
@@ -192,6 +209,26 @@ def _check_no_code_running(names: Iterable[str], where: str) -> None:
 
 def _prefixed(env: Mapping[str, str], prefix: str) -> dict[str, str]:
     return {name[len(prefix):].lower().replace("_", "."): value for name, value in env.items() if name.startswith(prefix)}
+
+
+def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
+    """Parse `key=value` strings (CLI `-X`) into a mapping; a bad pair is a one-line error."""
+    result: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise TopicvaultError(f"bad property {pair!r}: write it as key=value, e.g. -X security.protocol=SSL")
+        result[name.strip()] = value
+    return result
+
+
+def resolve_flags(config_file: str | None, cluster: str | None, store: str | None, bootstrap_servers: str | None,
+                  properties: Iterable[str], store_uri: str | None, options: Iterable[str],
+                  encryption_keys: Iterable[str] = ()) -> Settings:
+    """resolve() from the command line's flags: -X and -S as key=value pairs (a bad one is a one-line error)."""
+    return resolve(config_file=config_file, cluster=cluster, store=store, bootstrap_servers=bootstrap_servers,
+                   kafka_properties=parse_properties(list(properties)), store_uri=store_uri,
+                   store_options=parse_properties(list(options)), encryption_keys=tuple(encryption_keys))
 
 
 def resolve(

@@ -5,11 +5,12 @@ from .codec import (
     KeyCodec,
     ObjectKey,
     default_codec,
+    key_template_of,
     new_run_id,
     parse_keys,
     template_codec,
     time_partitioned_template,
 )
 
-__all__ = ["AIVEN_DEFAULT_TEMPLATE", "KeyCodec", "ObjectKey", "default_codec", "new_run_id", "parse_keys", "template_codec",
+__all__ = ["AIVEN_DEFAULT_TEMPLATE", "KeyCodec", "ObjectKey", "default_codec", "key_template_of", "new_run_id", "parse_keys", "template_codec",
            "time_partitioned_template"]

@@ -45,6 +45,13 @@ TIME_PARTITION_FOLDERS = {
 }
 
 
+def key_template_of(key_template: str | None, time_partition: str | None) -> str | None:
+    """The object key template of --key-template or --time-partition (not both; neither: None)."""
+    if time_partition and key_template:
+        raise KeyParseError("--time-partition and --key-template both name objects: give one of them")
+    return time_partitioned_template(time_partition) if time_partition else key_template
+
+
 def time_partitioned_template(unit: str) -> str:
     """The key template of --time-partition `unit` (day or hour)."""
     if unit not in TIME_PARTITION_FOLDERS:

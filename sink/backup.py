@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -35,9 +35,10 @@ from ..core.kafka import (
     topic_ids,
 )
 from ..core.locations import open_store
-from ..core.progress import counted
+from ..core.process import interrupt_says, quiet_spark_interrupts
+from ..core.progress import ProgressMonitor, counted
 from ..core.rotation import DEFAULT_MAX_BYTES, Rotation
-from ..core.spark import run_tasks
+from ..core.spark import get_task_session, run_tasks
 from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
@@ -312,3 +313,21 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     if crash_after("backup.commit") is not None:
         crash_now()
     return append(store, state, build, job.keyring()).key
+
+
+def run_backup_in_spark(job: BackupJob, backup_plan: BackupPlan, master: str | None,
+                        quiet: bool = False) -> tuple[BackupResult, float]:
+    """Start Spark (a task session: no Spark SQL start-up), show progress unless `quiet`, and run the
+    planned backup; returns its result and the seconds Spark took to start. Ctrl-C raises
+    core.process.Interrupted naming what the location holds."""
+    # The run commits once, at its end: interrupted before, it leaves the location as it was.
+    with interrupt_says(lambda: f"interrupted: this run committed nothing; {job.store_uri} holds what earlier "
+                                "backups committed; run again to back up the rest"):
+        spark_started = time.monotonic()
+        spark = get_task_session(master)
+        quiet_spark_interrupts()
+        spark_s = time.monotonic() - spark_started
+        total = sum(p.records_at_most for p in backup_plan.partitions)
+        spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
+        with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet) as progress:
+            return run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan), spark_s

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -18,11 +19,12 @@ from typing import Callable
 from ..core.archive.checkpoints import load_state, read_forward
 from ..core.archive.commits import CommitRecord
 from ..core.errors import TopicvaultError
+from ..core.process import stop_on_signals
 from ..core.restarts import RestartBudget, pause
-from ..core.spark import failure_reason
+from ..core.spark import failure_reason, get_spark
 from ..core.text import backup_follow_commit
 from .backup import BackupJob, commit_unread, plan_run
-from .metrics import FollowMetrics, batch_durations, own_commits
+from .metrics import FollowMetrics, MetricsServer, batch_durations, own_commits
 
 # How long a graceful stop waits for the running micro-batch to finish and commit.
 STOP_GRACE_S = 120.0
@@ -37,6 +39,16 @@ class FollowResult:
     lag: dict[str, int]
 
 
+@dataclass(frozen=True)
+class ContinuousBackupRequest:
+    """What a followed backup (backup --follow) reads, and how often it commits."""
+
+    topics: tuple[str, ...] = ()
+    topics_regex: str | None = None
+    flush_interval_s: float = 60.0  # seconds between micro-batches (each commits its objects)
+    max_records_per_trigger: int | None = None  # records per micro-batch at most (None: no bound)
+
+
 def _options(job: BackupJob) -> dict[str, str]:
     kafka = {f"kafka.{k}": v for k, v in job.kafka.properties}
     kafka["kafka.bootstrap.servers"] = job.kafka.bootstrap_servers
@@ -45,13 +57,42 @@ def _options(job: BackupJob) -> dict[str, str]:
     return {**kafka, **store, **encryption}
 
 
+def follow_backup(job: BackupJob, request: ContinuousBackupRequest, master: str | None,
+                  register: Callable[[object], None], say: Callable[[str, bool], None], started: Callable[[], None],
+                  metrics_port: int = 0, metrics_address: str = "127.0.0.1") -> FollowResult:
+    """`backup --follow` until SIGTERM or Ctrl-C: serve metrics on `metrics_port` (0: none; bound before
+    Spark starts, so a port in use fails at once), start Spark with task retries, `register` the data
+    sources on it, call `started()` once signals are handled, then run_follow. `say(line, to_stderr)`
+    prints a line of the run (the caller makes it safe for a terminal)."""
+    if not metrics_port:
+        return _follow_in_spark(job, request, master, register, say, started, None)
+    metrics = FollowMetrics()
+    with MetricsServer(metrics, metrics_port, metrics_address):
+        say(f"serving Prometheus metrics on port {metrics_port} of {metrics_address} (/metrics)", False)
+        return _follow_in_spark(job, request, master, register, say, started, metrics)
+
+
+def _follow_in_spark(job: BackupJob, request: ContinuousBackupRequest, master: str | None,
+                     register: Callable[[object], None], say: Callable[[str, bool], None], started: Callable[[], None],
+                     metrics: FollowMetrics | None) -> FollowResult:
+    """Start Spark, stop on the first SIGTERM or SIGINT after the running micro-batch, run_follow."""
+    stop = threading.Event()
+
+    def stopping() -> None:
+        say("stopping: finishing the running micro-batch, then committing", True)
+        stop.set()
+
+    spark = get_spark(master, retry_tasks=True)  # a crashed worker costs a task attempt, not the follower
+    register(spark)  # the stream runs through topicvault's data sources
+    stop_on_signals(stopping)
+    started()
+    return run_follow(spark, job, request, stop.is_set, lambda line: say(line, False), metrics)
+
+
 def run_follow(
     spark,
     job: BackupJob,
-    topics: list[str],
-    topics_regex: str | None,
-    flush_interval_s: float,
-    max_records_per_trigger: int | None,
+    request: ContinuousBackupRequest,
     should_stop: Callable[[], bool],
     report: Callable[[str], None],
     metrics: FollowMetrics | None = None,
@@ -62,11 +103,11 @@ def run_follow(
     `spark` must have topicvault's data sources registered (topicvault.datasources.register):
     the stream runs through them.
     """
-    if flush_interval_s <= 0:
+    if request.flush_interval_s <= 0:
         raise TopicvaultError("--flush-interval must be positive (seconds)")
     # Plan once as a one-shot backup would: unknown topics, a recreated topic and offsets lost
     # to retention are reported before anything runs.
-    start_plan = plan_run(job, topics, topics_regex)
+    start_plan = plan_run(job, list(request.topics), request.topics_regex)
     for warning in start_plan.warnings:
         report(f"warning: {warning}")
     # Topic settings, IDs, group offsets and offsets lost to retention, saved once per run;
@@ -81,10 +122,9 @@ def run_follow(
     if metrics is not None:
         metrics.observe_state(state)
     restarts = RestartBudget()
-    stream = _Stream(topics, topics_regex, flush_interval_s, max_records_per_trigger)
     while True:
         try:
-            state = _run_query(spark, job, common, stream, store, state, should_stop, report, metrics)
+            state = _run_query(spark, job, common, request, store, state, should_stop, report, metrics)
             break
         except QueryFailed as failure:
             if metrics is not None:
@@ -106,16 +146,6 @@ def run_follow(
     )
 
 
-@dataclass(frozen=True)
-class _Stream:
-    """What a followed backup's streaming query reads, and how often it commits."""
-
-    topics: list[str]
-    topics_regex: str | None
-    flush_interval_s: float
-    max_records_per_trigger: int | None
-
-
 class QueryFailed(TopicvaultError):
     """The stream's query failed: `reason` is its one line; `restartable` unless a TopicvaultError
     of a task (bad input or a state a restart would meet again) caused it."""
@@ -126,7 +156,7 @@ class QueryFailed(TopicvaultError):
         self.restartable = restartable
 
 
-def _run_query(spark, job: BackupJob, common: dict[str, str], stream: _Stream, store, state,
+def _run_query(spark, job: BackupJob, common: dict[str, str], stream: ContinuousBackupRequest, store, state,
                should_stop: Callable[[], bool], report: Callable[[str], None], metrics: FollowMetrics | None):
     """Run one streaming query from the location's committed ends until `should_stop()`; return
     the state read forward to its last commit. Raises QueryFailed when the query fails."""

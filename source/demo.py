@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import tempfile
 import time
 from typing import Callable
@@ -12,9 +13,10 @@ from confluent_kafka import Producer
 
 from ..core.embedded_broker import EmbeddedBroker
 from ..core.kafka import KafkaSettings, confluent_timestamp_type, create_topics, metadata_consumer, read_to_eof
+from ..core.sandbox import Sandbox, sandbox
 from ..core.spark import get_spark
 from ..sink.backup import BackupJob, plan_run, run_backup
-from .restore import RestoreJob, plan_restore, run_restore
+from .restore import RestoreJob, RestoreRequest, plan_restore, run_restore
 
 SOURCE_TOPIC = "demo.orders"
 TARGET_TOPIC = "demo.orders.restored"
@@ -98,7 +100,7 @@ def run_demo(count: int, directory: str | None, master: str | None, say: Callabl
 
         # The demo's restore state lives and dies with its scratch directory, not in ~/.local/state.
         restore_job = RestoreJob(settings, location, state_uri=os.path.join(scratch, "restore-state"))
-        restored = run_restore(spark, restore_job, plan_restore(restore_job, [], {SOURCE_TOPIC: TARGET_TOPIC}, None))
+        restored = run_restore(spark, restore_job, plan_restore(restore_job, RestoreRequest(renames={SOURCE_TOPIC: TARGET_TOPIC})))
         say(f"restore: {restored.produced:,} records to {TARGET_TOPIC} in {restored.elapsed_s:.1f} s "
             f"({restored.produced / max(restored.elapsed_s, 1e-9):,.0f} records/s)")
 
@@ -126,3 +128,30 @@ def round_trip_verdict(source: dict[int, list[tuple]], target: dict[int, list[tu
     identical = same and sum(map(len, source.values())) == count
     return identical, (f"result: every record identical ({fields})" if identical
                        else "result: restored topic DIFFERS from the source")
+
+
+SANDBOX_TOPIC = "orders"  # README's quick start backs it up
+
+
+def run_sandbox(bucket: str, sample_records: int, say: Callable[[str], None],
+                started: Callable[[Sandbox, str | None], None]) -> None:
+    """`topicvault sandbox`: a single-node Apache Kafka and a local S3 server with `bucket`, and a
+    sample topic SANDBOX_TOPIC of `sample_records` records (0: none), until Ctrl-C or SIGTERM (also
+    when started where SIGINT is ignored, as a background job); `started(running, sample topic or
+    None)` once both answer."""
+
+    def stop(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    say("starting Apache Kafka (one node) and an S3 server (moto)...")
+    try:
+        with sandbox(bucket) as running:
+            if sample_records > 0:
+                sample_topic(running.bootstrap, SANDBOX_TOPIC, sample_records)
+            started(running, SANDBOX_TOPIC if sample_records > 0 else None)
+            while True:
+                signal.pause()
+    except KeyboardInterrupt:
+        say("sandbox stopped: Kafka and the S3 server are gone, with their data")

@@ -2,7 +2,7 @@
 
 A follow is one restore (one restore id) run in rounds. Each round plans from the archive's
 current state and restores only what earlier rounds did not: it starts every partition after
-the offset map the restore saved (plan_restore(continue_saved=True)), so a round reads only
+the offset map the restore saved (RestoreRequest.continue_saved), so a round reads only
 new objects and counts only what the target got since that map. The map is saved after the
 round's producers flushed, so a run killed at any point and started again with the same
 --restore-id finds the target holding a prefix of the round it was in, counts it and goes on:
@@ -61,8 +61,9 @@ from ..core.archive.checkpoints import read_forward
 from ..core.archive.commits import BackupState, CommitRecord, PartitionRange, lost_note
 from ..core.cluster import apply_topic_configs, check_group_inactive, commit_group_offsets
 from ..core.errors import NoBackup, ObjectNotFound, TopicvaultError
+from ..core.process import stop_on_signals
 from ..core.restarts import RestartBudget, pause
-from ..core.spark import failure_reason
+from ..core.spark import failure_reason, get_spark
 from ..core.text import plural
 from ..formats.peers import PeerKey, peer_layout
 from .object_reader import SkippedObject
@@ -78,17 +79,10 @@ DEFAULT_POLL_INTERVAL_S = 10.0
 
 @dataclass(frozen=True)
 class StandbyRequest:
-    """What to keep restoring, as a one-shot restore takes it, and how often to look for more."""
+    """What to keep restoring (the restore a one-shot run would make, --groups included) and how often
+    to look for more."""
 
-    topics: tuple[str, ...] = ()
-    renames: Mapping[str, str] = field(default_factory=dict)
-    restore_id: str | None = None
-    selection: Selection = Selection()
-    allow_nonempty: bool = False
-    create_missing: bool = True
-    apply_configs: bool = True
-    groups: bool = False  # commit translated consumer-group offsets after every round
-    only_groups: tuple[str, ...] = ()  # with groups: these groups only (empty: every saved group)
+    restore: RestoreRequest = RestoreRequest()
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
 
 
@@ -229,6 +223,26 @@ class FollowRestart:
                 "max_restarts": self.max_restarts, "window_s": self.window_s}
 
 
+def run_standby(job: RestoreJob, request: StandbyRequest, master: str | None, report: Callable[[FollowRound], None],
+                on_restart: Callable[[FollowRestart], None], on_wait: Callable[[NoBackup], None],
+                say: Callable[[str], None], started: Callable[[], None]) -> FollowSummary:
+    """`restore --follow` until SIGTERM or Ctrl-C: check the options, start Spark with task retries,
+    call `started()` once signals are handled, then follow_restore. The first signal finishes the
+    running round (`say` tells so); a second ends the process at once (the last finished round's
+    state is saved, and a restart with the same restore id continues exactly)."""
+    check_follow_options(request.restore.selection, request.poll_interval_s)
+    stop = threading.Event()
+
+    def stopping() -> None:
+        say("stopping: finishing the running round, then saving its state")
+        stop.set()
+
+    spark = get_spark(master, retry_tasks=True)  # a crashed worker costs a task attempt, not the follower
+    stop_on_signals(stopping, second_ends_process=True)
+    started()
+    return follow_restore(spark, job, request, stop, report, on_restart, on_wait)
+
+
 def follow_restore(spark, job: RestoreJob, request: StandbyRequest, stop: threading.Event,
                    report: Callable[[FollowRound], None],
                    on_restart: Callable[[FollowRestart], None] = lambda restart: None,
@@ -290,9 +304,9 @@ class _Progress:
 
 def _progress_of(job: RestoreJob, request: StandbyRequest) -> _Progress:
     """A follow run's progress at its start: what the restore saved of a peer archive's objects, if any."""
-    progress = _Progress(request.restore_id, request.topics)
-    if request.restore_id:
-        saved_seen, saved = load_peer_objects_seen(job.restore_records(), request.restore_id)
+    progress = _Progress(request.restore.restore_id, request.restore.topics)
+    if request.restore.restore_id:
+        saved_seen, saved = load_peer_objects_seen(job.restore_records(), request.restore.restore_id)
         # None saved while offsets were restored (a one-shot restore continued, or a standby killed in its
         # first round): every object is read once more, since any may have landed after what was restored.
         progress.seen = saved_seen or set()
@@ -306,10 +320,12 @@ def _plan_round(job: RestoreJob, request: StandbyRequest, progress: _Progress, s
     waiting = False
     while True:
         try:
-            return plan_restore(job, RestoreRequest(
-                progress.topics, dict(request.renames), progress.restore_id, request.allow_nonempty,
-                request.create_missing, request.selection, request.apply_configs, continue_saved=True,
-                peer_objects_seen=progress.seen, earlier_writes_acknowledged=progress.acknowledged))
+            # Groups are committed after each round (_finish_round), those first saved later too: a
+            # round's plan does not check them.
+            return plan_restore(job, replace(
+                request.restore, topics=progress.topics, restore_id=progress.restore_id, groups=False,
+                only_groups=(), continue_saved=True, peer_objects_seen=progress.seen,
+                earlier_writes_acknowledged=progress.acknowledged))
         except NoBackup as nothing_yet:
             if progress.number:  # the backup this run restored from is gone
                 raise
@@ -346,8 +362,9 @@ def _finish_round(job: RestoreJob, request: StandbyRequest, plan: RestorePlan, r
     progress.number += 1
     moved: list[str] = []
     group_notes: list[str] = []
-    if request.groups:
-        moved, group_notes = _commit_groups(job, plan.restore_id, request.only_groups, progress.committed_groups)
+    if request.restore.groups:
+        moved, group_notes = _commit_groups(job, plan.restore_id, request.restore.only_groups,
+                                            progress.committed_groups)
     lost = [r for r in lost_ranges(plan) if (r.topic, r.partition, r.end) not in progress.named_lost]
     progress.named_lost.update((r.topic, r.partition, r.end) for r in lost)
     this_round = _round(job, plan, result, progress.number, tuple(moved), tuple(late_notes + group_notes),

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from ..core.archive.checkpoints import load_state
 from ..core.cluster import check_group_inactive, commit_group_offsets
 from ..core.errors import TopicvaultError
-from ..core.text import iso
 from .offset_map import load_offset_maps
 from .restore import RestoreJob, RestorePlan
+from .restore_plan import check_named_groups
 from .restore_state import load_restore_state
 
 
@@ -33,35 +33,6 @@ class GroupOffset:
     target_offset: int
 
 
-def check_groups(plan: RestorePlan, only: list[str] | None) -> list[str]:
-    """Before a restore with --groups writes anything: refuse a --group with no saved offsets (at
-    --until, when given); return a note naming each group plain --groups leaves out because its
-    offsets on the restored topics were saved only after --until."""
-    until_ms = plan.selection.until_ms
-    saved = plan.archive.groups_at(until_ms)
-    _check_named_groups(only, saved, until_ms)
-    if only or until_ms is None:
-        return []
-    later = [group for group, snapshot in sorted(plan.archive.groups.items())
-             if group not in saved and set(plan.topic_map) & set(snapshot["offsets"])]
-    return [f"consumer group {group} has no saved offsets at or before --until {iso(until_ms)} (only later "
-            "ones): its offsets are not restored" for group in later]
-
-
-def _check_named_groups(only: list[str] | None, saved: dict[str, dict], until_ms: int | None) -> None:
-    missing = sorted(set(only or []) - set(saved))
-    if missing and until_ms is not None:
-        raise TopicvaultError(
-            f"consumer group {', '.join(missing)} has no saved offsets at or before --until {iso(until_ms)} "
-            f"(saved then: {', '.join(sorted(saved)) or 'none'}): give a later --until or leave out --group"
-        )
-    if missing:
-        raise TopicvaultError(
-            f"the backup holds no offsets of consumer group(s) {', '.join(missing)} on its topics; "
-            f"it has: {', '.join(sorted(saved)) or 'none'}"
-        )
-
-
 def translate_groups(job: RestoreJob, restore_id: str, only: list[str] | None = None) -> list[GroupOffset]:
     """The saved group offsets of the restored topics, translated to the target of `restore_id`."""
     records = job.restore_records()
@@ -74,7 +45,7 @@ def translate_groups(job: RestoreJob, restore_id: str, only: list[str] | None = 
     # One point in time for data and groups: a restore --until TIME gets each group's position at TIME.
     until_ms = restore_state.selection.get("until_ms")
     saved = state.groups_at(until_ms)
-    _check_named_groups(only, saved, until_ms)
+    check_named_groups(only, saved, until_ms)
     translated = []
     for group in sorted(only or saved):
         for source_topic, offsets in sorted(saved[group]["offsets"].items()):
@@ -105,3 +76,11 @@ def restore_groups(job: RestoreJob, restore_id: str, only: list[str] | None = No
             {(t.target_topic, t.partition): t.target_offset for t in translated if t.group == group},
         )
     return translated
+
+
+def restore_planned_groups(job: RestoreJob, plan: RestorePlan) -> list[GroupOffset] | None:
+    """After a restore with --groups: commit the translated offsets of the groups its plan names
+    (every saved group when it names none); None when the plan has no --groups."""
+    if plan.groups is None:
+        return None
+    return restore_groups(job, plan.restore_id, list(plan.groups) or None)

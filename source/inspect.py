@@ -8,9 +8,11 @@ from typing import Iterator
 
 from ..core.archive.checkpoints import load_state
 from ..core.archive.commits import BackupState, ObjectEntry
+from ..core.archive.conditional_writes import remembered_conditional_writes
 from ..core.crypto import Keyring, ObjectBinding, is_sealed
 from ..core.envelope import Record, batch_to_records
 from ..core.errors import NoBackup, TopicvaultError
+from ..core.locations import open_store
 from ..core.store import ObjectStore
 from ..core.text import iso, show_text
 from ..formats import extension_of, format_for_extension
@@ -98,3 +100,32 @@ def json_line(record: Record) -> str:
         "key": _b64(record.key), "value": _b64(record.value),
         "headers": [{"key": name, "value": _b64(value)} for name, value in record.headers],
     }, sort_keys=True)
+
+
+def archive_listing(uri: str, store_options: dict[str, str]) -> tuple[BackupState, str | None]:
+    """What `ls` shows of the location at `uri`: its state and what it remembers of conditional writes
+    (core.archive.conditional_writes); NoBackup when it holds no commit."""
+    store = open_store(uri, store_options)
+    state = load_state(store)
+    if not state.last_sequence:  # commits covering no offsets yet are a backup too (of topics with no records)
+        raise NoBackup(uri)
+    return state, remembered_conditional_writes(store)
+
+
+def records_to_show(uri: str, store_options: dict[str, str], object_key: str | None, topic: str | None,
+                    partition: int | None, offset: int, limit: int, keyring: Keyring | None) -> Iterator[Record]:
+    """`inspect`: at most `limit` records of one object (`object_key`) or of a topic(-partition) (every
+    topic's, by name, with neither), from `offset` on; both named is a one-line error."""
+    store = open_store(uri, store_options)
+    if object_key is not None and topic is not None:
+        raise TopicvaultError("pass either --object KEY or --topic NAME (with --partition P), not both")
+    records = (records_of_object(store, object_key, offset, keyring) if object_key
+               else records_of_topic(store, topic, partition, offset, keyring))
+    return _at_most(records, limit)
+
+
+def _at_most(records: Iterator[Record], limit: int) -> Iterator[Record]:
+    for count, record in enumerate(records):
+        if count >= limit:
+            break
+        yield record

@@ -34,10 +34,12 @@ from ..core.kafka import (
     topic_ids,
 )
 from ..core.locations import open_store, open_store_beside
-from ..core.progress import counted
-from ..core.spark import check_no_speculation, run_tasks, task_attempt
+from ..core.process import interrupt_says, quiet_spark_interrupts
+from ..core.progress import ProgressMonitor, counted
+from ..core.spark import check_no_speculation, get_task_session, run_tasks, task_attempt
 from ..core.store import ObjectStore
 from ..formats.peers import NATIVE, Layout, PeerOptions
+from .access import read_cluster_access
 from .kafka_writer import ProduceResult, WrittenPrefix, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import SkippedObject, check_keys_open
 from .offset_map import (
@@ -434,14 +436,12 @@ def group_tasks(tasks: list[RestoreTask], groups: int) -> list[list[RestoreTask]
     return [sorted(group, key=lambda t: t.target) for group in lists if group]
 
 
-def plan_restore(job: RestoreJob, topics: list[str] | tuple[str, ...] | RestoreRequest, *args, **kwargs) -> RestorePlan:
-    """Plan a restore: read the facts (gather_facts), then decide from them alone (build_restore_plan).
+def plan_restore(job: RestoreJob, request: RestoreRequest) -> RestorePlan:
+    """Plan a restore: read the facts (gather_facts), then decide from them alone (build_restore_plan),
+    group checks (--groups) and access (--cluster-state) included; the plan is final.
 
-    `topics` is a RestoreRequest, or its first field with the others after it in their order (as
-    cli.py passes them). A missing encryption key stops the restore here, before any topic is
-    created or record produced.
+    A missing encryption key stops the restore here, before any topic is created or record produced.
     """
-    request = topics if isinstance(topics, RestoreRequest) else RestoreRequest(tuple(topics), *args, **kwargs)
     facts = gather_facts(job, request)
     plan = build_restore_plan(facts, request)
     if facts.layout.commit_log:
@@ -485,7 +485,16 @@ def gather_facts(job: RestoreJob, request: RestoreRequest) -> RestoreFacts:
         saved_maps=saved_offset_maps(records, restore_id) if maps_needed else {},
         saved_holes=saved_holes(records, restore_id) if saved is not None and layout.skip_supported else {},
         earlier_restores=_earlier_restores(job, records, target, saved is None and not request.allow_nonempty),
+        **_access_facts(job, request, archive),
     )
+
+
+def _access_facts(job: RestoreJob, request: RestoreRequest, archive: BackupState) -> dict:
+    """restore --cluster-state: the RestoreFacts fields of the target's access and the passwords given."""
+    if request.access is None:
+        return {}
+    target, passwords = read_cluster_access(job.kafka, request.access, archive, request.selection.until_ms)
+    return {"target_access": target, "scram_passwords": passwords}
 
 
 def _existing_partitions(job: RestoreJob, targets: RestoreTargets) -> dict[tuple[str, int], tuple[int, int]]:
@@ -615,3 +624,13 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     if configure:
         apply_topic_configs(job.kafka, configs, plan.loading)
     return RestoreResult(plan, results, time.monotonic() - started, access, outcome, notes)
+
+
+def run_restore_in_spark(job: RestoreJob, plan: RestorePlan, master: str | None, quiet: bool = False) -> RestoreResult:
+    """Start Spark (a task session: no Spark SQL start-up), show progress unless `quiet`, and run the
+    planned restore. Ctrl-C raises core.process.Interrupted saying how to resume."""
+    with interrupt_says(lambda: f"interrupted; resume with --restore-id {plan.restore_id}"):
+        spark = get_task_session(master)
+        quiet_spark_interrupts()
+        with ProgressMonitor("restore", plan.records, len(plan.tasks), spark, quiet=quiet) as progress:
+            return run_restore(spark, replace(job, progress_dir=progress.directory), plan)

@@ -20,7 +20,9 @@ from ..core.archive.archive_keys import legacy_restore_prefix
 from ..core.archive.commits import BackupState, ObjectEntry, PartitionState
 from ..core.cluster import LOADING_CONFIGS, TopicSettings
 from ..core.errors import NoBackup, TopicvaultError
+from ..core.text import iso
 from ..formats.peers import NATIVE, Layout, layout_named
+from .access import AccessRequest, plan_cluster_access
 from .object_reader import SkippedObject
 from .offset_map import OffsetMap
 from .restore_state import RestoreState, check_same_restore
@@ -67,9 +69,10 @@ class RestoreTask:
         return layout_named(self.layout)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RestorePlan:
-    """The tasks of a restore and the topics it will create."""
+    """The tasks of a restore and the topics it will create, whole as build_restore_plan decided it
+    (group checks and access included): nothing changes it afterwards."""
 
     restore_id: str
     tasks: list[RestoreTask]
@@ -96,6 +99,9 @@ class RestorePlan:
     new_source_starts: dict[str, int] = field(default_factory=dict)
     # restore --cluster-state: the ACLs and SCRAM users to create once the topics exist (source.access).
     access: AccessPlan | None = None
+    # restore --groups: commit the translated offsets of these groups once the records are in (None: no
+    # --groups; empty: every saved group).
+    groups: tuple[str, ...] | None = None
 
     @property
     def records(self) -> int:
@@ -109,7 +115,7 @@ class RestorePlan:
 
 @dataclass(frozen=True)
 class RestoreRequest:
-    """What to restore and how, as the user asked (the fields in the order plan_restore took them)."""
+    """What to restore and how, as the user asked: the one argument plan_restore takes, whole."""
 
     topics: tuple[str, ...] = ()  # none: every topic of the archive, or those a resumed restore id began with
     renames: Mapping[str, str] = field(default_factory=dict)
@@ -118,6 +124,9 @@ class RestoreRequest:
     create_missing: bool = True
     selection: Selection = Selection()
     apply_configs: bool = True
+    groups: bool = False  # --groups: commit translated consumer-group offsets once the records are in
+    only_groups: tuple[str, ...] = ()  # with groups: these groups only (empty: every saved group)
+    access: AccessRequest | None = None  # --cluster-state: ACLs and SCRAM users too
     # restore --follow: start each partition after the offset map earlier runs saved, instead of
     # counting from its first start (a round reads only objects it has not restored).
     continue_saved: bool = False
@@ -127,6 +136,10 @@ class RestoreRequest:
     # Every record earlier runs sent was acknowledged (a follow round after one that finished in this
     # process), so a resume need not wait for replicas to catch up before counting.
     earlier_writes_acknowledged: bool = False
+
+    def __post_init__(self) -> None:
+        if self.only_groups and not self.groups:
+            raise TopicvaultError("--group works with --groups: add --groups")
 
 
 @dataclass(frozen=True)
@@ -168,6 +181,9 @@ class RestoreFacts:
     saved_holes: Mapping[Where, list[SkippedObject]] = field(default_factory=dict)
     # Target topic -> restores from this archive that wrote into it (read for a non-empty target only).
     earlier_restores: Mapping[str, list[str]] = field(default_factory=dict)
+    # restore --cluster-state: the target's ACLs and SCRAM users, and the passwords given for the saved users.
+    target_access: AccessState | None = None
+    scram_passwords: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -288,12 +304,57 @@ def build_restore_plan(facts: RestoreFacts, request: RestoreRequest) -> RestoreP
              *_timestamp_type_notes(targets),
              *_retention_notes(facts, _earliest_times(facts, targets.topic_map), topic_configs, request.apply_configs),
              *_retention_bytes_notes(facts, tasks, topic_configs, request.apply_configs)]
+    groups = check_groups(facts.archive, targets.topic_map, request.selection.until_ms, request.only_groups) \
+        if request.groups else []
+    access = _access_plan(facts, request, targets.topic_map)
     return RestorePlan(facts.restore_id, tasks, targets.topic_map, targets.to_create, resumed=facts.saved is not None,
-                       notes=notes, topic_configs=topic_configs,
+                       notes=[*notes, *groups, *(access.notes if access else ())], topic_configs=topic_configs,
                        loading=dict(facts.target.loading) if topic_configs else dict(LOADING_CONFIGS),
                        replication=replication, selection=request.selection, layout=facts.layout.name,
                        restored=restored, archive=facts.archive, target_starts=dict(starts), source_starts=began,
-                       new_source_starts=new_starts)
+                       new_source_starts=new_starts, access=access,
+                       groups=request.only_groups if request.groups else None)
+
+
+def _access_plan(facts: RestoreFacts, request: RestoreRequest, topic_map: Mapping[str, str]) -> AccessPlan | None:
+    """restore --cluster-state: the ACLs and SCRAM users to create (None: not asked for)."""
+    if request.access is None:
+        return None
+    if facts.target_access is None:
+        raise ValueError("--cluster-state planned without the target's access read (restore.gather_facts reads it)")
+    renames = {source: target for source, target in topic_map.items() if source != target}
+    return plan_cluster_access(request.access, facts.archive, request.selection.until_ms, facts.target_access,
+                               renames, facts.scram_passwords)
+
+
+def check_groups(archive: BackupState, topic_map: Mapping[str, str], until_ms: int | None,
+                 only: tuple[str, ...]) -> list[str]:
+    """Before a restore with --groups writes anything: refuse a --group with no saved offsets (at
+    --until, when given); return a note naming each group plain --groups leaves out because its
+    offsets on the restored topics were saved only after --until."""
+    saved = archive.groups_at(until_ms)
+    check_named_groups(only, saved, until_ms)
+    if only or until_ms is None:
+        return []
+    later = [group for group, snapshot in sorted(archive.groups.items())
+             if group not in saved and set(topic_map) & set(snapshot["offsets"])]
+    return [f"consumer group {group} has no saved offsets at or before --until {iso(until_ms)} (only later "
+            "ones): its offsets are not restored" for group in later]
+
+
+def check_named_groups(only: Iterable[str] | None, saved: dict[str, dict], until_ms: int | None) -> None:
+    """Refuse a --group the archive saved no offsets of (at --until, when given)."""
+    missing = sorted(set(only or []) - set(saved))
+    if missing and until_ms is not None:
+        raise TopicvaultError(
+            f"consumer group {', '.join(missing)} has no saved offsets at or before --until {iso(until_ms)} "
+            f"(saved then: {', '.join(sorted(saved)) or 'none'}): give a later --until or leave out --group"
+        )
+    if missing:
+        raise TopicvaultError(
+            f"the backup holds no offsets of consumer group(s) {', '.join(missing)} on its topics; "
+            f"it has: {', '.join(sorted(saved)) or 'none'}"
+        )
 
 
 def _check_not_planted(facts: RestoreFacts) -> None:

@@ -31,6 +31,7 @@ from ..core.archive.archive_keys import LEGACY_RESTORES_PREFIX, legacy_restore_p
 from ..core.crypto import Keyring, KeyUnavailable, Unauthenticated
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..core.integrity import Damaged, opened, sealed
+from ..core.locations import open_store_beside
 from ..core.store import ObjectStore
 
 STATE_DIR_ENV = "TOPICVAULT_STATE_DIR"
@@ -326,6 +327,20 @@ def _state_of(body: dict) -> RestoreState:
 
 # What a restore keeps in its state store, and so what an import takes (see import_restore_records).
 _IMPORTED_NAMES = re.compile(r"(state\.json|offset-map\.json|peer-objects\.json\.gz|holes/[A-Za-z0-9._-]+\.json)")
+
+
+def import_state(records: RestoreRecords, state_uri: str, restore_id: str | None, uri: str,
+                 store_options: dict[str, str], dry_run: bool = False) -> str:
+    """restore --import-state URI: import_restore_records from the folder at `uri` (opened with
+    `store_options`) into the state store at `state_uri`; returns the line saying what was (with
+    `dry_run`: would be) imported."""
+    if not restore_id:
+        raise TopicvaultError("--import-state works with --restore-id: give the id of the restore it holds")
+    names = ", ".join(import_restore_records(records, restore_id, open_store_beside(uri, store_options), dry_run))
+    if dry_run:
+        return (f"dry run: would import restore {restore_id}'s records from {uri} into {state_uri}: {names} "
+                "(checked; nothing was written). Its plan shows once they are imported: run without --dry-run")
+    return f"imported restore {restore_id}'s records from {uri} into {state_uri}: {names}"
 
 
 def import_restore_records(records: RestoreRecords, restore_id: str, source: ObjectStore,

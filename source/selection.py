@@ -175,3 +175,14 @@ def check_until_mode(mode: str) -> str:
     if mode not in UNTIL_MODES:
         raise TopicvaultError(f"bad --until-mode {mode!r}: use prefix or filter")
     return mode
+
+
+def selection_of(until: str | None, until_mode: str, from_offsets: list[str], to_offsets: list[str]) -> Selection:
+    """The Selection of restore's --until, --until-mode, --from-offset and --to-offset (each checked:
+    a bad one is a one-line error before anything is read)."""
+    return Selection(
+        until_ms=parse_until(until) if until else None,
+        until_mode=check_until_mode(until_mode),
+        from_offsets=parse_offset_bounds(from_offsets, "--from-offset"),
+        to_offsets=parse_offset_bounds(to_offsets, "--to-offset"),
+    )

@@ -22,10 +22,11 @@ from ..core.crypto import Keyring
 from ..core.envelope import RecordDigest
 from ..core.errors import NoBackup, TopicvaultError
 from ..core.kafka import KafkaSettings, metadata_consumer, watermarks
+from ..core.locations import open_store, open_store_beside
 from ..core.store import ObjectStore
 from ..sink.kafka_reader import OffsetRange, read_range
 from .object_reader import read_object, stored_bytes
-from .restore_state import damaged_restore_states
+from .restore_state import damaged_restore_states, default_state_uri
 
 
 @dataclass
@@ -55,6 +56,14 @@ class VerifyReport:
     def ok_strict(self) -> bool:
         """No problem and no damaged file (verify --strict)."""
         return self.ok and not self.damaged
+
+
+def verify_location(uri: str, store_options: dict[str, str], topics: list[str] | None, kafka: KafkaSettings | None,
+                    keyring: Keyring | None, state_uri: str | None) -> VerifyReport:
+    """`verify URI`: verify_backup of the location at `uri`, with the saved restore states kept at
+    `state_uri` (None: restore's default state location)."""
+    return verify_backup(open_store(uri, store_options), topics, kafka, keyring=keyring,
+                         state_store=open_store_beside(state_uri or default_state_uri(), store_options))
 
 
 def verify_backup(

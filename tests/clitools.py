@@ -6,10 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import pytest
 from topicvault.cli import app
 from typer.testing import CliRunner
 
@@ -85,3 +88,43 @@ def frozen(process: subprocess.Popen) -> Iterator[None]:
         yield
     finally:
         signal_session(process.pid, signal.SIGCONT)
+
+
+def run_cli_process(args: list[str], log: Path, crash_at: str | None = None, fail_first_attempt_at: str | None = None,
+                    master: str = "local[2]") -> int:
+    """Run the CLI as its own session; return its exit status (-9 when it was killed)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPICVAULT_CRASH_AT")}
+    if crash_at:
+        env["TOPICVAULT_CRASH_AT"] = crash_at
+    if fail_first_attempt_at:
+        env["TOPICVAULT_FAIL_FIRST_ATTEMPT_AT"] = fail_first_attempt_at
+        env["TOPICVAULT_FAULT_LOG"] = str(log.with_suffix(".faults"))
+    with open(log, "ab") as out:
+        process = subprocess.Popen([CLI, *args, "--master", master], stdin=subprocess.DEVNULL, stdout=out,
+                                   stderr=out, env=env, start_new_session=True)
+        return process.wait(timeout=300)
+
+
+@pytest.fixture(scope="module")
+def python_without_topicvault(tmp_path_factory) -> Path:
+    """An interpreter that has topicvault's dependencies but not topicvault itself."""
+    env_dir = tmp_path_factory.mktemp("exec-env")
+    subprocess.run([sys.executable, "-c", "import venv, sys; venv.EnvBuilder(with_pip=False).create(sys.argv[1])",
+                    str(env_dir)], check=True, timeout=120)
+    python = env_dir / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    # A plain path entry: the dependencies, without the .pth that makes the editable topicvault importable.
+    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    probe = subprocess.run([str(python), "-c", "import pyarrow, confluent_kafka\nimport topicvault"],
+                           capture_output=True, text=True)
+    assert "No module named 'topicvault'" in probe.stderr, probe.stderr
+    return python
+
+
+def wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:  # a hang detector, not a speed check
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.5)

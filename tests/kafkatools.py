@@ -349,3 +349,53 @@ def recreate_topic(bootstrap: str, name: str, partitions: int, config: dict) -> 
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def commit_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit {(topic, partition): offset} for `group`, as a consumer of the group would."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """{partition: offset} `group` has committed on `topic` (negative where it has none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    consumer.close()
+    return {tp.partition: tp.offset for tp in found}
+
+
+def record_at(bootstrap: str, topic: str, partition: int, offset: int) -> tuple | None:
+    """The first record at or after `offset` as (key, value, timestamp, headers); None at the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"peek-{uuid.uuid4().hex}",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF
+                return None
+            return message.key(), message.value(), message.timestamp()[1], tuple(message.headers() or ())
+    finally:
+        consumer.close()
+    raise AssertionError(f"nothing from {topic}[{partition}] at {offset}")
+
+
+def as_tuple(record: Record) -> tuple:
+    """(key, value, timestamp, headers): what record_at returns, for comparing with it."""
+    return record.key, record.value, record.timestamp_ms, record.headers
+
+
+def strip(records) -> list[tuple]:
+    """Key, value, headers and timestamp of each record: what a restore into a used topic keeps."""
+    return [(r.key, r.value, r.headers, r.timestamp_ms) for r in records]
+
+
+def exact(records) -> list[tuple]:
+    """Everything a restore must keep, offsets included (the standby topics here start empty)."""
+    return [(r.offset, r.key, r.value, r.headers, r.timestamp_ms, r.timestamp_type) for r in records]

@@ -185,3 +185,16 @@ class FaultyStore(WrappedStore):
         if self.before_delete is not None:
             self.before_delete(key)
         super().delete(key)
+
+
+class PutsRefused:
+    """A fault for FaultyStore: every put after the first is refused (a bucket policy changed, the
+    credentials expired) until `healed` is set."""
+
+    def __init__(self) -> None:
+        self.puts, self.healed = 0, False
+
+    def __call__(self, key: str, data: bytes) -> None:
+        self.puts += 1
+        if self.puts > 1 and not self.healed:
+            raise PermissionError(f"AccessDenied on {key}")

@@ -41,7 +41,6 @@ import json
 import logging
 import random
 import secrets
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +50,7 @@ from ..errors import ObjectNotFound, PreconditionFailed, TopicvaultError
 from ..store import ObjectStore
 from ..text import iso
 from .archive_keys import COMMIT_TURNS_PREFIX, CONDITIONAL_WRITES_KEY, commit_turn_key, probe_key
+from .leases import RenewedObject
 
 log = logging.getLogger(__name__)
 
@@ -179,42 +179,42 @@ def _refuses_a_second_write(store: ObjectStore, kind: str) -> bool:
             pass  # a scratch object left behind harms nothing
 
 
-class CommitTurn:
+class CommitTurn(RenewedObject):
     """The exclusive turn to commit to `store`, held while a `with` block runs (see the module doc).
     `found` (the probe's answer) names the store's behaviour when waiting fails."""
 
     def __init__(self, store: ObjectStore, found: ConditionalWrites | None = None) -> None:
-        self.store, self.found = store, found
-        self.key = commit_turn_key(secrets.token_hex(6))
-        self._renewed = 0.0  # monotonic time the last successful put of our turn object began
-        self._stop = threading.Event()
-        self._renewer = threading.Thread(target=self._renew, name="commit-turn", daemon=True)
+        super().__init__(store, commit_turn_key(secrets.token_hex(6)), TURN_RENEW_S, "commit-turn", log)
+        self.found = found
+
+    @property
+    def renew_every_s(self) -> float:
+        """TURN_RENEW_S, read when each renewal is due."""
+        return TURN_RENEW_S
 
     def __enter__(self) -> CommitTurn:
         deadline = time.monotonic() + TURN_WAIT_S
         seen: dict[str, tuple[tuple, float]] = {}  # another turn object: (its version, first seen at)
         pause = 0.05
         while True:
-            self._put()
+            self.put()
             others = self._others(seen)
             if not others:
                 break
-            self._give_back()
+            self.delete()  # give the turn back
             if time.monotonic() + pause > deadline:
                 raise TopicvaultError(self._refusal(others[0]))
             time.sleep(pause * random.uniform(0.5, 1.5))  # apart, so two contenders stop meeting
             pause = min(pause * 2, 2.0)
-        self._renewer.start()
+        self.start_renewing()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._renewer.join(timeout=5)
-        self._give_back()
+        self.remove()  # left behind, it is removed once seen unchanged for TURN_TTL_S
 
     def check_held(self) -> None:
         """Raise unless the turn was renewed recently enough to write a commit under it."""
-        since = time.monotonic() - self._renewed
+        since = time.monotonic() - self.renewed
         if since > TURN_TTL_S / 2:
             raise TopicvaultError(
                 f"the turn to commit to {self.store.uri} was last renewed {since:.0f} s ago (the store could not be "
@@ -225,27 +225,11 @@ class CommitTurn:
         """The store to write the commit through: every request given up by TURN_TTL_S * 3/4 after
         the last renewal began (see the module doc), so none lands once a waiter may take the turn."""
         self.check_held()
-        return self.store.within(self._renewed + TURN_TTL_S * 3 / 4 - time.monotonic())
+        return self.store.within(self.renewed + TURN_TTL_S * 3 / 4 - time.monotonic())
 
-    def _put(self) -> None:
-        # The start, not the end: the object may have landed (and a waiter's clock started) as soon
-        # as the request was sent.
-        began = time.monotonic()
-        self.store.put(self.key, json.dumps({"renewed_ms": int(time.time() * 1000)}).encode())
-        self._renewed = max(self._renewed, began)
-
-    def _renew(self) -> None:
-        while not self._stop.wait(TURN_RENEW_S):
-            try:
-                self._put()
-            except Exception as exc:  # noqa: BLE001 - check_held refuses to commit once it lapses
-                log.warning("turn %s not renewed (%s)", self.key, exc)
-
-    def _give_back(self) -> None:
-        try:
-            self.store.delete(self.key)
-        except TopicvaultError:
-            pass  # left behind, it is removed once seen unchanged for TURN_TTL_S
+    def renewal_failed(self, error: Exception) -> str:
+        """check_held refuses to commit once the turn lapses."""
+        return f"turn {self.key} not renewed ({error})"
 
     def _others(self, seen: dict[str, tuple[tuple, float]]) -> list[str]:
         """The other turn objects that may be live; those seen unchanged for TURN_TTL_S are removed."""

@@ -43,48 +43,91 @@ LEASE_TTL_MS = 10 * 60_000
 RENEW_EVERY_S = 60.0
 
 
-class RunLease:
-    """Holds `run_id`'s lease in `store` while a `with` block runs (see the module doc)."""
+class RenewedObject:
+    """A small object a run holds in `store` while it works: put, renewed every `renew_every_s` by a
+    thread of its own whatever the run is doing, removed at the end; whoever lists the store takes
+    one not renewed for long as a dead run's. Run leases (RunLease) and commit turns
+    (conditional_writes.CommitTurn) are this one mechanism. A failed renewal is logged once per
+    streak of failures (renewal_failed says what it risks), and so is the next one that gets through."""
 
-    def __init__(self, store: ObjectStore, run_id: str, renew_every_s: float = RENEW_EVERY_S) -> None:
-        self.store, self.key, self.renew_every_s = store, lease_key(run_id), renew_every_s
+    def __init__(self, store: ObjectStore, key: str, renew_every_s: float, thread_name: str,
+                 logger: logging.Logger = log) -> None:
+        self.store, self.key, self._renew_every_s, self._log = store, key, renew_every_s, logger
+        self.renewed = 0.0  # monotonic time the last successful put began
         self._stop = threading.Event()
-        self._renewer = threading.Thread(target=self._renew, name=f"lease-{run_id}", daemon=True)
+        self._renewer = threading.Thread(target=self._renew, name=thread_name, daemon=True)
 
-    def __enter__(self) -> "RunLease":
-        self._put()  # before anything of the run is written; raises if the location cannot be written
+    @property
+    def renew_every_s(self) -> float:
+        """Seconds between renewals."""
+        return self._renew_every_s
+
+    def put(self) -> None:
+        """Write the object now (raises when the store cannot be written)."""
+        # The start, not the end: the object may have landed (and a reader's clock started) as soon
+        # as the request was sent.
+        began = time.monotonic()
+        self.store.put(self.key, json.dumps({"renewed_ms": int(time.time() * 1000)}).encode())
+        self.renewed = max(self.renewed, began)
+
+    def start_renewing(self) -> None:
+        """Renew the object on a thread until remove()."""
         self._renewer.start()
-        return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def remove(self) -> None:
+        """Stop renewing and delete the object."""
         self._stop.set()
-        # Not waiting out a renewal stuck in a slow put (S3 retries take minutes): a late one
-        # only brings back a lease that expires by itself.
-        self._renewer.join(timeout=5)
+        if self._renewer.ident is not None:
+            # Not waiting out a renewal stuck in a slow put (S3 retries take minutes): a late one
+            # only brings back an object that expires by itself.
+            self._renewer.join(timeout=5)
+        self.delete()
+
+    def delete(self) -> None:
+        """Delete the object; left behind when that fails, it expires and is removed by whoever lists it."""
         try:
-            self.store.delete(self.key)  # committed, or failed: either way nothing more to protect
-        except Exception:  # noqa: BLE001 - left behind, it expires and a collection deletes it
+            self.store.delete(self.key)
+        except Exception:  # noqa: BLE001 - see the docstring
             pass
+
+    def renewal_failed(self, error: Exception) -> str:
+        """The one line logged when a streak of failed renewals begins."""
+        return f"{self.key} not renewed ({error}): trying again every {self.renew_every_s:.0f} s"
 
     def _renew(self) -> None:
         failing = False
         while not self._stop.wait(self.renew_every_s):
             try:
-                self._put()
-            except Exception as exc:  # noqa: BLE001 - the next renewal may get through; LEASE_TTL_MS allows ten
-                if not failing:  # one line per streak of failures, not one a minute
-                    log.warning("lease %s not renewed (%s): trying again every %.0f s; if it lapses (%d min), a "
-                                "compact or expire with a shorter --grace than this run may delete its objects, "
-                                "and its commit then fails naming them", self.key, exc, self.renew_every_s,
-                                LEASE_TTL_MS // 60_000)
+                self.put()
+            except Exception as exc:  # noqa: BLE001 - the next renewal may get through
+                if not failing:  # one line per streak of failures, not one per renewal
+                    self._log.warning("%s", self.renewal_failed(exc))
                 failing = True
             else:
                 if failing:
-                    log.warning("lease %s renewed again", self.key)
+                    self._log.warning("%s renewed again", self.key)
                 failing = False
 
-    def _put(self) -> None:
-        self.store.put(self.key, json.dumps({"renewed_ms": int(time.time() * 1000)}).encode())
+
+class RunLease(RenewedObject):
+    """Holds `run_id`'s lease in `store` while a `with` block runs (see the module doc)."""
+
+    def __init__(self, store: ObjectStore, run_id: str, renew_every_s: float = RENEW_EVERY_S) -> None:
+        super().__init__(store, lease_key(run_id), renew_every_s, f"lease-{run_id}")
+
+    def __enter__(self) -> "RunLease":
+        self.put()  # before anything of the run is written; raises if the location cannot be written
+        self.start_renewing()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()  # committed, or failed: either way nothing more to protect
+
+    def renewal_failed(self, error: Exception) -> str:
+        """The lease lapsing risks the run's objects: say so, once per streak (LEASE_TTL_MS allows ten)."""
+        return (f"lease {self.key} not renewed ({error}): trying again every {self.renew_every_s:.0f} s; if it "
+                f"lapses ({LEASE_TTL_MS // 60_000} min), a compact or expire with a shorter --grace than this run may "
+                "delete its objects, and its commit then fails naming them")
 
 
 def live_runs(listing: Iterable[ObjectInfo], now_ms: int) -> set[str]:

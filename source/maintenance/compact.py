@@ -27,7 +27,6 @@ the follower's time and its commit slot; run `compact` beside it (say, hourly) i
 
 from __future__ import annotations
 
-import dataclasses
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -48,11 +47,13 @@ from ...source.object_reader import check_keys_open, read_object_batches
 from .garbage import (
     DEFAULT_GRACE_MS,
     Collected,
+    CollectionFacts,
     GarbagePlan,
-    collect_garbage,
     collection_time,
     deleted_retirees,
-    gather_collection,
+    execute_collection,
+    plan_collection,
+    read_collection,
 )
 
 
@@ -110,7 +111,7 @@ class CompactResult:
     collected: Collected
 
 
-def plan_compact(state: BackupState, rotation: Rotation, sealing_key_id: str | None = None) -> list[Merge]:
+def _merges(state: BackupState, rotation: Rotation, sealing_key_id: str | None) -> list[Merge]:
     """Per partition, the runs of adjacent objects worth rewriting: two or more objects below the
     rotation (by records and stored bytes) of one format, or, with a sealing key, any object
     not wrapped by it (a run of one is re-encrypted alone)."""
@@ -124,7 +125,7 @@ def plan_compact(state: BackupState, rotation: Rotation, sealing_key_id: str | N
 
 
 def _runs(objects: list[ObjectEntry], rotation: Rotation, sealing_key_id: str | None) -> list[list[ObjectEntry]]:
-    """Maximal runs of adjacent objects that may be written again together (see plan_compact)."""
+    """Maximal runs of adjacent objects that may be written again together (see _merges)."""
     runs: list[list[ObjectEntry]] = [[]]
     for entry in objects:
         small = entry.records < rotation.max_records and entry.bytes < rotation.max_bytes
@@ -153,13 +154,27 @@ def check_names(merges: list[Merge], codec: KeyCodec) -> None:
 
 
 @dataclass(frozen=True)
-class CompactPlan:
-    """What a compact run will do: write `merges` again and commit them on top of `state`. A dry
-    run's plan also says what the collection after it would delete."""
+class CompactFacts:
+    """What a compact is planned from (read_compact): the location's state, the key what it writes is
+    sealed with (None: no encryption), and, for a dry run, what the collection after it would see."""
 
+    state: BackupState
+    sealing_key_id: str | None = None
+    collection: CollectionFacts | None = None  # dry runs only: a real run reads it after its commit
+    now_ms: int | None = None  # the collection's clock (None: the time it runs)
+
+
+@dataclass(frozen=True)
+class CompactPlan:
+    """What a compact run will do: write `merges` again and commit them on top of `state`, as `job`
+    says (rotation, codec, keys, grace). A dry run's plan also says what the collection after it
+    would delete."""
+
+    job: CompactJob
     state: BackupState
     merges: tuple[Merge, ...]
     collection: GarbagePlan | None = None  # planned by dry runs only: a real run plans it after its commit
+    now_ms: int | None = None
 
     def dry_result(self) -> CompactResult:
         """The plan as `compact --dry-run` reports it."""
@@ -167,62 +182,59 @@ class CompactPlan:
         return CompactResult(self.merges, (), (), None, collected)
 
 
-def compact_plan(state: BackupState, job: CompactJob, sealing_key_id: str | None = None) -> CompactPlan:
-    """Pure: plan_compact on `state`, refusing a merge whose format lacks the job's codec or whose
-    objects are not named like the job's codec names them (check_names)."""
-    merges = plan_compact(state, job.rotation, sealing_key_id)
-    for merge in merges:
-        _format_of(merge, job.compression)  # a codec the format lacks fails before anything is written
-    check_names(merges, job.codec())
-    return CompactPlan(state, tuple(merges))
-
-
-def plan_compaction(job: CompactJob, store: ObjectStore, dry_run: bool = False,
-                    now_ms: int | None = None) -> CompactPlan:
-    """Read the state, plan (compact_plan) and check that every key needed is there; with
-    `dry_run`, also plan the collection that would follow, counting the merged objects as retired."""
+def read_compact(job: CompactJob, store: ObjectStore, dry_run: bool = False,
+                 now_ms: int | None = None) -> CompactFacts:
+    """Read what plan_compact decides from: the state (authenticated with the job's keys); with
+    `dry_run`, also the listing the collection after it would plan from. NoBackup when the location
+    holds no commit covering offsets."""
     keyring = job.keyring()
     state = load_state(store, keyring)
     if not state.last_sequence:  # commits covering no offsets yet: nothing to merge, said as such
         raise NoBackup(job.store_uri)
-    plan = compact_plan(state, job, keyring.sealing.key_id if keyring else None)
-    # Every key needed, before writing; unencrypted objects are what a compact with a key encrypts.
-    check_keys_open(store, (o for m in plan.merges for o in m.objects), keyring, allow_plaintext=True)
-    if not dry_run:
-        return plan
-    replaced = (o.key for m in plan.merges for o in m.objects)
-    collection, _ = gather_collection(store, state, job.grace_ms, collection_time(now_ms), would_retire=replaced)
-    return dataclasses.replace(plan, collection=collection)
+    collection = read_collection(store, state) if dry_run else None
+    return CompactFacts(state, keyring.sealing.key_id if keyring else None, collection, now_ms)
 
 
-def execute_compaction(job: CompactJob, store: ObjectStore, plan: CompactPlan,
-                       now_ms: int | None = None) -> CompactResult:
-    """Write the plan's merges, commit them in one commit, then delete retired objects and orphans
-    older than the grace period."""
-    codec, keyring, state, merges = job.codec(), job.keyring(), plan.state, plan.merges
+def plan_compact(facts: CompactFacts, job: CompactJob) -> CompactPlan:
+    """Pure: the merges of `facts.state`, refusing one whose format lacks the job's codec or whose
+    objects are not named like the job's codec names them (check_names); for a dry run, the
+    collection that would follow, counting the merged objects as retired."""
+    merges = _merges(facts.state, job.rotation, facts.sealing_key_id)
+    for merge in merges:
+        _format_of(merge, job.compression)  # a codec the format lacks fails before anything is written
+    check_names(merges, job.codec())
+    collection = None
+    if facts.collection is not None:
+        replaced = (o.key for m in merges for o in m.objects)
+        collection = plan_collection(facts.collection, job.grace_ms, collection_time(facts.now_ms), replaced)
+    return CompactPlan(job, facts.state, tuple(merges), collection, facts.now_ms)
+
+
+def execute_compact(store: ObjectStore, plan: CompactPlan, dry_run: bool = False) -> CompactResult:
+    """Check that every key the merges need opens (before anything is written; unencrypted objects
+    are what a compact with a key encrypts); then, unless `dry_run` (the plan as its result), write
+    the merges, commit them in one commit, and delete retired objects and orphans older than the
+    grace period."""
+    job, state, merges = plan.job, plan.state, plan.merges
+    keyring = job.keyring()
+    check_keys_open(store, (o for m in merges for o in m.objects), keyring, allow_plaintext=True)
+    if dry_run:
+        return plan.dry_result()
     run_id = new_run_id()  # per run, never per job: a job run twice must not write under the same keys
     commit_key, done = None, []
     # From before the first merged object to after the commit: another compact or an expire
     # leaves them alone, however long this one runs (core.archive.leases).
     with RunLease(store, run_id) if merges else nullcontext():
-        rewritten = [(merge, _rewrite(store, codec, keyring, job, merge, run_id)) for merge in merges]
+        rewritten = [(merge, _rewrite(store, job.codec(), keyring, job, merge, run_id)) for merge in merges]
         done = [(merge, written) for merge, written in rewritten if written]
         if done:
             if crash_after("compact.commit") is not None:
                 crash_now()
             forgotten = deleted_retirees(store, state)
             commit_key = append(store, state, lambda current: _record(current, done, forgotten), keyring).key
-    collected = collect_garbage(store, state, job.grace_ms, collection_time(now_ms))
+    collection = plan_collection(read_collection(store, state), job.grace_ms, collection_time(plan.now_ms))
     return CompactResult(merges, tuple(o for m, _ in done for o in m.objects),
-                         tuple(o for _, w in done for o in w), commit_key, collected)
-
-
-def compact(job: CompactJob, dry_run: bool = False, now_ms: int | None = None) -> CompactResult:
-    """Merge the location's small objects (see the module doc); then delete retired objects and
-    orphans older than the grace period. With `dry_run`, only plan and count."""
-    store = job.open_store()
-    plan = plan_compaction(job, store, dry_run, now_ms)
-    return plan.dry_result() if dry_run else execute_compaction(job, store, plan, now_ms)
+                         tuple(o for _, w in done for o in w), commit_key, execute_collection(store, collection))
 
 
 def _rewrite(store: ObjectStore, codec: KeyCodec, keyring: Keyring | None, job: CompactJob,

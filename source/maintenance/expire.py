@@ -21,7 +21,6 @@ keep it off `_topicvault/`.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from ...core.archive.checkpoints import load_state
@@ -30,8 +29,19 @@ from ...core.archive.commits import BackupState, CommitRecord, ObjectEntry, Part
 from ...core.crypto import Keyring
 from ...core.errors import NoBackup, TopicvaultError
 from ...core.faults import crash_after, crash_now
+from ...core.instants import before_to_epoch_ms
 from ...core.store import ObjectStore
-from .garbage import Collected, GarbagePlan, collect_garbage, collection_time, deleted_retirees, gather_collection
+from .garbage import (
+    DEFAULT_GRACE_MS,
+    Collected,
+    CollectionFacts,
+    GarbagePlan,
+    collection_time,
+    deleted_retirees,
+    execute_collection,
+    plan_collection,
+    read_collection,
+)
 
 
 @dataclass(frozen=True)
@@ -71,18 +81,10 @@ class ExpireResult:
     held: tuple[HeldBack, ...] = ()
 
 
-def plan_expire(state: BackupState, before_ms: int) -> list[Expiry]:
-    """Per partition, the longest prefix of whole objects whose every record is older than `before_ms`
-    and that were committed before it."""
-    return [expiry for expiry, _ in _plan(state, before_ms) if expiry is not None]
-
-
-def held_back(state: BackupState, before_ms: int) -> list[HeldBack]:
-    """Per partition, the objects old by their records that their commit's time keeps (see HeldBack)."""
-    return [held for _, held in _plan(state, before_ms) if held is not None]
-
-
 def _plan(state: BackupState, before_ms: int) -> list[tuple[Expiry | None, HeldBack | None]]:
+    """Per partition, the longest prefix of whole objects whose every record is older than `before_ms`
+    and that were committed before it, and the objects old by their records that their commit's
+    time keeps (see HeldBack)."""
     planned = []
     for (topic, partition), ps in sorted(state.partitions.items()):
         dropped: list[ObjectEntry] = []
@@ -103,6 +105,15 @@ def _plan(state: BackupState, before_ms: int) -> list[tuple[Expiry | None, HeldB
     return planned
 
 
+def before_of(text: str, now_ms: int | None = None) -> int:
+    """Epoch ms of --before TEXT (ISO-8601, epoch ms or an age such as 30d) at `now_ms` (None: now),
+    refused (one line) unless it lies in the past."""
+    now_ms = collection_time(now_ms)
+    before_ms = before_to_epoch_ms(text, now_ms)
+    check_before(before_ms, now_ms)
+    return before_ms
+
+
 def check_before(before_ms: int, now_ms: int) -> None:
     """Refuse a TIME at or after now: it would drop every object, those just backed up too."""
     if before_ms >= now_ms:
@@ -111,15 +122,28 @@ def check_before(before_ms: int, now_ms: int) -> None:
 
 
 @dataclass(frozen=True)
+class ExpireFacts:
+    """What an expire is planned from (read_expire): the location's state and, for a dry run, what
+    the collection after it would see."""
+
+    state: BackupState
+    collection: CollectionFacts | None = None  # dry runs only: a real run reads it after its commit
+    now_ms: int | None = None  # the collection's clock (None: the time it runs)
+
+
+@dataclass(frozen=True)
 class ExpirePlan:
-    """What an expire run will do: drop `expiries` on top of `state` in one commit; `held` is
-    reported. A dry run's plan also says what the collection after it would delete."""
+    """What an expire run will do: drop `expiries` on top of `state` in one commit, then collect
+    with `grace_ms`; `held` is reported. A dry run's plan also says what the collection after it
+    would delete."""
 
     before_ms: int
     state: BackupState
     expiries: tuple[Expiry, ...]
     held: tuple[HeldBack, ...] = ()
     collection: GarbagePlan | None = None  # planned by dry runs only: a real run plans it after its commit
+    grace_ms: int = DEFAULT_GRACE_MS
+    now_ms: int | None = None
 
     def dry_result(self) -> ExpireResult:
         """The plan as `expire --dry-run` reports it."""
@@ -127,33 +151,41 @@ class ExpirePlan:
         return ExpireResult(self.before_ms, self.expiries, None, collected, self.held)
 
 
-def expire_plan(state: BackupState, before_ms: int) -> ExpirePlan:
-    """Pure: the expiries and held-back objects of `state` at `before_ms` (plan_expire, held_back)."""
-    return ExpirePlan(before_ms, state, tuple(plan_expire(state, before_ms)), tuple(held_back(state, before_ms)))
-
-
-def plan_expiry(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = False,
-                now_ms: int | None = None, keyring: Keyring | None = None) -> ExpirePlan:
-    """Check the arguments, read the state (authenticated with `keyring`) and plan; with `dry_run`,
-    also plan the collection that would follow, counting the dropped objects as retired now."""
+def read_expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = False, now_ms: int | None = None,
+                keyring: Keyring | None = None) -> ExpireFacts:
+    """Check the arguments, then read what plan_expire decides from: the state (authenticated with
+    `keyring`); with `dry_run`, also the listing the collection after it would plan from. NoBackup
+    when the location holds no commit covering offsets."""
     if grace_ms < 0:
         raise TopicvaultError("--grace must not be negative")
     check_before(before_ms, collection_time(now_ms))
     state = load_state(store, keyring)
     if not state.last_sequence:  # commits covering no offsets yet: nothing to expire, said as such
         raise NoBackup(store.uri)
-    plan = expire_plan(state, before_ms)
-    if not dry_run:
-        return plan
-    dropped = (o.key for e in plan.expiries for o in e.dropped)
-    collection, _ = gather_collection(store, state, grace_ms, collection_time(now_ms), would_retire=dropped)
-    return dataclasses.replace(plan, collection=collection)
+    return ExpireFacts(state, read_collection(store, state) if dry_run else None, now_ms)
 
 
-def execute_expiry(store: ObjectStore, plan: ExpirePlan, grace_ms: int, now_ms: int | None = None,
+def plan_expire(facts: ExpireFacts, before_ms: int, grace_ms: int = DEFAULT_GRACE_MS) -> ExpirePlan:
+    """Pure: per partition of `facts.state`, the longest prefix of whole objects whose every record is
+    older than `before_ms` and that were committed before it (expiries), and those its commit's time
+    keeps (held); for a dry run, the collection that would follow, counting the dropped objects as
+    retired now."""
+    planned = _plan(facts.state, before_ms)
+    expiries = tuple(expiry for expiry, _ in planned if expiry is not None)
+    held = tuple(held for _, held in planned if held is not None)
+    collection = None
+    if facts.collection is not None:
+        dropped = (o.key for e in expiries for o in e.dropped)
+        collection = plan_collection(facts.collection, grace_ms, collection_time(facts.now_ms), dropped)
+    return ExpirePlan(before_ms, facts.state, expiries, held, collection, grace_ms, facts.now_ms)
+
+
+def execute_expire(store: ObjectStore, plan: ExpirePlan, dry_run: bool = False,
                    keyring: Keyring | None = None) -> ExpireResult:
-    """Drop what `plan` found in one commit (authenticated with `keyring`), then delete retired
-    objects and orphans older than the grace period."""
+    """Unless `dry_run` (the plan as its result): drop what `plan` found in one commit (authenticated
+    with `keyring`), then delete retired objects and orphans older than the plan's grace period."""
+    if dry_run:
+        return plan.dry_result()
     state, expiries = plan.state, list(plan.expiries)
     commit_key, committed_ms = None, 0
     if expiries:
@@ -168,17 +200,9 @@ def execute_expiry(store: ObjectStore, plan: ExpirePlan, grace_ms: int, now_ms: 
         commit_key, committed_ms = record.key, record.created_ms
     # The clock is read after the commit (read before, what this run retired waited for the
     # next run with no grace whenever the commit was stamped a millisecond later).
-    now = collection_time(now_ms, not_before_ms=committed_ms)
-    return ExpireResult(plan.before_ms, plan.expiries, commit_key, collect_garbage(store, state, grace_ms, now),
-                        plan.held)
-
-
-def expire(store: ObjectStore, before_ms: int, grace_ms: int, dry_run: bool = False,
-           now_ms: int | None = None, keyring: Keyring | None = None) -> ExpireResult:
-    """Drop what plan_expire finds in one commit (authenticated with `keyring`), then delete
-    retired objects and orphans older than the grace period. With `dry_run`, only plan and count."""
-    plan = plan_expiry(store, before_ms, grace_ms, dry_run, now_ms, keyring)
-    return plan.dry_result() if dry_run else execute_expiry(store, plan, grace_ms, now_ms, keyring)
+    now = collection_time(plan.now_ms, not_before_ms=committed_ms)
+    collection = plan_collection(read_collection(store, state), plan.grace_ms, now)
+    return ExpireResult(plan.before_ms, plan.expiries, commit_key, execute_collection(store, collection), plan.held)
 
 
 def _record(state: BackupState, expiries: list[Expiry], forgotten: tuple[str, ...]) -> CommitRecord:

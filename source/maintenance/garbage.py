@@ -83,29 +83,47 @@ def collection_time(now_ms: int | None, not_before_ms: int = 0) -> int:
 
 
 @dataclass(frozen=True)
+class CollectionFacts:
+    """What a collection is planned from: a listing of the location and its state, read forward
+    after the listing (read_collection)."""
+
+    listing: tuple[ObjectInfo, ...]
+    state: BackupState
+
+
+@dataclass(frozen=True)
 class GarbagePlan:
     """What a collection will delete: retired objects and orphans past the grace, and leases
-    expired for longer than it (killed runs'); `live` is what the state named when planned."""
+    expired for longer than it (killed runs'); `live` is what the state named when planned, and
+    `state` the state execute_collection reads forward while it deletes."""
 
     retired: tuple[str, ...] = ()
     orphans: tuple[str, ...] = ()
     waiting: int = 0  # unreferenced objects younger than the grace period
     expired_leases: tuple[str, ...] = ()
     live: frozenset[str] = frozenset()
+    state: BackupState = field(default_factory=BackupState, compare=False)
+    # Planned with objects a dry run would retire counted as retired: it deletes what the state names.
+    preview: bool = False
 
     def collected(self) -> Collected:
         """The plan as the result of a dry run: what would be deleted."""
         return Collected(list(self.retired), list(self.orphans), self.waiting)
 
 
-def plan_collection(listing: Iterable[ObjectInfo], state: BackupState, grace_ms: int, now_ms: int,
-                    would_retire: Iterable[str] = ()) -> GarbagePlan:
-    """Pure: from a listing of the location and its state (read forward after the listing), what
-    a collection at `now_ms` deletes; see the module doc. `would_retire` (a dry run's: what the
-    run would retire, its commit not written) counts as retired at `now_ms`."""
-    everything, would_retire = list(listing), set(would_retire)
+def read_collection(store: ObjectStore, state: BackupState) -> CollectionFacts:
+    """List the location, then read `state` forward (in place) after the listing: what
+    plan_collection decides from."""
+    listing = tuple(store.list())
+    return CollectionFacts(listing, read_forward(store, state))
+
+
+def plan_collection(facts: CollectionFacts, grace_ms: int, now_ms: int, would_retire: Iterable[str] = ()) -> GarbagePlan:
+    """Pure: what a collection at `now_ms` deletes, from `facts`; see the module doc. `would_retire`
+    (a dry run's: what the run would retire, its commit not written) counts as retired at `now_ms`."""
+    everything, state, would_retire = list(facts.listing), facts.state, set(would_retire)
     if not state.partitions:
-        return GarbagePlan()
+        return GarbagePlan(state=state, preview=bool(would_retire))
     # Another location nested inside this one (its own _topicvault/ below our root) is not ours.
     nested = {i.key[:i.key.index("/" + STATE_PREFIX) + 1] for i in everything if "/" + STATE_PREFIX in i.key}
     # One alternation (longest first), not a loop over topics per key: locations hold many of both.
@@ -129,22 +147,17 @@ def plan_collection(listing: Iterable[ObjectInfo], state: BackupState, grace_ms:
         else:
             waiting += 1
     return GarbagePlan(tuple(retired), tuple(orphans), waiting,
-                       tuple(expired_leases(everything, now_ms, grace_ms)), frozenset(live))
+                       tuple(expired_leases(everything, now_ms, grace_ms)), frozenset(live), state, bool(would_retire))
 
 
-def gather_collection(store: ObjectStore, state: BackupState, grace_ms: int, now_ms: int,
-                      would_retire: Iterable[str] = ()) -> tuple[GarbagePlan, BackupState]:
-    """List the location, read `state` forward (in place) after the listing, and plan the
-    collection on both; returns the plan and the state read forward."""
-    listing = list(store.list())
-    state = read_forward(store, state)
-    return plan_collection(listing, state, grace_ms, now_ms, would_retire), state
-
-
-def execute_collection(store: ObjectStore, state: BackupState, plan: GarbagePlan) -> Collected:
-    """Delete what `plan` found, reading `state` forward every DELETES_PER_STATE_READ deletes and
-    sparing what a commit named since. Crash point: `retire.delete:N` (after N deletes; 0 is
-    before the first)."""
+def execute_collection(store: ObjectStore, plan: GarbagePlan, dry_run: bool = False) -> Collected:
+    """Delete what `plan` found (with `dry_run`, nothing: what would go), reading its state forward
+    every DELETES_PER_STATE_READ deletes and sparing what a commit named since. Crash point:
+    `retire.delete:N` (after N deletes; 0 is before the first)."""
+    if dry_run:
+        return plan.collected()
+    if plan.preview:
+        raise ValueError("a plan counting what a dry run would retire is for dry runs: a real run retires by its commit")
     for lease in plan.expired_leases:
         store.delete(lease)  # a run that never committed: its objects are orphans like any
     crash_at = crash_after("retire.delete")
@@ -154,22 +167,10 @@ def execute_collection(store: ObjectStore, state: BackupState, plan: GarbagePlan
         if crash_at is not None and count >= crash_at:
             crash_now()
         if count and count % DELETES_PER_STATE_READ == 0:
-            read_forward(store, state, on_commit=lambda record: live.update(o.key for o in record.objects))
+            read_forward(store, plan.state, on_commit=lambda record: live.update(o.key for o in record.objects))
         if key in live:
             spared.add(key)
             continue
         store.delete(key)
     return Collected([k for k in plan.retired if k not in spared], [k for k in plan.orphans if k not in spared],
                      plan.waiting)
-
-
-def collect_garbage(store: ObjectStore, state: BackupState, grace_ms: int, now_ms: int,
-                    dry_run: bool = False, would_retire: Iterable[str] = ()) -> Collected:
-    """Delete retired objects whose retiring commit is older than `grace_ms`, and objects no
-    commit ever named that were last written more than `grace_ms` ago: gather_collection, then
-    (unless `dry_run`) execute_collection; see the module doc."""
-    would_retire = tuple(would_retire)
-    if would_retire and not dry_run:
-        raise ValueError("would_retire is for dry runs: a real run retires by its commit")
-    plan, state = gather_collection(store, state, grace_ms, now_ms, would_retire)
-    return plan.collected() if dry_run else execute_collection(store, state, plan)

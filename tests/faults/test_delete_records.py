@@ -7,17 +7,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from clitools import assert_one_line_error, run_cli
+from clitools import CLI, assert_one_line_error, run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafkatools import LiveTraffic, consume_all, produce_records
 from topicvault.core.envelope import Record
 
-CLI = str(Path(sys.executable).with_name("topicvault"))
 PARTITIONS = (0, 1)
 
 

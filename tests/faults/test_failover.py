@@ -25,9 +25,10 @@ from topicvault.cli import app
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.sink.backup import BackupJob
-from topicvault.sink.follow import run_follow
+from topicvault.sink.follow import ContinuousBackupRequest, run_follow
 from topicvault.source.follow import StandbyRequest, follow_restore
 from topicvault.source.restore import RestoreJob
+from topicvault.source.restore_plan import RestoreRequest
 from topicvault.source.throttle import RateLimit
 from typer.testing import CliRunner
 
@@ -217,7 +218,7 @@ class Follow:
         self.stop, self.over = threading.Event(), threading.Event()
         actor = Background(self._act, fault)
         try:
-            run_follow(spark, job, [topic], None, 1.0, 4_000, self.stop.is_set, self.lines.append)
+            run_follow(spark, job, ContinuousBackupRequest((topic,), None, 1.0, 4_000), self.stop.is_set, self.lines.append)
             self.outcome = "went on"
         except TopicvaultError as exc:
             self.outcome = f"stopped: {exc}"
@@ -325,7 +326,7 @@ class Standby:
         self.stop = threading.Event()
         # Paced as PACE: a round of 40,000 records takes 20 s, so the fault lands in it.
         job = RestoreJob(KafkaSettings.of(bootstrap), str(location), rate=RateLimit(records_per_s=2_000))
-        request = StandbyRequest(renames=renames, restore_id=restore_id, poll_interval_s=0.5)
+        request = StandbyRequest(RestoreRequest(renames=renames, restore_id=restore_id), poll_interval_s=0.5)
         self.run = Background(follow_restore, spark, job, request, self.stop, self.rounds.append)
 
     def finish(self, timeout_s: float = 180):

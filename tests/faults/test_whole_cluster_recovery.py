@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from accesstools import EXPECTED_MATRIX, PASSWORDS, access_matrix, acl, admin_settings, alice_and_bob, all_acls
 from clitools import run_cli
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (
@@ -21,15 +22,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kafkatools import consume_all, create_topic, produce_records, set_client_quotas
-from test_cluster_access import (
-    EXPECTED_MATRIX,
-    PASSWORDS,
-    access_matrix,
-    acl,
-    admin_settings,
-    alice_and_bob,
-    all_acls,
-)
 from topicvault.core.envelope import Record
 from topicvault.core.local_kafka import LocalKafka
 

@@ -9,19 +9,20 @@ from __future__ import annotations
 import shutil
 import uuid
 
+from archivetools import ARCHIVE, expected_v1
 from kafkatools import consume_all
-from test_archive_compat_logic import ARCHIVE, DATA, _expected  # noqa: F401  (shared with the unit half)
 from topicvault.core.kafka import KafkaSettings
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore_plan import RestoreRequest
 
 
 def test_archive_written_before_the_change_restores_exactly(bootstrap, spark, tmp_path):
-    topic, expected = _expected()
+    topic, expected = expected_v1()
     location = tmp_path / "archive"
     shutil.copytree(ARCHIVE, location)  # the committed copy stays untouched whatever the restore does
     target = f"legacy-{uuid.uuid4().hex[:8]}"
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location))
-    plan = plan_restore(job, [], {topic: target}, None)
+    plan = plan_restore(job, RestoreRequest(renames={topic: target}))
     result = run_restore(spark, job, plan)
     assert sum(r.produced for r in result.results) == 32
     restored = consume_all(bootstrap, target)

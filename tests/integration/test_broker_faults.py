@@ -8,21 +8,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from clitools import run_cli
+from clitools import CLI, run_cli
 from kafkatools import consume_all, create_topic, produce_records
 from nasty import nasty_records
 from tcpproxy import TcpProxy
 from topicvault.core.embedded_broker import broker_binary, free_port, wait_for_broker
 from topicvault.core.kafka import KafkaSettings
 from topicvault.sink.kafka_reader import OffsetRange, read_range
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
 
 
 @pytest.fixture

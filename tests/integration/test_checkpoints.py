@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from archivetools import TOPICS, make_commits
 from clitools import run_cli
 from harness_s3 import logged_requests, moto_server
-from test_checkpoints_logic import TOPICS, make_commits, synthetic_record  # noqa: F401  (shared with the unit half)
 from topicvault.core.archive.checkpoints import (
     CHECKPOINT_INTERVAL,
     checkpoint_key,

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -40,21 +39,6 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
-@pytest.fixture(scope="module")
-def python_without_topicvault(tmp_path_factory) -> Path:
-    """An interpreter that has topicvault's dependencies but not topicvault itself."""
-    env_dir = tmp_path_factory.mktemp("exec-env")
-    subprocess.run([sys.executable, "-c", "import venv, sys; venv.EnvBuilder(with_pip=False).create(sys.argv[1])",
-                    str(env_dir)], check=True, timeout=120)
-    python = env_dir / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    # A plain path entry: the dependencies, without the .pth that makes the editable topicvault importable.
-    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    probe = subprocess.run([str(python), "-c", "import pyarrow, confluent_kafka\nimport topicvault"],
-                           capture_output=True, text=True)
-    assert "No module named 'topicvault'" in probe.stderr, probe.stderr
-    return python
 
 
 def test_spark_submit_local_cluster_with_the_wheel(bootstrap, spark, topic_factory, tmp_path, wheel,

@@ -8,50 +8,21 @@ from pathlib import Path
 
 import pytest
 from clitools import run_cli
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from harness_broker import TANSU_KINDS
-from kafkatools import consume_all, produce_records
+from kafkatools import as_tuple, commit_offsets, committed, consume_all, produce_records, record_at
 from topicvault.core.envelope import Record
 
 BASE = 1_700_000_000_000
 
 
-def commit_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    consumer.close()
 
 
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-    consumer.close()
-    return {tp.partition: tp.offset for tp in found}
 
 
-def record_at(bootstrap: str, topic: str, partition: int, offset: int) -> tuple | None:
-    """The first record at or after `offset` as (key, value, timestamp, headers); None at the end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"peek-{uuid.uuid4().hex}",
-                         "enable.partition.eof": True, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, partition, offset)])
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF
-                return None
-            return message.key(), message.value(), message.timestamp()[1], tuple(message.headers() or ())
-    finally:
-        consumer.close()
-    raise AssertionError(f"nothing from {topic}[{partition}] at {offset}")
 
 
-def as_tuple(record: Record) -> tuple:
-    return record.key, record.value, record.timestamp_ms, record.headers
 
 
 @pytest.fixture

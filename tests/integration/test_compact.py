@@ -7,30 +7,23 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from clitools import assert_one_line_error, run_cli
-from kafkatools import consume_all, ends_of, produce_records, produce_until
+from archivetools import backdate_commits, run_compact, run_expire
+from clitools import CLI, assert_one_line_error, run_cli
+from kafkatools import consume_all, ends_of, produce_records, produce_until, strip
 from nasty import nasty_records
-from test_expire import backdate_commits
 from topicvault.core.archive.commits import fold_commits
 from topicvault.core.archive.leases import LEASE_TTL_MS, LEASES_PREFIX
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
-from topicvault.source.maintenance.compact import CompactJob, compact
-from topicvault.source.maintenance.expire import expire
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
-
-
-def strip(records):
-    return [(r.key, r.value, r.headers, r.timestamp_ms) for r in records]
+from topicvault.source.maintenance.compact import CompactJob
+from topicvault.source.restore_plan import RestoreRequest
 
 
 def backed_up_in_rounds(bootstrap, topic: str, location: str, rounds: int = 4, per_round: int = 60,
@@ -103,7 +96,7 @@ def test_replaced_objects_stay_for_the_grace_period_and_orphans_go(bootstrap, sp
         os.utime(old, (0, 0))
 
     # With no grace, a compact deletes what it replaces in the same run: its dry run says so too.
-    planned = compact(CompactJob(str(location), grace_ms=0), dry_run=True)
+    planned = run_compact(CompactJob(str(location), grace_ms=0), dry_run=True)
     assert sorted(planned.collected.retired) == sorted(replaced)
     assert planned.collected.orphans == sorted(str(f.relative_to(location)) for f in (orphan, young))
     out = json.loads(run_cli("compact", str(location), "--grace", "1h", "--json"))
@@ -206,8 +199,8 @@ def test_compact_and_expire_beside_a_running_follower_keep_every_record(bootstra
             wait_for(lambda s=seen: commit_count() >= s + 2, "two commits of the follower")
             if not expired:  # once an expire commit (before compact merges them): records older than T0 + 100 go
                 backdate_commits(location, 1_700_000_000_000 - 3_600_000)  # and committed before then
-                expired = expire(LocalStore(str(location)), 1_700_000_000_100, 3_600_000).expiries
-            compacted += len(compact(job).replaced)  # library call: a compact commit among the micro-batches
+                expired = run_expire(LocalStore(str(location)), 1_700_000_000_100, 3_600_000).expiries
+            compacted += len(run_compact(job).replaced)  # library call: a compact commit among the micro-batches
         done.set()
         producer_thread.join(60)
         produce_records(bootstrap, topic, [Record(topic, p, 0, b"end", b"end", 1_700_000_000_000, 0, ())
@@ -294,7 +287,7 @@ def test_a_restore_planned_before_a_compact_whose_grace_passed_stops_clearly_the
     backed_up_in_rounds(bootstrap, topic, location, rounds=2, per_round=40, max_records=20, partitions=1)
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
     target = f"{topic}-late"
-    restore_plan = plan_restore(job, [topic], {topic: target}, "late-restore")
+    restore_plan = plan_restore(job, RestoreRequest((topic,), {topic: target}, "late-restore"))
     run_cli("compact", location, "--grace", "0s")  # the planned objects are retired and deleted at once
     with pytest.raises(Exception, match="named by the commit records was not found"):
         run_restore(spark, job, restore_plan)

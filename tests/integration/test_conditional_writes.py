@@ -14,7 +14,9 @@ import threading
 import time
 
 import pytest
-from clitools import run_cli
+from archivetools import run_compact
+from clitools import CLI, run_cli
+from kafkatools import strip
 from topicvault.core.archive import conditional_writes as cw
 from topicvault.core.archive.archive_keys import CONDITIONAL_WRITES_KEY
 from topicvault.core.archive.checkpoints import load_state
@@ -161,11 +163,10 @@ def test_a_follower_and_compacts_beside_it_keep_every_record_on_a_store_that_ign
 
     from faultproxy import FaultProxy
     from kafkatools import consume_all, ends_of, produce_records, produce_until
-    from test_compact import CLI, strip
     from topicvault.core.envelope import Record
     from topicvault.core.rotation import Rotation
     from topicvault.core.s3_store import S3Store
-    from topicvault.source.maintenance.compact import CompactJob, compact
+    from topicvault.source.maintenance.compact import CompactJob
 
     topic = topic_factory(2, prefix="cw-follow")
     log = tmp_path / "follow.log"
@@ -200,7 +201,7 @@ def test_a_follower_and_compacts_beside_it_keep_every_record_on_a_store_that_ign
             for _ in range(5):
                 seen = sequence()
                 wait_for(lambda s=seen: sequence() >= s + 2, "two commits of the follower")
-                compacted += len(compact(job).replaced)
+                compacted += len(run_compact(job).replaced)
                 assert follower.poll() is None, log.read_text()[-3000:]
             done.set()
             producer.join(60)

@@ -8,36 +8,12 @@ plain pyarrow reader for backups) checks that every record is there exactly once
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from clitools import run_cli
-from kafkatools import consume_all, produce_records
+from clitools import run_cli, run_cli_process
+from kafkatools import consume_all, produce_records, strip
 from nasty import nasty_records
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
-
-
-def run_cli_process(args: list[str], log: Path, crash_at: str | None = None, fail_first_attempt_at: str | None = None,
-                    master: str = "local[2]") -> int:
-    """Run the CLI as its own session; return its exit status (-9 when it was killed)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPICVAULT_CRASH_AT")}
-    if crash_at:
-        env["TOPICVAULT_CRASH_AT"] = crash_at
-    if fail_first_attempt_at:
-        env["TOPICVAULT_FAIL_FIRST_ATTEMPT_AT"] = fail_first_attempt_at
-        env["TOPICVAULT_FAULT_LOG"] = str(log.with_suffix(".faults"))
-    with open(log, "ab") as out:
-        process = subprocess.Popen([CLI, *args, "--master", master], stdin=subprocess.DEVNULL, stdout=out,
-                                   stderr=out, env=env, start_new_session=True)
-        return process.wait(timeout=300)
-
-
-def strip(records):
-    return [(r.key, r.value, r.headers, r.timestamp_ms) for r in records]
 
 
 def test_restore_killed_at_each_stage_ends_exactly_once(bootstrap, spark, topic_factory, tmp_path):

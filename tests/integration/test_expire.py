@@ -5,19 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from clitools import assert_one_line_error, run_cli
+from archivetools import HOUR, T0, backdate_commits
+from clitools import CLI, assert_one_line_error, run_cli
 from kafkatools import consume_all, produce_records
-from test_expire_logic import HOUR, T0, backdate_commits  # noqa: F401  (shared with the unit half)
 from topicvault.core.archive.commits import fold_commits
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
 
 
 def produce_eras(bootstrap, topic: str) -> None:

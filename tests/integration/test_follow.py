@@ -1,21 +1,16 @@
 """`backup --follow`: continuous backup survives SIGKILL, stops cleanly on SIGTERM, restores exactly."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
-from clitools import run_cli
+from archivetools import commits, committed_end
+from clitools import CLI, run_cli, wait_for
 from kafkatools import consume_all, produce_records, produce_until
 from topicvault.core.envelope import Record
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
-
 
 BASE = 1_700_000_000_000
 
@@ -26,22 +21,10 @@ def start_follow(args: list[str], log: Path) -> subprocess.Popen:
                                 start_new_session=True)
 
 
-def commits(location: Path) -> list[dict]:
-    folder = location / "_topicvault" / "commits"
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
 
 
-def wait_for(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() >= deadline:  # a hang detector, not a speed check
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.5)
 
 
-def committed_end(location: Path, topic: str, partition: int) -> int:
-    ends = [r["end"] for c in commits(location) for r in c["ranges"] if (r["topic"], r["partition"]) == (topic, partition)]
-    return max(ends, default=0)
 
 
 def test_follow_killed_and_restarted_then_stopped_restores_exactly(bootstrap, spark, topic_factory, tmp_path):

@@ -7,27 +7,20 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
+from clitools import CLI
 from kafkatools import produce_records
-from test_metrics import free_port, samples
+from metrictools import free_port, scrape, value
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.archive.commits import load_commits
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LocalStore
 
-CLI = str(Path(sys.executable).with_name("topicvault"))
-
-
 FAIL_AT = 5  # a task's first attempt fails once it has read this many records of a range
 
 
-def scrape(port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        return samples(response.read())
 
 
 def wait_for_scrape(port: int, condition, timeout_s: float, what: str, output: Path) -> dict:
@@ -50,8 +43,6 @@ def streamed_commits(location: Path) -> int:
     return sum(1 for _, record in load_commits(LocalStore(str(location))) if record.stream)
 
 
-def value(got: dict, name: str, **labels: str) -> float | None:
-    return got.get((name, tuple(sorted(labels.items()))))
 
 
 def test_follower_metrics_match_what_it_backed_up_and_stop_with_it(bootstrap, topic_factory, tmp_path):

@@ -10,18 +10,16 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import boto3
 import pytest
+from clitools import CLI
 from harness_s3 import logged_requests, moto_server
 from kafkatools import produce_records
 from topicvault.core.envelope import Record
 
-CLI = str(Path(sys.executable).with_name("topicvault"))
 IDLE_WINDOW_S = 12.0  # the old follower read the whole state every second
 
 

@@ -3,15 +3,15 @@ objects while its lease lives (core.archive.leases) and commits. Should its leas
 expire deletes its objects as orphans (older than the grace and named by no commit yet); the
 run must then fail with one line, committing nothing, never commit a hole.
 
-GC is simulated for real: `collect_garbage` with a grace of 0 runs between a run's writes and
+GC is simulated for real: a collection (archivetools.gc_now) with a grace of 0 runs between a run's writes and
 its commit (the moment a long run is most exposed); a lapsed lease is a GC whose clock is past
 the lease's lifetime."""
 from __future__ import annotations
 
 import pytest
+from archivetools import GONE, gc_now, run_compact
 from kafkatools import produce_records
 from nasty import nasty_records
-from test_gc_beside_runs_logic import GONE, gc_now  # noqa: F401  (shared with the unit half)
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
@@ -81,7 +81,7 @@ def test_a_compact_whose_merged_objects_gc_deleted_commits_and_retires_nothing(b
                                                                               tmp_path, monkeypatch):
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
     from topicvault.source.maintenance import compact as compact_module
-    from topicvault.source.maintenance.compact import CompactJob, compact
+    from topicvault.source.maintenance.compact import CompactJob
 
     topic = topic_factory(1, prefix="gcc")
     uri = str(tmp_path / "loc")
@@ -96,11 +96,11 @@ def test_a_compact_whose_merged_objects_gc_deleted_commits_and_retires_nothing(b
     assert len(originals) >= 4
     ran = _gc_before_commit(monkeypatch, compact_module)
     with pytest.raises(TopicvaultError, match=GONE):
-        compact(CompactJob(uri, rotation=Rotation(max_records=1000), grace_ms=3_600_000))
+        run_compact(CompactJob(uri, rotation=Rotation(max_records=1000), grace_ms=3_600_000))
     assert ran and load_state(store) == before and not load_state(store).retired
     assert missing_objects(store, originals) == []
     monkeypatch.undo()
-    done = compact(CompactJob(uri, rotation=Rotation(max_records=1000), grace_ms=3_600_000))
+    done = run_compact(CompactJob(uri, rotation=Rotation(max_records=1000), grace_ms=3_600_000))
     assert done.commit_key and len(load_state(store).partitions[(topic, 0)].objects) == 1
     live = [o.key for o in load_state(store).partitions[(topic, 0)].objects]
     assert missing_objects(store, live) == []
@@ -110,7 +110,7 @@ def test_a_compact_longer_than_the_grace_keeps_its_merged_objects_while_its_leas
         bootstrap, spark, topic_factory, tmp_path, monkeypatch):
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
     from topicvault.source.maintenance import compact as compact_module
-    from topicvault.source.maintenance.compact import CompactJob, compact
+    from topicvault.source.maintenance.compact import CompactJob
 
     topic = topic_factory(1, prefix="gcm")
     uri = str(tmp_path / "loc")
@@ -120,7 +120,7 @@ def test_a_compact_longer_than_the_grace_keeps_its_merged_objects_while_its_leas
         run_backup(spark, run, plan_run(run, [topic]))
     store = LocalStore(uri)
     ran = _gc_before_commit(monkeypatch, compact_module, lease_lapsed=False)
-    done = compact(CompactJob(uri, rotation=Rotation(max_records=1000), grace_ms=3_600_000))
+    done = run_compact(CompactJob(uri, rotation=Rotation(max_records=1000), grace_ms=3_600_000))
     assert ran and done.commit_key and len(load_state(store).partitions[(topic, 0)].objects) == 1
     live = [o.key for o in load_state(store).partitions[(topic, 0)].objects]
     assert missing_objects(store, live) == []

@@ -9,9 +9,9 @@ import uuid
 
 from clitools import run_cli
 from confluent_kafka import Producer
-from kafkatools import consume_all, produce_records
-from test_cluster_state import as_tuple, commit_offsets, committed, record_at
+from kafkatools import as_tuple, commit_offsets, committed, consume_all, produce_records, record_at
 from topicvault.core.envelope import Record
+from topicvault.sink.follow import ContinuousBackupRequest
 
 
 def _now_ms() -> int:
@@ -144,7 +144,7 @@ def test_follow_saves_group_offsets_with_each_micro_batch_that_changed_them(boot
 
     actor = threading.Thread(target=meanwhile, daemon=True)
     actor.start()
-    run_follow(spark, job, [topic], None, 1.0, None, stop.is_set, lambda line: None)
+    run_follow(spark, job, ContinuousBackupRequest((topic,), None, 1.0, None), stop.is_set, lambda line: None)
     actor.join(60)
     assert not failures, failures
     assert saved_offsets() == [2, 4]  # the unchanged group was not saved again

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
+from archivetools import edit_saved_configs
 from clitools import run_cli
 from kafkatools import consume_all, produce_records, topic_exists
 from nasty import nasty_records
-from test_hostile_archive_logic import HOSTILE_CONFIGS  # noqa: F401  (shared with the unit half)
-from test_restore_guards import describe, edit_saved_configs
+from restoretools import HOSTILE_CONFIGS, describe
 from topicvault.core.envelope import Record
 from topicvault.core.locations import open_store
 from topicvault.source import restore_state

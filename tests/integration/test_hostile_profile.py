@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from clitools import assert_one_line_error, run_cli
-from test_hostile_profile_logic import profile_in_cwd  # noqa: F401  (shared with the unit half)
+from profiletools import profile_in_cwd
 
 EVIL_C = r"""
 #include <stdio.h>

@@ -8,16 +8,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from clitools import CLI
 from kafkatools import consume_all, end_offsets, produce_records, topic_exists
 from topicvault.core.envelope import Record
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
 
 
 def recent_records(topic: str, partitions: int, count: int) -> list[Record]:

@@ -18,14 +18,17 @@ from confluent_kafka import Producer
 from harness_broker import TANSU_KINDS
 from kafkatools import (
     LiveTraffic,
+    as_tuple,
+    commit_offsets,
+    committed,
     consume_all,
     create_topic,
     produce_records,
+    record_at,
     set_client_quotas,
     transactional_producer,
 )
-from test_cluster_state import as_tuple, commit_offsets, committed, record_at
-from test_restore_guards import describe
+from restoretools import describe
 from topicvault.core.archive.commits import fold_commits
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from kafkatools import produce_records
 from nasty import nasty_records
-from test_cluster import python_without_topicvault  # noqa: F401  (a fixture)
 from topicvault.core.errors import TopicvaultError
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -15,18 +15,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from archivetools import HOUR, backdate_commits, edit_saved_configs, run_expire
 from confluent_kafka import Consumer, TopicPartition
 from kafkatools import consume_all, produce_records
-from test_expire import backdate_commits
-from test_restore_follow import backup_now
-from test_restore_guards import LOADING, edit_saved_configs
-from test_standby_maintenance import HOUR_MS, backed_up, overrides, same_as_source
+from restoretools import LOADING, Standby, backed_up, backup_now, overrides, same_as_source
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
-from topicvault.source.maintenance.expire import expire
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore_plan import RestoreRequest
 from topicvault.source.restore_state import STATE_NAME
 from topicvault.source.throttle import RateLimit
 
@@ -75,7 +73,7 @@ def test_a_rerun_of_a_finished_restore_produces_with_loading_configs_and_applies
     backed_up(spark, bootstrap, str(location), topic, 0, 100)
     saved = {"cleanup.policy": "compact", "retention.ms": "60000"}
     edit_saved_configs(location, topic, saved)  # as real Kafka reports overrides (tansu reports none)
-    run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "rerun"))
+    run_restore(spark, job, plan_restore(job, RestoreRequest((topic,), {topic: target}, "rerun")))
     assert overrides(bootstrap, target, saved) == saved  # finished: the target looks like its source
 
     backed_up(spark, bootstrap, str(location), topic, 100, 100)
@@ -83,7 +81,7 @@ def test_a_rerun_of_a_finished_restore_produces_with_loading_configs_and_applies
     # The rerun counts what the first run wrote and produces the rest: a compacting target (or
     # LogAppendTime, or a short retention) would change or delete records while it does.
     during = configs_while_producing(
-        bootstrap, target, 100, lambda: run_restore(spark, slow, plan_restore(slow, [], {topic: target}, "rerun")),
+        bootstrap, target, 100, lambda: run_restore(spark, slow, plan_restore(slow, RestoreRequest(renames={topic: target}, restore_id="rerun"))),
         LOADING)
     assert during == LOADING
     assert overrides(bootstrap, target, saved) == saved  # and the saved configs once the data is in
@@ -114,7 +112,7 @@ def test_a_restore_whose_state_predates_source_starts_is_not_resumed_after_an_ex
     for timestamp_ms in (BASE, BASE + 1000):  # offsets 0..199 in two objects
         produce_records(bootstrap, topic, alike(topic, 100, timestamp_ms))
         backup_now(spark, bootstrap, location, topic)
-    planned = plan_restore(job, [topic], {topic: target}, "legacy")
+    planned = plan_restore(job, RestoreRequest((topic,), {topic: target}, "legacy"))
     if finished:  # its offset map was saved: it says where the restore began
         run_restore(spark, job, planned)
     else:  # killed after its first object went in: no offset map
@@ -122,13 +120,13 @@ def test_a_restore_whose_state_predates_source_starts_is_not_resumed_after_an_ex
     written = len(consume_all(bootstrap, target)[0])
     predating_source_starts(job, "legacy")
     backdate_commits(Path(location), 1_600_000_000_000)
-    assert [e.new_start for e in expire(LocalStore(location), BASE + 1, HOUR_MS).expiries] == [100]
+    assert [e.new_start for e in run_expire(LocalStore(location), BASE + 1, HOUR).expiries] == [100]
     produce_records(bootstrap, topic, alike(topic, 100, BASE + 1000))
     backup_now(spark, bootstrap, location, topic)
     # Counted against the archive as it is now (100..299), the target's records would say the restore got
     # to offset 100 + written - 1, and alike records pass the tail check: it would leave out or double some.
     with pytest.raises(TopicvaultError) as refused:
-        plan_restore(job, [], {topic: target}, "legacy")
+        plan_restore(job, RestoreRequest(renames={topic: target}, restore_id="legacy"))
     message = str(refused.value)
     assert "\n" not in message and f"{topic}[0]" in message and "--restore-id" in message
     assert "expire" in message
@@ -137,7 +135,6 @@ def test_a_restore_whose_state_predates_source_starts_is_not_resumed_after_an_ex
 
 def test_a_standby_names_a_range_a_later_backup_records_as_lost_in_the_round_that_steps_over_it_once(
         bootstrap, spark, topic_factory, tmp_path):
-    from test_restore_follow import Standby
     from topicvault.core.archive.checkpoints import load_state
     from topicvault.core.kafka import topic_ids
     from topicvault.sink.backup import BackupJob, run_backup
@@ -148,7 +145,7 @@ def test_a_standby_names_a_range_a_later_backup_records_as_lost_in_the_round_tha
     target, location = f"{topic}-standby", str(tmp_path / "archive")
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
     backed_up(spark, bootstrap, location, topic, 0, 10)
-    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="lost", poll_interval_s=0.3))
+    standby = Standby(spark, job, StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="lost"), poll_interval_s=0.3))
     try:
         first = standby.wait_rounds(1)
         assert not any("deleted by retention" in n for n in first.notes)

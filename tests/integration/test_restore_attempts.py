@@ -17,6 +17,7 @@ from topicvault.source.restore import (
     save_outcome,
     start_restore,
 )
+from topicvault.source.restore_plan import RestoreRequest
 
 
 def test_a_retried_attempt_leaves_out_what_an_earlier_attempt_left_out(bootstrap, topic_factory, tmp_path):
@@ -32,7 +33,7 @@ def test_a_retried_attempt_leaves_out_what_an_earlier_attempt_left_out(bootstrap
     run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic, "--max-records", "30")
     target = f"{topic}-copy"
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location), state_uri=str(tmp_path / "state"), on_error="skip")
-    plan = plan_restore(job, [topic], {topic: target}, "attempts")
+    plan = plan_restore(job, RestoreRequest((topic,), {topic: target}, "attempts"))
     start_restore(job, plan)
     [task] = plan.tasks
     assert [(o.first_offset, o.last_offset) for o in task.objects] == [(0, 29), (30, 59), (60, 89)]

@@ -14,6 +14,7 @@ from kafkatools import consume_all, create_topic, produce_records, recreate_topi
 from topicvault.core.envelope import Record
 from topicvault.core.kafka import KafkaSettings
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore_plan import RestoreRequest
 
 BASE = 1_700_000_000_000
 # What an admin or another team gives a topic of their own.
@@ -57,7 +58,7 @@ def test_a_topic_created_by_hand_between_plan_and_run_keeps_its_configs_then_and
     topic, location = backed_up(bootstrap, topic_factory, tmp_path)
     target = f"{topic}-hand"
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location))
-    plan = plan_restore(job, [topic], {topic: target}, "owned-b")
+    plan = plan_restore(job, RestoreRequest((topic,), {topic: target}, "owned-b"))
     assert target in plan.topics_to_create
     # The restore's CreateTopics finds the topic there (TOPIC_ALREADY_EXISTS): an admin made it by hand.
     admins = {"cleanup.policy": "compact", "retention.ms": "86400000"}

@@ -6,39 +6,28 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from clitools import CLI
 from harness_broker import TANSU_KINDS
-from kafkatools import consume_all, ends_of, produce_records, produce_until
+from kafkatools import commit_offsets, committed, consume_all, ends_of, exact, produce_records, produce_until
 from nasty import nasty_records
-from test_cluster_state import commit_offsets, committed
-from test_peer_layouts import FIELDS, aiven_csv
-from test_restore_follow_logic import BASE  # noqa: F401  (shared with the unit half)
+from peertools import BASE, FIELDS, aiven_csv
+from restoretools import Standby, backup_now
 from topicvault.core.envelope import Record
-from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.formats.peers import PeerOptions
-from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.follow import (
-    FollowRound,
     FollowSummary,
     StandbyRequest,
-    follow_restore,
 )
 from topicvault.source.restore import RestoreJob, plan_restore, restore_group, run_restore, set_loading_configs
+from topicvault.source.restore_plan import RestoreRequest
 from topicvault.source.selection import Selection
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
-
-
-def exact(records) -> list[tuple]:
-    """Everything a restore must keep, offsets included (the standby topics here start empty)."""
-    return [(r.offset, r.key, r.value, r.headers, r.timestamp_ms, r.timestamp_type) for r in records]
 
 
 def wait_for(condition, timeout_s: float, what: str) -> None:
@@ -49,48 +38,8 @@ def wait_for(condition, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
-class Standby:
-    """follow_restore in a thread of this process (sharing the test session's Spark), stopped by an event."""
-
-    def __init__(self, spark, job: RestoreJob, request: StandbyRequest) -> None:
-        self.rounds: list[FollowRound] = []
-        self.waits: list[TopicvaultError] = []
-        self.stop = threading.Event()
-        self.failure: BaseException | None = None
-        self.summary = None
-
-        def run() -> None:
-            try:
-                self.summary = follow_restore(spark, job, request, self.stop, self.rounds.append,
-                                              on_wait=self.waits.append)
-            except BaseException as exc:  # noqa: BLE001 — handed to the test thread
-                self.failure = exc
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def wait_rounds(self, count: int, timeout_s: float = 180) -> FollowRound:
-        wait_for(lambda: len(self.rounds) >= count or self.failure is not None or not self.thread.is_alive(),
-                 timeout_s, f"round {count}")
-        if self.failure is not None:
-            raise self.failure
-        assert len(self.rounds) >= count, "the standby ended early"
-        return self.rounds[count - 1]
-
-    def finish(self, timeout_s: float = 180):
-        self.stop.set()
-        self.thread.join(timeout_s)
-        assert not self.thread.is_alive(), "the standby did not stop"
-        if self.failure is not None:
-            raise self.failure
-        return self.summary
 
 
-def backup_now(spark, bootstrap: str, location: str, topic: str) -> None:
-    job = BackupJob(KafkaSettings.of(bootstrap), location)
-    backup_plan = plan_run(job, [topic])
-    assert backup_plan.has_work
-    run_backup(spark, job, backup_plan)
 
 
 def batch(topic: str, partitions: int, count: int, seed: int) -> list[Record]:
@@ -106,7 +55,7 @@ def test_standby_restores_each_new_commit_once_and_a_restart_after_a_kill_neithe
     produce_records(bootstrap, topic, [r for r in batch(topic, 2, 300, 1) if r.partition == 0])
     backup_now(spark, bootstrap, location, topic)
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
-    request = StandbyRequest(renames={topic: target}, restore_id="standby-1", poll_interval_s=0.3)
+    request = StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="standby-1"), poll_interval_s=0.3)
 
     standby = Standby(spark, job, request)
     first = standby.wait_rounds(1)
@@ -128,7 +77,7 @@ def test_standby_restores_each_new_commit_once_and_a_restart_after_a_kill_neithe
     # the target, the saved map ends before them.
     produce_records(bootstrap, topic, batch(topic, 2, 100, 4))
     backup_now(spark, bootstrap, location, topic)
-    killed = plan_restore(job, [topic], {topic: target}, "standby-1", continue_saved=True)
+    killed = plan_restore(job, RestoreRequest((topic,), {topic: target}, "standby-1", continue_saved=True))
     assert sum(t.records for t in killed.tasks) == 200
     assert {t.partition: t.target_start for t in killed.tasks} == {0: 600, 1: 300}
     set_loading_configs(job, killed)  # as the killed run did before producing (its target has far timestamps)
@@ -151,7 +100,7 @@ def test_a_standby_started_before_its_first_backup_waits_for_it_and_says_so_once
     topic = topic_factory(2, prefix="early")
     target, location = f"{topic}-standby", str(tmp_path / "archive")
     job = RestoreJob(KafkaSettings.of(bootstrap), location, layout=layout)
-    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, poll_interval_s=0.2))
+    standby = Standby(spark, job, StandbyRequest(RestoreRequest(renames={topic: target}), poll_interval_s=0.2))
     wait_for(lambda: standby.waits or not standby.thread.is_alive(), 120, "the standby to say it waits")
     assert standby.failure is None and standby.thread.is_alive()
     time.sleep(1.5)  # several polls find nothing: still one line, naming the location
@@ -165,7 +114,7 @@ def test_a_standby_started_before_its_first_backup_waits_for_it_and_says_so_once
            {p: exact(r) for p, r in consume_all(bootstrap, topic).items()}
     # Stopped while still waiting: nothing restored, no restore id to continue.
     idle = Standby(spark, RestoreJob(KafkaSettings.of(bootstrap), str(tmp_path / "none")),
-                   StandbyRequest(renames={topic: target}, poll_interval_s=0.2))
+                   StandbyRequest(RestoreRequest(renames={topic: target}), poll_interval_s=0.2))
     wait_for(lambda: idle.waits or not idle.thread.is_alive(), 120, "the idle standby to say it waits")
     assert idle.finish() == FollowSummary(None, 0, 0, ())
 
@@ -185,7 +134,7 @@ def test_restarted_standby_continues_after_the_standbys_retention_deleted_its_ol
     produce_records(bootstrap, topic, batch(topic, 1, 200, 1))
     backup_now(spark, bootstrap, location, topic)
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
-    request_ = StandbyRequest(renames={topic: target}, restore_id="retention", poll_interval_s=0.3)
+    request_ = StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="retention"), poll_interval_s=0.3)
     standby = Standby(spark, job, request_)
     standby.wait_rounds(1)
     standby.finish()
@@ -213,8 +162,9 @@ def test_standby_moves_group_positions_each_round_never_past_the_restored_record
     backup_now(spark, bootstrap, location, topic)
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
     # Offsets up to 149 only: the group's later position lies past what the standby holds.
-    request = StandbyRequest(renames={topic: target}, restore_id="groups", poll_interval_s=0.3, groups=True,
-                             only_groups=(group,), selection=Selection(to_offsets=(("*", 149),)))
+    request = StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="groups", groups=True,
+                                            only_groups=(group,), selection=Selection(to_offsets=(("*", 149),))),
+                             poll_interval_s=0.3)
     standby = Standby(spark, job, request)
     assert standby.wait_rounds(1).groups_committed == (group,)
     assert committed(bootstrap, group, target, 1) == {0: 60}
@@ -244,7 +194,7 @@ def test_standby_of_a_peer_archive_restores_new_objects_in_offset_order(bootstra
         land(p, 10, 19)
     job = RestoreJob(KafkaSettings.of(bootstrap), str(archive), layout="aiven",
                      peer_options=PeerOptions(tuple(FIELDS.split(","))))
-    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="peer-1", poll_interval_s=0.3))
+    standby = Standby(spark, job, StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="peer-1"), poll_interval_s=0.3))
     assert standby.wait_rounds(1).produced == 40
     land(0, 20, 29)
     land(1, 20, 24)
@@ -283,7 +233,7 @@ def test_standby_of_a_peer_archive_reads_an_object_the_sink_rewrote_with_more_re
     # with more records (Aiven and Quix name objects by their first offset). The records past
     # what was restored are only in it: a standby that knew the name never read them.
     topic, target, rows, name, job = aiven_archive_of_ten(bootstrap, tmp_path, "peer-rewrite", 30)
-    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="peer-rw", poll_interval_s=0.3))
+    standby = Standby(spark, job, StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="peer-rw"), poll_interval_s=0.3))
     assert standby.wait_rounds(1).produced == 10
     name.write_bytes(gzip.compress(aiven_csv(rows[:20])))  # re-delivered: offsets 100..119 under the same name
     assert standby.wait_rounds(2).produced == 10
@@ -299,7 +249,7 @@ def test_a_restarted_standby_of_a_peer_archive_reads_an_object_rewritten_while_i
     # knew no object of the archive, took the rewritten one for one it had restored, and its new
     # records were lost without a word (review of restore recovery, finding 1).
     topic, target, rows, name, job = aiven_archive_of_ten(bootstrap, tmp_path, "peer-rw-down", 20)
-    request = StandbyRequest(renames={topic: target}, restore_id="peer-rw-down", poll_interval_s=0.3)
+    request = StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="peer-rw-down"), poll_interval_s=0.3)
     standby = Standby(spark, job, request)
     assert standby.wait_rounds(1).produced == 10
     standby.finish()
@@ -324,7 +274,7 @@ def test_a_standby_restores_past_a_late_peer_object_that_only_re_delivers_record
     # A sink that re-delivers: an object named at 105 holds 105..109 again (restored in round 1) and
     # 110..114 (new). Nothing is missing, so nothing is left out and the run is complete (exit 0).
     topic, target, rows, name, job = aiven_archive_of_ten(bootstrap, tmp_path, "peer-redeliver", 15)
-    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="peer-redo", poll_interval_s=0.3))
+    standby = Standby(spark, job, StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="peer-redo"), poll_interval_s=0.3))
     assert standby.wait_rounds(1).produced == 10
     late = name.parent / f"{topic}-0-105.gz"
     land_object(late, rows[5:])
@@ -390,9 +340,9 @@ def test_a_standby_continuing_a_one_shot_restore_checks_the_objects_that_landed_
     topic, target, rows, name, job = aiven_archive_of_ten(bootstrap, tmp_path, "peer-oneshot", 10)
     land_object(name, rows[:5])
     land_object(name.parent / f"{topic}-0-108.gz", rows[8:10])
-    run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "oneshot"))
+    run_restore(spark, job, plan_restore(job, RestoreRequest((topic,), {topic: target}, "oneshot")))
     land_object(name.parent / f"{topic}-0-105.gz", rows[5:10])
-    standby = Standby(spark, job, StandbyRequest(renames={topic: target}, restore_id="oneshot", poll_interval_s=0.3))
+    standby = Standby(spark, job, StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="oneshot"), poll_interval_s=0.3))
     first = standby.wait_rounds(1)
     summary = standby.finish()
     assert [(s.first_offset, s.last_offset, s.records) for s in first.skipped] == [(105, 107, 3)]

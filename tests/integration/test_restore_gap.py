@@ -9,10 +9,9 @@ says it is, and stops before producing.
 
 from __future__ import annotations
 
-from clitools import run_cli
-from kafkatools import consume_all, produce_records
+from clitools import run_cli, run_cli_process
+from kafkatools import consume_all, produce_records, strip
 from nasty import nasty_records
-from test_crash import run_cli_process, strip
 
 
 def test_a_resume_refuses_a_target_with_a_gap_instead_of_splicing_it(bootstrap, spark, topic_factory, tmp_path):

@@ -1,24 +1,20 @@
 """Restore guards of issue #16: renames, targets safe while data goes in, speculation, re-runs."""
 from __future__ import annotations
 
-import functools
-import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from archivetools import edit_saved_configs
+from clitools import run_cli, run_cli_process
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AdminClient
 from harness_broker import TANSU_KINDS
-from kafkatools import consume_all, create_topic, produce_records, topic_exists
+from kafkatools import consume_all, create_topic, exact, produce_records, topic_exists
 from nasty import nasty_records
-from test_crash import run_cli_process
-from test_restore_follow import exact
-from test_restore_guards_logic import LOADING  # noqa: F401  (shared with the unit half)
+from restoretools import LOADING, describe
 from topicvault.core.cluster import (
     LOADING_CONFIGS,
     NO_LIMIT_MS,
@@ -26,12 +22,12 @@ from topicvault.core.cluster import (
     broker_configs,
     lifted_timestamp_limits,
     loading_configs,
-    topic_overrides,
 )
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.source.kafka_writer import count_records
+from topicvault.source.restore_plan import RestoreRequest
 
 
 def error_line(output: str) -> str:
@@ -84,29 +80,10 @@ def test_rerun_without_restore_id_names_the_earlier_restore(bootstrap, two_topic
 BASE = 1_700_000_000_000  # 2023: older than any retention the tests set
 
 
-def describe(bootstrap: str, topic: str) -> dict[str, str]:
-    """The topic's own configs. Real Kafka describes every config and marks the topic's own (source
-    DYNAMIC_TOPIC_CONFIG); tansu describes only those set, marked as defaults, and no broker configs."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future resolves
-    future = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
-    entries = list(future.values())[0].result(30)
-    if describes_broker_configs(bootstrap):
-        return topic_overrides(entries)
-    return {name: entry.value for name, entry in entries.items()}
 
 
-@functools.cache
-def describes_broker_configs(bootstrap: str) -> bool:
-    """Whether the broker describes its configs (real Kafka does, tansu does not)."""
-    return bool(broker_configs(KafkaSettings.of(bootstrap)))
 
 
-def edit_saved_configs(location: Path, topic: str, configs: dict[str, str]) -> None:
-    """Saved settings as a broker that reports topic overrides (real Kafka; tansu does not) saves them."""
-    path = location / "_topicvault" / "commits" / "0000000000000000001.json"
-    record = json.loads(path.read_text())
-    record["topics"][topic].update(configs=configs, configs_reported=True)
-    path.write_text(json.dumps(record))
 
 
 def test_the_lifted_timestamp_limits_are_dropped_with_the_other_loading_overrides(bootstrap, topic_factory):
@@ -304,13 +281,13 @@ def test_a_resume_that_counts_none_of_its_records_yet_still_waits_for_unreplicat
 
     monkeypatch.setattr(restore, "target_resume_settle_s", settle_s)
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location), state_uri=str(tmp_path / "state"))
-    fresh = plan_restore(job, [topic], {topic: f"{topic}-a"}, "settle-a")
+    fresh = plan_restore(job, RestoreRequest((topic,), {topic: f"{topic}-a"}, "settle-a"))
     start_restore(job, fresh)
     assert sum(r.produced for r in restore_group(job, fresh.tasks)) == 30 and asked == []  # nothing sent before it
 
-    killed = plan_restore(job, [topic], {topic: f"{topic}-b"}, "settle-b")
+    killed = plan_restore(job, RestoreRequest((topic,), {topic: f"{topic}-b"}, "settle-b"))
     start_restore(job, killed)  # saved its state and created the target; no produce request acknowledged
-    resumed = plan_restore(job, [topic], {topic: f"{topic}-b"}, "settle-b")
+    resumed = plan_restore(job, RestoreRequest((topic,), {topic: f"{topic}-b"}, "settle-b"))
     assert resumed.resumed
     results = restore_group(job, resumed.tasks)
     assert asked == [[f"{topic}-b"]]

@@ -15,13 +15,11 @@ from pathlib import Path
 
 import boto3
 import pytest
-from clitools import run_cli
+from clitools import run_cli, run_cli_process
 from harness_s3 import moto_server
-from kafkatools import consume_all, produce_records, topic_exists
+from kafkatools import commit_offsets, committed, consume_all, produce_records, strip, topic_exists
 from nasty import nasty_records
-from test_cluster_state import commit_offsets, committed
-from test_crash import run_cli_process, strip
-from test_peer_layouts import FIELDS, aiven_csv, archive_records, assert_restored, write_chunks
+from peertools import FIELDS, aiven_csv, archive_records, assert_restored, write_chunks
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.locations import open_store

@@ -7,17 +7,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
-from kafkatools import consume_all, produce_records
+from clitools import run_cli, run_cli_process
+from kafkatools import commit_offsets, committed, consume_all, produce_records, strip
 from nasty import nasty_records
-from test_cluster_state import commit_offsets, committed
-from test_crash import run_cli_process, strip
 from topicvault.core.envelope import Record
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.locations import open_store
 from topicvault.source.object_reader import SkippedObject
 from topicvault.source.offset_map import load_offset_maps, save_hole, saved_holes
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore_plan import RestoreRequest
 from topicvault.source.restore_state import RestoreRecords
 
 
@@ -144,7 +143,7 @@ def test_objects_left_out_are_recorded_where_the_driver_keeps_the_restore_state(
     monkeypatch.chdir(tmp_path)
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location), state_uri=f"/proc/self/cwd/{name}", on_error="skip")
     try:
-        result = run_restore(spark, job, plan_restore(job, [topic], {topic: f"{topic}-cluster"}, "cluster"))
+        result = run_restore(spark, job, plan_restore(job, RestoreRequest((topic,), {topic: f"{topic}-cluster"}, "cluster")))
     finally:
         shutil.rmtree(workers_state, ignore_errors=True)
     assert [(s.partition, s.key) for s in result.skipped] == [(0, damaged["key"]), (1, gone["key"])]

@@ -18,6 +18,7 @@ from kafkatools import consume_all, produce_records
 from topicvault.core.envelope import Record
 from topicvault.core.kafka import KafkaSettings
 from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore_plan import RestoreRequest
 
 BASE = 1_700_000_000_000
 
@@ -33,8 +34,8 @@ def test_a_resume_past_an_object_restored_before_and_unreadable_now_is_refused(b
     target = f"{topic}-r"
     # A first run that got through the first object only (as one killed there would).
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location))
-    plan = plan_restore(job, [topic], {topic: target}, "same")
-    plan.tasks = [replace(task, objects=task.objects[:1]) for task in plan.tasks]
+    plan = plan_restore(job, RestoreRequest((topic,), {topic: target}, "same"))
+    plan = replace(plan, tasks=[replace(task, objects=task.objects[:1]) for task in plan.tasks])
     run_restore(spark, job, plan)
     assert len(consume_all(bootstrap, target)[0]) == 5
 

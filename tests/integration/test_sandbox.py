@@ -9,14 +9,13 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from clitools import CLI
 from kafkatools import consume_all
 
-CLI = str(Path(sys.executable).with_name("topicvault"))
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 

@@ -13,20 +13,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from archivetools import backdate_commits, edit_saved_configs, run_compact, run_expire
 from kafkatools import consume_all, produce_records
-from test_expire import backdate_commits
-from test_restore_follow import Standby, backup_now, exact
-from test_restore_guards import LOADING, describe, edit_saved_configs
+from restoretools import LOADING, Standby, backed_up, overrides, same_as_source, standby_records
 from topicvault.core.archive.checkpoints import load_state
-from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.kafka import KafkaSettings
 from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.follow import StandbyRequest, archive_with_newer_commits, standby_lag
-from topicvault.source.maintenance.compact import CompactJob, compact
-from topicvault.source.maintenance.expire import expire
+from topicvault.source.maintenance.compact import CompactJob
 from topicvault.source.restore import (
     RestoreJob,
     plan_restore,
@@ -34,6 +31,7 @@ from topicvault.source.restore import (
     run_restore,
     start_restore,
 )
+from topicvault.source.restore_plan import RestoreRequest
 
 BASE = 1_700_000_000_000
 
@@ -41,16 +39,8 @@ BASE = 1_700_000_000_000
 HOUR_MS = 3_600_000
 
 
-def records(topic: str, first: int, count: int) -> list[Record]:
-    """`count` records of partition 0 from source offset `first`, one millisecond apart from BASE + first
-    (so an expiry time cuts between batches), with null keys, tombstones and duplicate headers."""
-    return [Record(topic, 0, 0, None if i % 7 == 0 else b"k%d" % (i % 5), None if i % 11 == 0 else b"v%d" % i,
-                   BASE + i, 0, (("h", b"%d" % i), ("h", None))) for i in range(first, first + count)]
 
 
-def backed_up(spark, bootstrap: str, location: str, topic: str, first: int, count: int) -> None:
-    produce_records(bootstrap, topic, records(topic, first, count))
-    backup_now(spark, bootstrap, location, topic)
 
 
 def backdated(location: str) -> LocalStore:
@@ -59,8 +49,6 @@ def backdated(location: str) -> LocalStore:
     return LocalStore(location)
 
 
-def same_as_source(bootstrap: str, topic: str, target: str) -> None:
-    assert exact(consume_all(bootstrap, target)[0]) == exact(consume_all(bootstrap, topic)[0])
 
 
 def standby_of_a_first_backup(spark, bootstrap: str, topic_factory, tmp_path, prefix: str, restore_id: str):
@@ -69,7 +57,7 @@ def standby_of_a_first_backup(spark, bootstrap: str, topic_factory, tmp_path, pr
     topic = topic_factory(1, prefix=prefix)
     target, location = f"{topic}-standby", str(tmp_path / "archive")
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
-    request = StandbyRequest(renames={topic: target}, restore_id=restore_id, poll_interval_s=0.3)
+    request = StandbyRequest(RestoreRequest(renames={topic: target}, restore_id=restore_id), poll_interval_s=0.3)
     backed_up(spark, bootstrap, location, topic, 0, 100)
     standby = Standby(spark, job, request)
     standby.wait_rounds(1)
@@ -82,7 +70,7 @@ def test_after_compact_merges_restored_and_new_objects_a_round_restores_only_the
     topic = topic_factory(1, prefix="standby-compact")
     target, location = f"{topic}-standby", str(tmp_path / "archive")
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
-    request = StandbyRequest(renames={topic: target}, restore_id="compacted", poll_interval_s=0.3)
+    request = StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="compacted"), poll_interval_s=0.3)
     backed_up(spark, bootstrap, location, topic, 0, 100)
     standby = Standby(spark, job, request)
     standby.wait_rounds(1)
@@ -92,7 +80,7 @@ def test_after_compact_merges_restored_and_new_objects_a_round_restores_only_the
     standby.finish()
     backed_up(spark, bootstrap, location, topic, 300, 100)  # commit 4: not restored yet
 
-    merged = compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS))
+    merged = run_compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS))
     assert (len(merged.replaced), [(o.first_offset, o.last_offset) for o in merged.written]) == (4, [(0, 399)])
     restarted = Standby(spark, job, request)
     after = restarted.wait_rounds(1)
@@ -108,12 +96,12 @@ def test_a_round_planned_before_a_compact_whose_grace_passed_stops_clearly_and_t
                                                                       "standby-grace", "grace")
     # A round killed after its producers flushed, before it saved its map: commit 2's records are in the target.
     backed_up(spark, bootstrap, location, topic, 100, 100)
-    restore_group(job, plan_restore(job, [topic], {topic: target}, "grace", continue_saved=True).tasks)
+    restore_group(job, plan_restore(job, RestoreRequest((topic,), {topic: target}, "grace", continue_saved=True)).tasks)
     # The next round is planned, then a compact merges every object and deletes the planned ones at once.
     backed_up(spark, bootstrap, location, topic, 200, 100)
-    planned = plan_restore(job, [topic], {topic: target}, "grace", continue_saved=True)
+    planned = plan_restore(job, RestoreRequest((topic,), {topic: target}, "grace", continue_saved=True))
     assert [(o.first_offset, o.last_offset) for t in planned.tasks for o in t.objects] == [(100, 199), (200, 299)]
-    compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
+    run_compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
     with pytest.raises(TopicvaultError, match="named by the commit records was not found"):
         run_restore(spark, job, planned, configure=False)
 
@@ -130,7 +118,7 @@ def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offs
                                                                       "standby-expire", "expired")
     backed_up(spark, bootstrap, location, topic, 100, 100)
     # Expiring what the standby restored already is harmless: it goes on with commit 2.
-    assert [e.new_start for e in expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
+    assert [e.new_start for e in run_expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
     restarted = Standby(spark, job, request)
     assert restarted.wait_rounds(1).produced == 100
     restarted.finish()
@@ -138,7 +126,7 @@ def test_expire_of_records_the_standby_has_not_restored_stops_it_naming_the_offs
     backed_up(spark, bootstrap, location, topic, 200, 100)
     backed_up(spark, bootstrap, location, topic, 300, 100)
     # Offsets 200..299 go before the standby read them: following on would splice 199 to 300.
-    assert [e.new_start for e in expire(backdated(location), BASE + 300, HOUR_MS).expiries] == [300]
+    assert [e.new_start for e in run_expire(backdated(location), BASE + 300, HOUR_MS).expiries] == [300]
     assert load_state(LocalStore(location)).partitions[(topic, 0)].start == 300
     stopped = Standby(spark, job, request)
     with pytest.raises(TopicvaultError) as failure:
@@ -157,13 +145,13 @@ def test_a_restore_resumed_after_expire_dropped_records_it_had_not_restored_stop
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
     for first in range(0, 400, 100):
         backed_up(spark, bootstrap, location, topic, first, 100)
-    planned = plan_restore(job, [topic], {topic: target}, "resumed")
+    planned = plan_restore(job, RestoreRequest((topic,), {topic: target}, "resumed"))
     # Killed after the first object's records went in (offsets 0..99 of 0..399).
     run_restore(spark, job, replace(planned, tasks=[replace(t, objects=t.objects[:1]) for t in planned.tasks]))
     assert sum(map(len, consume_all(bootstrap, target).values())) == 100
-    expire(backdated(location), BASE + 200, HOUR_MS)  # the archive now starts at offset 200
+    run_expire(backdated(location), BASE + 200, HOUR_MS)  # the archive now starts at offset 200
     with pytest.raises(TopicvaultError, match=rf"{topic}\[0\]: offsets 0\.\.199 were expired from the archive"):
-        plan_restore(job, [topic], {topic: target}, "resumed")
+        plan_restore(job, RestoreRequest((topic,), {topic: target}, "resumed"))
     assert sum(map(len, consume_all(bootstrap, target).values())) == 100  # nothing spliced in
 
 
@@ -174,12 +162,12 @@ def test_a_compact_and_an_expire_committed_during_a_round_are_folded_into_the_st
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
     for first in (0, 100, 200):
         backed_up(spark, bootstrap, location, topic, first, 100)
-    planned = plan_restore(job, [topic], {topic: target}, "folded", continue_saved=True)
+    planned = plan_restore(job, RestoreRequest((topic,), {topic: target}, "folded", continue_saved=True))
     maps = [r.offset_map for r in run_restore(spark, job, planned, configure=False).results]
     # While the round ran: an expire dropped offsets 0..99 (already restored), a compact merged the other two
     # objects and a backup added 300..399. The round's end folds these commits to say how far behind it is.
-    assert [e.new_start for e in expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
-    assert len(compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS)).replaced) == 2
+    assert [e.new_start for e in run_expire(backdated(location), BASE + 100, HOUR_MS).expiries] == [100]
+    assert len(run_compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=HOUR_MS)).replaced) == 2
     backed_up(spark, bootstrap, location, topic, 300, 100)
     now = archive_with_newer_commits(job, planned.archive)
     assert now.last_sequence == planned.archive.last_sequence + 3 and now.partitions[(topic, 0)].start == 100
@@ -196,21 +184,21 @@ def test_expire_after_a_killed_round_into_a_partition_empty_when_the_restore_beg
     target, location = f"{topic}-standby", str(tmp_path / "archive")
     job = RestoreJob(KafkaSettings.of(bootstrap), location)
     backed_up(spark, bootstrap, location, topic, 0, 10)  # partition 1 is empty when the standby begins
-    run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "late", continue_saved=True), configure=False)
+    run_restore(spark, job, plan_restore(job, RestoreRequest((topic,), {topic: target}, "late", continue_saved=True)), configure=False)
     # Partition 1 gets offsets 0..99 in objects of 25; a round restores the first object and is killed
     # after its producer flushed, before it saved its offset map.
-    produce_records(bootstrap, topic, [replace(r, partition=1) for r in records(topic, 0, 100)])
+    produce_records(bootstrap, topic, [replace(r, partition=1) for r in standby_records(topic, 0, 100)])
     backup_job = BackupJob(KafkaSettings.of(bootstrap), location, rotation=Rotation(max_records=25))
     run_backup(spark, backup_job, plan_run(backup_job, [topic]))
-    killed = plan_restore(job, [topic], {topic: target}, "late", continue_saved=True)
+    killed = plan_restore(job, RestoreRequest((topic,), {topic: target}, "late", continue_saved=True))
     start_restore(job, killed)
     restore_group(job, [replace(t, objects=t.objects[:1]) for t in killed.tasks if t.partition == 1])
     assert len(consume_all(bootstrap, target)[1]) == 25
     # Offsets 0..49 are expired: the restart must not count 25 records against a sequence starting at 50.
-    assert [(e.partition, e.new_start) for e in expire(backdated(location), BASE + 50, HOUR_MS).expiries] == [
+    assert [(e.partition, e.new_start) for e in run_expire(backdated(location), BASE + 50, HOUR_MS).expiries] == [
         (0, 10), (1, 50)]
     with pytest.raises(TopicvaultError, match=rf"{topic}\[1\]: offsets 0\.\.49 were expired from the archive"):
-        plan_restore(job, [topic], {topic: target}, "late", continue_saved=True)
+        plan_restore(job, RestoreRequest((topic,), {topic: target}, "late", continue_saved=True))
     assert len(consume_all(bootstrap, target)[1]) == 25  # nothing spliced in
 
 
@@ -223,16 +211,16 @@ def test_a_rerun_after_skip_left_out_an_object_a_compact_retired_keeps_the_hole_
     topic = topic_factory(1, prefix="skip-compact")
     target, location = f"{topic}-r", str(tmp_path / "archive")
     job = RestoreJob(KafkaSettings.of(bootstrap), location, on_error="skip")
-    produce_records(bootstrap, topic, records(topic, 0, 40))
+    produce_records(bootstrap, topic, standby_records(topic, 0, 40))
     backup_job = BackupJob(KafkaSettings.of(bootstrap), location, rotation=Rotation(max_records=10))
     run_backup(spark, backup_job, plan_run(backup_job, [topic]))
-    planned = plan_restore(job, [topic], {topic: target}, "holed")
+    planned = plan_restore(job, RestoreRequest((topic,), {topic: target}, "holed"))
     [task] = planned.tasks
     store = LocalStore(location)
     kept = {o.key: store.get(o.key) for o in task.objects}
     # A compact merged the objects after this was planned and its grace passed; the restore read the objects it
     # planned while only the second (offsets 10..19) was already deleted: left out, the ones after it restored.
-    compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
+    run_compact(CompactJob(location, rotation=Rotation(max_records=10_000), grace_ms=0))
     for key, data in kept.items():
         if key != task.objects[1].key:
             store.put(key, data)
@@ -246,7 +234,7 @@ def test_a_rerun_after_skip_left_out_an_object_a_compact_retired_keeps_the_hole_
     # The rerun reads the merged object, which holds 10..19 again: they cannot go in after 20..29, so the
     # hole stays (and is named), and the target is not counted against a sequence with them in.
     for _ in (1, 2):  # resumed after the kill, then run again once finished
-        result = run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "holed"))
+        result = run_restore(spark, job, plan_restore(job, RestoreRequest((topic,), {topic: target}, "holed")))
         assert [(s.first_offset, s.last_offset) for s in result.skipped] == [(10, 19)]
         assert "new --restore-id" in result.skipped[0].reason
         assert content(consume_all(bootstrap, target)[0]) == holed
@@ -258,19 +246,15 @@ def test_a_rerun_names_a_hole_again_when_nothing_else_of_the_partition_is_left_t
     target, location = f"{topic}-r", str(tmp_path / "archive")
     job = RestoreJob(KafkaSettings.of(bootstrap), location, on_error="skip")
     backed_up(spark, bootstrap, location, topic, 0, 10)
-    planned = plan_restore(job, [topic], {topic: target}, "only-hole")
+    planned = plan_restore(job, RestoreRequest((topic,), {topic: target}, "only-hole"))
     LocalStore(location).delete(planned.tasks[0].objects[0].key)
     for _ in (1, 2):  # the rerun does not read the object again, and still says the partition is not complete
-        result = run_restore(spark, job, plan_restore(job, [topic], {topic: target}, "only-hole"))
+        result = run_restore(spark, job, plan_restore(job, RestoreRequest((topic,), {topic: target}, "only-hole")))
         assert [(s.first_offset, s.last_offset, s.key) for s in result.skipped] == [
             (0, 9, planned.tasks[0].objects[0].key)]
     assert consume_all(bootstrap, target) == {0: []}
 
 
-def overrides(bootstrap: str, topic: str, names) -> dict[str, str]:
-    """The topic's values of `names` it has (real Kafka describes every config; tansu only those set)."""
-    described = describe(bootstrap, topic)
-    return {name: described[name] for name in names if name in described}
 
 
 def test_standby_topics_keep_loading_configs_while_following_and_get_saved_ones_when_stopped(
@@ -278,7 +262,7 @@ def test_standby_topics_keep_loading_configs_while_following_and_get_saved_ones_
     topic = topic_factory(1, prefix="standby-configs")
     target, location = f"{topic}-standby", tmp_path / "archive"
     job = RestoreJob(KafkaSettings.of(bootstrap), str(location))
-    request = StandbyRequest(renames={topic: target}, restore_id="configs", poll_interval_s=0.3)
+    request = StandbyRequest(RestoreRequest(renames={topic: target}, restore_id="configs"), poll_interval_s=0.3)
     backed_up(spark, bootstrap, str(location), topic, 0, 100)
     saved = {"cleanup.policy": "compact", "retention.ms": "60000"}
     edit_saved_configs(location, topic, saved)  # as real Kafka reports overrides (tansu reports none)

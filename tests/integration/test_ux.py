@@ -4,19 +4,14 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
-from pathlib import Path
 
-from clitools import run_cli, run_cli_stdout
+from clitools import CLI, run_cli, run_cli_stdout
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
-from test_ux_logic import PROFILE, write_profile  # noqa: F401  (shared with the unit half)
+from profiletools import write_profile
 from topicvault.core.envelope import Record
 
 BASE = 1_700_000_000_000
-
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
 
 
 def test_backup_and_restore_with_profiles_json_and_progress(bootstrap, spark, topic_factory, s3_endpoint, s3_uri,

@@ -13,11 +13,10 @@ import subprocess
 import threading
 from pathlib import Path
 
-from clitools import run_cli
+from archivetools import commits, committed_end
+from clitools import CLI, run_cli, wait_for
 from kafkatools import consume_all, produce_records, produce_until
-from test_follow import CLI, commits, committed_end, wait_for
-from test_follow_metrics import scrape, value
-from test_metrics import free_port
+from metrictools import free_port, scrape, value
 from topicvault.core.envelope import Record
 from topicvault.core.spark import LOCAL_TASK_ATTEMPTS
 

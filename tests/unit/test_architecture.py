@@ -7,6 +7,7 @@ topicvault module. Pure logic: no broker, Spark or S3 server.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -149,3 +150,100 @@ def test_packages_import_only_downward():
             if target_rank > rank:
                 upward.append(f"{module} ({package}) imports {target} ({target_package})")
     assert sorted(upward) == []
+
+
+# Tests share helpers through tests/*tools.py (and the harness), never by importing another test
+# module: a test module imported elsewhere runs its module-level code and fixtures twice, and ties
+# a tier's test to another tier's (issue #49, item 5).
+TESTS_ROOT = PACKAGE_ROOT / "tests"
+
+
+def imports_of_test_modules(root: Path) -> list[str]:
+    """`file: module` for every import (function-level ones included) of a test module (test_*.py,
+    conftest.py) by a Python file under `root`."""
+    files = sorted(p for p in root.rglob("*.py") if ".venv" not in p.parts)
+    test_modules = {p.stem for p in files if p.stem.startswith("test_") or p.stem == "conftest"}
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            else:
+                continue
+            found.extend(f"{path.relative_to(root)}: {name}" for name in names
+                         if name.rpartition(".")[2] in test_modules)
+    return found
+
+
+def test_module_imports_sees_top_and_function_level_imports(tmp_path):
+    (tmp_path / "unit").mkdir()
+    (tmp_path / "unit" / "test_a.py").write_text("def helper():\n    pass\n")
+    (tmp_path / "test_b.py").write_text("def test_b():\n    from test_a import helper\n")
+    (tmp_path / "test_c.py").write_text("import test_b\nimport json\n")
+    (tmp_path / "sometools.py").write_text("import json\n")
+    assert imports_of_test_modules(tmp_path) == ["test_b.py: test_a", "test_c.py: test_b"]
+
+
+def test_no_test_module_imports_another():
+    assert len(list(TESTS_ROOT.rglob("test_*.py"))) > 50  # the walk found the suite
+    assert imports_of_test_modules(TESTS_ROOT) == []
+
+
+# Compact, expire and garbage collection: one reading step, one pure planner returning a plan that
+# carries what execution needs, one execute; the CLI calls those (issue #49, item 4).
+MAINTENANCE_STEPS = {
+    "compact": ("read_compact", "plan_compact", "execute_compact"),
+    "expire": ("read_expire", "plan_expire", "execute_expire"),
+    "garbage": ("read_collection", "plan_collection", "execute_collection"),
+}
+STEP_LIKE = re.compile(r"^(read|gather|plan|execute)_|^(compact|expire|collect_garbage)$|_(plan|compaction|expiry)$")
+
+
+def test_each_maintenance_step_has_one_name_and_the_cli_calls_those():
+    files = _module_files()
+    for module, steps in MAINTENANCE_STEPS.items():
+        tree = ast.parse(files[f"topicvault.source.maintenance.{module}"].read_text())
+        public = {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
+        assert {name for name in public if STEP_LIKE.search(name)} == set(steps), module
+    cli = ast.parse(files["topicvault.cli"].read_text())
+    called = {alias.name for node in ast.walk(cli) if isinstance(node, ast.ImportFrom)
+              and (node.module or "").startswith("source.maintenance") for alias in node.names}
+    assert {name for name in called if STEP_LIKE.search(name)} == {s for module in ("compact", "expire")
+                                                                   for s in MAINTENANCE_STEPS[module]}
+
+
+def test_run_leases_and_commit_turns_are_one_renew_and_remove_mechanism():
+    from topicvault.core.archive.conditional_writes import CommitTurn
+    from topicvault.core.archive.leases import RenewedObject, RunLease
+
+    for holder in (RunLease, CommitTurn):
+        assert issubclass(holder, RenewedObject)
+        assert not {"_renew", "put", "remove", "delete", "start_renewing"} & set(vars(holder)), holder
+
+
+# cli.py maps options to requests, calls the library and prints the report (issue #49, item 2):
+# starting Spark, progress, signals, metrics servers and stores are the library's.
+CLI_MAX_LINES = 550
+NOT_IN_THE_CLI = ("signal", "threading", "os", "topicvault.core.spark", "topicvault.core.progress",
+                  "topicvault.sink.metrics")
+
+
+def test_the_cli_is_thin_and_runs_nothing_itself():
+    files = _module_files()
+    assert len(files["topicvault.cli"].read_text().splitlines()) < CLI_MAX_LINES
+    imported = imports_of("topicvault.cli", files)
+    assert sorted(m for m in imported if m in NOT_IN_THE_CLI) == []
+
+
+def test_no_function_is_over_80_lines_not_counting_its_signature_and_docstring():
+    long = []
+    for name, path in _module_files().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                code = node.body[1:] if ast.get_docstring(node) is not None and len(node.body) > 1 else node.body
+                body = node.end_lineno - code[0].lineno + 1  # typer's option declarations are the signature
+                if body > 80:
+                    long.append(f"{name}.{node.name}: {body} lines")
+    assert long == []

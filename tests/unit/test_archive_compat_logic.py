@@ -4,38 +4,18 @@ On-disk compatibility: an archive written before issue #21 still reads and resto
 
 from __future__ import annotations
 
-import base64
 import json
-from pathlib import Path
 
+from archivetools import ARCHIVE, expected_v1
 from clitools import run_cli
 from topicvault.core.archive.checkpoints import load_state
-from topicvault.core.envelope import Record, batch_to_records
+from topicvault.core.envelope import batch_to_records
 from topicvault.core.locations import open_store
 from topicvault.source.object_reader import read_partition
 
-DATA = Path(__file__).parents[1] / "data"
-
-
-ARCHIVE = DATA / "archive-v1"
-
-
-def _expected() -> tuple[str, dict[int, list[Record]]]:
-    saved = json.loads((DATA / "archive-v1.expected.json").read_text())
-
-    def raw(text: str | None) -> bytes | None:
-        return None if text is None else base64.b64decode(text)
-
-    topic = saved["topic"]
-    return topic, {
-        int(p): [Record(topic, int(p), r["offset"], raw(r["key"]), raw(r["value"]), r["timestamp"], r["timestampType"],
-                        tuple((k, raw(v)) for k, v in r["headers"])) for r in records]
-        for p, records in saved["partitions"].items()
-    }
-
 
 def test_archive_written_before_the_change_reads_exactly():
-    topic, expected = _expected()
+    topic, expected = expected_v1()
     store = open_store(str(ARCHIVE))
     state = load_state(store)
     assert {(t, p): ps.end for (t, p), ps in state.partitions.items()} == {(topic, 0): 16, (topic, 1): 16}
@@ -48,7 +28,7 @@ def test_archive_written_before_the_change_reads_exactly():
 
 def test_inspect_without_a_topic_prints_the_first_records_of_the_archive(tmp_path):
     # Like kcat on a topic: `inspect URI --limit N` shows the archive's first records, topic by topic.
-    topic, expected = _expected()
+    topic, expected = expected_v1()
     shown = run_cli("inspect", str(ARCHIVE), "--limit", "5", "--json").splitlines()
     assert [(r["topic"], r["partition"], r["offset"]) for r in map(json.loads, shown)] == \
         [(topic, 0, r.offset) for r in expected[0][:5]]

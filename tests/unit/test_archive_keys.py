@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from test_expire import HOUR, backdate_commits
+from archivetools import HOUR, backdate_commits, run_compact, run_expire
 from topicvault.core.archive import archive_keys
 from topicvault.core.archive.archive_keys import KEY_KINDS, STATE_PREFIX, kind_of
 from topicvault.core.archive.checkpoints import CHECKPOINT_INTERVAL, load_state
@@ -16,8 +16,7 @@ from topicvault.formats import resolve_format
 from topicvault.keys import default_codec
 from topicvault.sink.datasource import commit_written
 from topicvault.sink.objects import write_objects
-from topicvault.source.maintenance.compact import CompactJob, compact
-from topicvault.source.maintenance.expire import expire
+from topicvault.source.maintenance.compact import CompactJob
 
 PACKAGE_ROOT = Path(archive_keys.__file__).resolve().parents[2]  # core/archive/ -> the package
 T0 = 1_700_000_000_000
@@ -68,8 +67,8 @@ def test_every_key_the_writers_put_under_topicvault_is_of_a_named_kind(tmp_path)
     store = RecordingStore(str(tmp_path / "archive"))
     back_up_small_objects(store, CHECKPOINT_INTERVAL)  # commits, a checkpoint and its pointer, the probe
     backdate_commits(tmp_path / "archive", T0 - HOUR)  # as if backed up an hour before its records' times
-    assert expire(store, T0 + 50, grace_ms=0).commit_key is not None
-    assert compact(compact_job(store)).commit_key is not None  # merged under a lease
+    assert run_expire(store, T0 + 50, grace_ms=0).commit_key is not None
+    assert run_compact(compact_job(store)).commit_key is not None  # merged under a lease
     turns = RecordingStore(str(tmp_path / "turns"), honours_conditions=False)
     back_up_small_objects(turns, 2)  # the store ignores conditions: committers take turns
 

@@ -9,6 +9,7 @@ import hashlib
 import json
 
 import pytest
+from archivetools import TOPICS, make_commits
 from observetools import audited
 from stores import CountingStore, FaultyStore
 from topicvault.core.archive.checkpoints import (
@@ -21,12 +22,10 @@ from topicvault.core.archive.checkpoints import (
     read_forward,
     state_fingerprint,
 )
-from topicvault.core.archive.commit_log import commit_with_checkpoint
 from topicvault.core.archive.commits import (
     BackupState,
     CommitRecord,
     ObjectEntry,
-    PartitionRange,
     commit_key,
     fold_commits,
 )
@@ -34,35 +33,6 @@ from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LocalStore
 from topicvault.sink.datasource import ObjectsWritten
 from topicvault.sink.stream import ObjectStreamWriter
-
-TOPICS = ("orders", "pay-ments")
-
-
-def synthetic_record(sequence: int, state: BackupState) -> CommitRecord:
-    """Commit `sequence`: 10 records on one partition per topic, with settings, groups and a stream."""
-    ranges, objects = [], []
-    for topic in TOPICS:
-        partition = sequence % 2
-        start = state.end_offset(topic, partition) or 0
-        ranges.append(PartitionRange(topic, partition, start, start + 10))
-        objects.append(ObjectEntry(f"topic={topic}/partition={partition}/{start:019d}.parquet", topic, partition,
-                                   start, start + 9, 10, 1000, 1_700_000_000_000 + start, 1_700_000_000_000 + start + 9,
-                                   f"{sequence:064x}"))
-    groups = {"g1": {"read_ms": sequence, "offsets": {TOPICS[sequence % 2]: {"0": sequence, "1": sequence}}}}
-    return CommitRecord(sequence, 1_700_000_000_000 + sequence, tuple(ranges), tuple(objects),
-                        {t: {"partitions": 2, "configs": {"retention.ms": str(sequence)}} for t in TOPICS},
-                        groups=groups if sequence % 3 else None,
-                        stream={"id": "s", "batch": sequence, "committed_ms": sequence, "lag": {}} if sequence % 5 else None)
-
-
-def make_commits(store, count: int, state: BackupState | None = None) -> BackupState:
-    """Commit `count` synthetic records through the committer (checkpoints included)."""
-    state = state or BackupState()
-    for _ in range(count):
-        record = synthetic_record(state.last_sequence + 1, state)
-        commit_with_checkpoint(store, state, record)
-        state.apply(CommitRecord.from_json(record.to_json(), "k"), "k")
-    return state
 
 
 def test_state_from_checkpoints_equals_the_fold_of_every_commit(tmp_path):

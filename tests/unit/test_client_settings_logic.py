@@ -7,12 +7,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-CLI = str(Path(sys.executable).with_name("topicvault"))
-
+from clitools import CLI
 
 SECRET = "pw-MARKER-9f3c1"
 

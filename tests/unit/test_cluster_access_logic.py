@@ -7,19 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from confluent_kafka.admin import (
-    AdminClient,
-)
-from topicvault.core.access import AccessState, Acl, ScramUser, plan_access, renamed_access_changes, scram_passwords
+from accesstools import acl
+from topicvault.core.access import AccessState, ScramUser, plan_access, renamed_access_changes, scram_passwords
 from topicvault.core.archive.commits import BackupState, CommitRecord
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.local_kafka import LocalKafka
-
-
-def acl(name: str, principal: str = "User:alice", operation: str = "READ", *, resource: str = "TOPIC",
-        pattern: str = "LITERAL", permission: str = "ALLOW") -> Acl:
-    return Acl(resource, name, pattern, principal, "*", operation, permission)
-
 
 SAVED = AccessState(acls=(acl("orders"), acl("ord", pattern="PREFIXED", principal="User:bob"),
                           acl("bob-g", "User:bob", resource="GROUP")),
@@ -142,8 +133,3 @@ def test_passwords_come_from_a_file_or_per_user_environment(tmp_path):
     assert "oops" not in str(raised.value)
 
 
-def scram_users(kafka: LocalKafka) -> dict[str, list]:
-    """Each SCRAM user of the cluster with its mechanisms."""
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    return {user: [info.mechanism for info in description.scram_credential_infos]
-            for user, description in admin.describe_user_scram_credentials().result(30).items()}

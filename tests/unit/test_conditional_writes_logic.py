@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
+from archivetools import T, backup, commit, entry, three_small_objects
 from clocktools import SteppedClock
-from stores import FaultyStore
-from test_maintenance_commits import T, backup, commit, entry, three_small_objects
+from stores import FaultyStore, PutsRefused
 from topicvault.core.archive import conditional_writes as cw
 from topicvault.core.archive.archive_keys import CONDITIONAL_WRITES_KEY, commit_key
 from topicvault.core.archive.checkpoints import load_state
@@ -232,3 +233,23 @@ def test_an_answer_copied_with_the_location_to_a_store_that_ignores_the_conditio
     assert cw.conditional_writes(copy) == found and len(copy.puts) == puts  # probed once
     assert "ignores If-None-Match" in run_cli("ls", str(tmp_path / "copy"))
     assert "honours If-None-Match (probed on this store" in run_cli("ls", str(tmp_path / "honours"))
+
+
+def test_a_turn_renewal_that_fails_is_reported_once_and_its_recovery_too_as_a_leases(tmp_path, caplog, monkeypatch):
+    # Issue #49.4: a commit turn is renewed and given back by the run lease's mechanism (RenewedObject).
+    monkeypatch.setattr(cw, "TURN_RENEW_S", 0.02)
+    refused = PutsRefused()
+    store = FaultyStore(LocalStore(str(tmp_path / "loc")), before_put=refused)
+    with caplog.at_level("WARNING", logger="topicvault.core.archive.conditional_writes"):
+        with cw.CommitTurn(store) as turn:
+            deadline = time.monotonic() + 30  # hang detectors, not speed checks
+            while refused.puts < 6 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            refused.healed = True
+            while not any("renewed again" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+                time.sleep(0.02)
+    failed = [r.getMessage() for r in caplog.records if "not renewed" in r.getMessage()]
+    assert refused.puts >= 6 and len(failed) == 1, failed  # one line for the whole streak
+    assert "AccessDenied" in failed[0] and turn.key in failed[0]
+    assert any("renewed again" in r.getMessage() for r in caplog.records)
+    assert store.head(turn.key) is None  # given back

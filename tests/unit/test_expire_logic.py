@@ -4,36 +4,16 @@
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
+from archivetools import HOUR, T0, backdate_commits, run_expire
 from clitools import assert_one_line_error, run_cli
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
 from topicvault.core.local_store import LocalStore
-from topicvault.source.maintenance.expire import plan_expire
-
-T0 = 1_700_000_000_000
+from topicvault.source.maintenance.expire import ExpireFacts, plan_expire
 
 
-HOUR = 3_600_000
-
-
-def backdate_commits(location: Path, to_ms: int) -> None:
-    """Stamp the location's commits made after `to_ms` as made right after it, in order (to_ms + 1,
-    + 2, ...): as if its backups ran then (expire never drops what was committed less than the age
-    asked for ago). Checkpoints, derived from the commits, are dropped."""
-    stamp = to_ms
-    for path in sorted((location / "_topicvault" / "commits").glob("*.json")):
-        record = json.loads(path.read_text())
-        if record["created_ms"] <= to_ms:
-            continue
-        stamp += 1
-        record["created_ms"] = stamp
-        path.with_suffix(".tmp").write_text(json.dumps(record))  # replaced whole: a backup beside may read it
-        os.replace(path.with_suffix(".tmp"), path)
-    for path in (location / "_topicvault").glob("*checkpoint*"):
-        path.unlink() if path.is_file() else [p.unlink() for p in path.iterdir()]
+def expiries(state: BackupState, before_ms: int) -> list:
+    """What plan_expire drops of `state` at `before_ms`, per partition."""
+    return list(plan_expire(ExpireFacts(state), before_ms).expiries)
 
 
 def object_at(first: int, last: int, min_ts: int, max_ts: int) -> ObjectEntry:
@@ -45,12 +25,12 @@ def test_expire_drops_the_longest_prefix_of_objects_wholly_older_than_time():
     objects = [object_at(0, 9, 0, 99), object_at(10, 19, 100, 199), object_at(22, 29, 50, 300),  # one young record
                object_at(30, 39, 10, 20)]  # old, but after a young one: kept
     state = BackupState(partitions={("t", 0): PartitionState("t", 0, 0, 40, objects, commit_times=[(40, 0, 0)])})
-    assert plan_expire(state, 100) == [type(plan_expire(state, 100)[0])("t", 0, tuple(objects[:1]), 10)]
-    (expiry,) = plan_expire(state, 200)
+    assert expiries(state, 100) == [type(expiries(state, 100)[0])("t", 0, tuple(objects[:1]), 10)]
+    (expiry,) = expiries(state, 200)
     assert expiry.dropped == tuple(objects[:2]) and expiry.new_start == 20
-    assert plan_expire(state, 300) == plan_expire(state, 200), "an object holding a record at TIME stays"
-    assert plan_expire(state, 0) == []
-    assert plan_expire(state, 301)[0].new_start == 40
+    assert expiries(state, 300) == expiries(state, 200), "an object holding a record at TIME stays"
+    assert expiries(state, 0) == []
+    assert expiries(state, 301)[0].new_start == 40
 
 
 def test_expire_bad_input_is_one_line(tmp_path):
@@ -70,7 +50,6 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
 
     from topicvault.core.archive import commit_log
     from topicvault.sink.datasource import commit_written
-    from topicvault.source.maintenance.expire import expire
 
     store = LocalStore(str(tmp_path / "loc"))
     objects = [ObjectEntry(f"topic=t/partition=0/{first:019d}-r000000000001.parquet", "t", 0, first, first + 9,
@@ -81,10 +60,10 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
     backdate_commits(tmp_path / "loc", T0 - HOUR)
     real_time = time.time
     monkeypatch.setattr(commit_log, "time", types.SimpleNamespace(time=lambda: real_time() + 1.0))
-    dry = expire(store, T0 + 20, grace_ms=0, dry_run=True)
+    dry = run_expire(store, T0 + 20, grace_ms=0, dry_run=True)
     assert dry.collected.retired == [objects[0].key, objects[1].key], "the dry run says what the run deletes"
     assert all(store.head(e.key) is not None for e in objects)
-    result = expire(store, T0 + 20, grace_ms=0)
+    result = run_expire(store, T0 + 20, grace_ms=0)
     assert result.collected.retired == [objects[0].key, objects[1].key]
     assert [store.head(e.key) is None for e in objects] == [True, True, False]
 
@@ -95,11 +74,11 @@ def test_expire_keeps_an_object_holding_offsets_committed_after_time_even_if_com
     for end, committed_ms in ((10, 1_000), (20, 2_000), (30, 250_000)):
         partition.add_commit_time(end, committed_ms)
     state = BackupState(partitions={("t", 0): partition})
-    assert [e.dropped for e in plan_expire(state, 5_000)] == [tuple(old[:2])]  # committed at 250 s: kept
-    assert [e.dropped for e in plan_expire(state, 250_001)] == [tuple(old)]
+    assert [e.dropped for e in expiries(state, 5_000)] == [tuple(old[:2])]  # committed at 250 s: kept
+    assert [e.dropped for e in expiries(state, 250_001)] == [tuple(old)]
     # Merged by a compact, offsets 0..29 in one object: it holds offsets committed at 250 s.
     partition.objects = [object_at(0, 29, 0, 199)]
-    assert plan_expire(state, 5_000) == [] and plan_expire(state, 250_001)[0].new_start == 30
+    assert expiries(state, 5_000) == [] and expiries(state, 250_001)[0].new_start == 30
     # Commits within a minute of the first of a run share its entry, with the later time.
     partition.add_commit_time(40, 260_000)
     assert partition.commit_times == [(20, 1_000, 2_000), (40, 250_000, 260_000)]

@@ -8,7 +8,8 @@ import os
 import time
 
 import pytest
-from stores import CountingStore, FaultyStore
+from archivetools import GONE, gc_now, run_collection
+from stores import CountingStore, FaultyStore, PutsRefused
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.archive.commit_log import append
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
@@ -17,12 +18,10 @@ from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LocalStore
 from topicvault.core.store import missing_objects
 from topicvault.sink.datasource import commit_written
-from topicvault.source.maintenance.garbage import collect_garbage
 
 T = "orders"
 
 
-GONE = "deleted by a garbage collection"
 
 
 def entry(first: int, last: int, partition: int = 0, run: str = "r0000000000a1") -> ObjectEntry:
@@ -36,11 +35,6 @@ def stored(store, *entries: ObjectEntry) -> list[ObjectEntry]:
     return list(entries)
 
 
-def gc_now(store, lease_lapsed: bool = False) -> None:
-    """What a compact or expire with --grace 0 deletes right now (or once every lease written
-    now has expired)."""
-    later = LEASE_TTL_MS if lease_lapsed else 0
-    collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000 + later)
 
 
 def test_a_micro_batch_whose_object_gc_deleted_commits_nothing(tmp_path):
@@ -109,16 +103,16 @@ def test_a_live_lease_spares_its_runs_orphans_and_an_expired_one_is_deleted_afte
     with RunLease(store, "r00000000000b"):
         store.put(lease_key("r00000000000c"), b"{}")  # a run killed later: its lease stays, not renewed
         stored(store, running, killed)
-        kept = collect_garbage(store, load_state(store), grace_ms=0, now_ms=now)
+        kept = run_collection(store, load_state(store), grace_ms=0, now_ms=now)
         assert kept.orphans == [] and kept.waiting == 2  # both runs' leases are live
         # Ten minutes on (c's lease aged; b's renewed meanwhile): c's object is an orphan now.
         os.utime(leases / "r00000000000c", (time.time() - LEASE_TTL_MS / 1000,) * 2)
-        gone = collect_garbage(store, load_state(store), grace_ms=0, now_ms=now)
+        gone = run_collection(store, load_state(store), grace_ms=0, now_ms=now)
         assert gone.orphans == [killed.key] and store.head(running.key) is not None
         assert sorted(p.name for p in leases.iterdir()) == ["r00000000000b"]  # and its expired lease (grace 0)
         # With a grace, an expired lease stays until it has been expired that long.
         os.utime(leases / "r00000000000b", (time.time() - LEASE_TTL_MS / 1000,) * 2)
-        collect_garbage(store, load_state(store), grace_ms=3_600_000, now_ms=now)
+        run_collection(store, load_state(store), grace_ms=3_600_000, now_ms=now)
         assert sorted(p.name for p in leases.iterdir()) == ["r00000000000b"]
     assert not list(store.list(LEASES_PREFIX))  # the run ended: its lease is deleted
 
@@ -136,19 +130,6 @@ def test_a_lease_is_renewed_while_its_run_goes_on(tmp_path):
             time.sleep(0.05)
         assert lease.stat().st_mtime_ns > stale_ns, "the lease was not renewed"
     assert not lease.exists()
-
-
-class PutsRefused:
-    """A fault for FaultyStore: every put after the first is refused (a bucket policy changed, the
-    credentials expired) until `healed` is set."""
-
-    def __init__(self) -> None:
-        self.puts, self.healed = 0, False
-
-    def __call__(self, key: str, data: bytes) -> None:
-        self.puts += 1
-        if self.puts > 1 and not self.healed:
-            raise PermissionError(f"AccessDenied on {key}")
 
 
 def test_a_lease_renewal_that_fails_is_reported_once_and_its_recovery_too(tmp_path, caplog):
@@ -183,7 +164,7 @@ def test_a_gc_reads_the_state_again_while_it_deletes_and_spares_what_was_committ
             commit_written(LocalStore(plain.uri), [pending.pop()])
 
     store = FaultyStore(LocalStore(plain.uri), before_delete=commit_racing_run)
-    collected = collect_garbage(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000)
+    collected = run_collection(store, load_state(store), grace_ms=0, now_ms=int(time.time() * 1000) + 60_000)
     assert load_state(plain).end_offset(T, 1) == 10  # the racing run committed
     assert missing_objects(plain, [racing.key]) == [], "a committed object was deleted"
     assert collected.orphans == [o.key for o in orphans]
@@ -216,10 +197,10 @@ def test_a_dry_run_counts_what_its_run_would_retire_as_retired_now(tmp_path):
     store = LocalStore(str(tmp_path / "loc"))
     commit_written(store, stored(store, entry(0, 9), entry(10, 19)))
     now = int(time.time() * 1000)
-    dry = collect_garbage(store, load_state(store), 0, now, dry_run=True, would_retire=[entry(0, 9).key])
+    dry = run_collection(store, load_state(store), 0, now, dry_run=True, would_retire=[entry(0, 9).key])
     assert (dry.retired, dry.orphans, dry.waiting) == ([entry(0, 9).key], [], 0)
-    later = collect_garbage(store, load_state(store), 60_000, now, dry_run=True, would_retire=[entry(0, 9).key])
+    later = run_collection(store, load_state(store), 60_000, now, dry_run=True, would_retire=[entry(0, 9).key])
     assert (later.retired, later.waiting) == ([], 1)
     with pytest.raises(ValueError):
-        collect_garbage(store, load_state(store), 0, now, would_retire=[entry(0, 9).key])
+        run_collection(store, load_state(store), 0, now, would_retire=[entry(0, 9).key])
     assert store.head(entry(0, 9).key) is not None

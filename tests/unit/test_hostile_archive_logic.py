@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 
 import pytest
+from restoretools import HOSTILE_CONFIGS
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.locations import open_store
 from topicvault.source import restore_state
@@ -28,9 +29,6 @@ def test_every_saved_peer_object_list_is_unpacked_within_a_bound(tmp_path, monke
         load_peer_objects_seen(records, "r2")
 
 
-HOSTILE_CONFIGS = {"message.timestamp.type": "LogAppendTime", "cleanup.policy": "compact",
-                   "unclean.leader.election.enable": "true", "min.insync.replicas": "1", "segment.ms": "1000",
-                   "max.message.bytes": "1", "retention.ms": "-1", "follower.replication.throttled.replicas": "*"}
 
 
 def test_only_configs_on_the_allow_list_and_within_bounds_are_set():

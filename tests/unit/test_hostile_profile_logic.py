@@ -5,21 +5,12 @@ Issue #39 items 3 and 7: a profile someone else could write must not run code or
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from clitools import assert_one_line_error, run_cli
+from profiletools import profile_in_cwd
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.profiles import CODE_RUNNING_PROPERTIES, resolve
-
-
-def profile_in_cwd(directory: Path, monkeypatch, text: str) -> Path:
-    directory.mkdir(exist_ok=True)
-    path = directory / "topicvault.toml"
-    path.write_text(text)
-    path.chmod(0o644)
-    monkeypatch.chdir(directory)
-    return path
 
 
 def test_code_running_properties_are_taken_from_the_command_line_only(tmp_path):

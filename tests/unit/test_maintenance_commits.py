@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from archivetools import T, backup, commit, entry, three_small_objects
 from stores import FaultyStore
 from topicvault.core.archive.checkpoints import CHECKPOINT_INTERVAL, load_state
-from topicvault.core.archive.commit_log import append, commit_with_checkpoint
+from topicvault.core.archive.commit_log import append
 from topicvault.core.archive.commits import (
     BackupState,
     CommitRecord,
-    ObjectEntry,
     PartitionRange,
     PartitionStart,
     RemovedObject,
@@ -21,32 +21,6 @@ from topicvault.core.archive.commits import (
 )
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LocalStore
-
-T = "orders"
-
-
-def entry(first: int, last: int, run: str = "r000000000001") -> ObjectEntry:
-    return ObjectEntry(f"topic={T}/partition=0/{first:019d}-{run}.parquet", T, 0, first, last, last - first + 1,
-                       100, 1_000 + first, 1_000 + last, f"{first:064x}")
-
-
-def backup(state: BackupState, objects: list[ObjectEntry], stream: dict | None = None) -> CommitRecord:
-    start = state.end_offset(T, 0) or 0
-    return CommitRecord(state.last_sequence + 1, 1_000 * (state.last_sequence + 1),
-                        (PartitionRange(T, 0, start, objects[-1].last_offset + 1),), tuple(objects), {}, stream=stream)
-
-
-def commit(store, state: BackupState, record: CommitRecord) -> None:
-    commit_with_checkpoint(store, state, record)
-    state.apply(CommitRecord.from_json(record.to_json(), "k"), "k")
-    state.partitions[(T, 0)].objects.sort(key=lambda o: o.first_offset)
-
-
-def three_small_objects(store) -> BackupState:
-    state = BackupState()
-    for first in (0, 10, 20):
-        commit(store, state, backup(state, [entry(first, first + 9)], stream={"id": "s", "batch": first}))
-    return state
 
 
 def test_a_compact_commit_replaces_objects_and_remembers_them_as_retired(tmp_path):

@@ -11,9 +11,9 @@ from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionS
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.rotation import Rotation
 from topicvault.core.store import ObjectInfo
-from topicvault.source.maintenance.compact import CompactJob, CompactPlan, Merge, compact_plan
-from topicvault.source.maintenance.expire import ExpirePlan, Expiry, HeldBack, expire_plan
-from topicvault.source.maintenance.garbage import GarbagePlan, plan_collection
+from topicvault.source.maintenance.compact import CompactFacts, CompactJob, CompactPlan, Merge, plan_compact
+from topicvault.source.maintenance.expire import ExpireFacts, ExpirePlan, Expiry, HeldBack, plan_expire
+from topicvault.source.maintenance.garbage import CollectionFacts, GarbagePlan, plan_collection
 
 T = "orders"
 RUN = "r000000000001"
@@ -40,8 +40,8 @@ def job(max_records: int = 100) -> CompactJob:
 def test_compact_plans_runs_of_small_adjacent_objects_of_one_format_and_leaves_full_ones():
     small = [obj(0, 9), obj(10, 19), obj(20, 29)]
     full, lone, other_format = obj(30, 229), obj(230, 239), obj(240, 249, ext="avro")
-    plan = compact_plan(state_of(*small, full, lone, other_format, obj(250, 259, ext="avro")), job())
-    assert plan == CompactPlan(plan.state, (Merge(T, 0, tuple(small)),
+    plan = plan_compact(CompactFacts(state_of(*small, full, lone, other_format, obj(250, 259, ext="avro"))), job())
+    assert plan == CompactPlan(plan.job, plan.state, (Merge(T, 0, tuple(small)),
                                             Merge(T, 0, (other_format, obj(250, 259, ext="avro")))))
     assert plan.merges[0].records == 30 and plan.collection is None
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -50,19 +50,19 @@ def test_compact_plans_runs_of_small_adjacent_objects_of_one_format_and_leaves_f
 
 def test_compact_with_a_sealing_key_plans_every_object_it_did_not_wrap_even_alone():
     wrapped, plain, full = obj(0, 9, key_id="k1"), obj(10, 19), obj(20, 219, key_id="old")
-    plan = compact_plan(state_of(wrapped, plain, full), job(), sealing_key_id="k1")
+    plan = plan_compact(CompactFacts(state_of(wrapped, plain, full), "k1"), job())
     assert plan.merges == (Merge(T, 0, (wrapped, plain), reencrypt=True), Merge(T, 0, (full,), reencrypt=True))
-    assert compact_plan(state_of(obj(0, 9, key_id="k1")), job(), sealing_key_id="k1").merges == ()
+    assert plan_compact(CompactFacts(state_of(obj(0, 9, key_id="k1")), "k1"), job()).merges == ()
 
 
 def test_compact_plan_refuses_objects_named_by_another_template_before_anything_is_written():
     odd = dataclasses.replace(obj(10, 19), key=f"{T}-0-10.parquet")
     with pytest.raises(TopicvaultError, match="--key-template"):
-        compact_plan(state_of(obj(0, 9), odd), job())
+        plan_compact(CompactFacts(state_of(obj(0, 9), odd)), job())
 
 
 def test_compact_dry_result_reports_the_plan_and_what_its_collection_would_delete():
-    plan = dataclasses.replace(compact_plan(state_of(obj(0, 9), obj(10, 19)), job()),
+    plan = dataclasses.replace(plan_compact(CompactFacts(state_of(obj(0, 9), obj(10, 19))), job()),
                                collection=GarbagePlan(retired=("a",), orphans=("b",), waiting=2))
     result = plan.dry_result()
     assert result.merges == plan.merges and result.commit_key is None and result.written == ()
@@ -73,12 +73,12 @@ def test_expire_plans_the_old_prefix_and_holds_back_what_was_committed_too_recen
     old, young_commit, young = obj(0, 9, max_ts=50), obj(10, 19, max_ts=60), obj(20, 29, max_ts=500)
     state = state_of(old, young_commit, young)
     state.partitions[(T, 0)].commit_times = [(10, 0, 10), (30, 0, 200)]  # the second object committed at 200
-    plan = expire_plan(state, 100)
+    plan = plan_expire(ExpireFacts(state), 100)
     assert plan == ExpirePlan(100, state, (Expiry(T, 0, (old,), 10),), (HeldBack(T, 0, 1, 10, 200),))
     assert plan.expiries[0].records == 10
     dry = plan.dry_result()
     assert (dry.before_ms, dry.expiries, dry.commit_key, dry.held) == (100, plan.expiries, None, plan.held)
-    assert expire_plan(state, 10).expiries == ()  # nothing wholly older than TIME
+    assert plan_expire(ExpireFacts(state), 10).expiries == ()  # nothing wholly older than TIME
 
 
 def info(key: str, modified_ms: int | None = NOW - 2 * HOUR) -> ObjectInfo:
@@ -101,17 +101,17 @@ def test_garbage_plan_sorts_the_listing_into_retired_orphans_waiting_and_never_t
         info("other/_topicvault/commits/00000000000000000001.json"),  # a location nested in this one
         info("topic=unknown/partition=0/00000000000000000000-r0000000000ac.parquet"),  # not one of its topics
     ]
-    plan = plan_collection(listing, state, HOUR, NOW)
+    plan = plan_collection(CollectionFacts(tuple(listing), state), HOUR, NOW)
     assert plan == GarbagePlan((gone_long.key,), (orphan.key,), 3, ("_topicvault/leases/r0000000000ff",),
                                frozenset({live.key}))
-    assert plan_collection(listing, state, 0, NOW).retired == (gone_long.key, gone_now.key)
+    assert plan_collection(CollectionFacts(tuple(listing), state), 0, NOW).retired == (gone_long.key, gone_now.key)
 
 
 def test_garbage_plan_counts_what_a_dry_run_would_retire_and_an_empty_state_plans_nothing():
     live, merged_away = obj(0, 9), obj(10, 19)
     state = state_of(live, merged_away)
     listing = [info(live.key), info(merged_away.key), info("_topicvault/leases/r0000000000ff", NOW - 3 * HOUR)]
-    plan = plan_collection(listing, state, 0, NOW, would_retire=[merged_away.key])
+    plan = plan_collection(CollectionFacts(tuple(listing), state), 0, NOW, would_retire=[merged_away.key])
     assert (plan.retired, plan.live) == ((merged_away.key,), frozenset({live.key}))
-    assert plan_collection(listing, state, HOUR, NOW, would_retire=[merged_away.key]).waiting == 1
-    assert plan_collection(listing, BackupState(), 0, NOW) == GarbagePlan()
+    assert plan_collection(CollectionFacts(tuple(listing), state), HOUR, NOW, would_retire=[merged_away.key]).waiting == 1
+    assert plan_collection(CollectionFacts(tuple(listing), BackupState()), 0, NOW) == GarbagePlan()

@@ -8,16 +8,10 @@ import urllib.error
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from metrictools import free_port, samples
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.errors import TopicvaultError
 from topicvault.sink.metrics import FollowMetrics, MetricsServer, batch_durations, own_commits
-
-
-def samples(exposition: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """{(sample name, sorted labels): value} of a Prometheus text exposition."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(exposition.decode()) for s in family.samples}
 
 
 def entry(topic: str, partition: int, first: int, last: int, stored: int) -> ObjectEntry:
@@ -110,10 +104,6 @@ def test_batch_durations_leave_out_idle_triggers():
     assert batch_durations([]) == {}
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_server_serves_the_registry_and_frees_its_port_when_closed():

@@ -12,21 +12,13 @@ import re
 
 import pyarrow as pa
 import pytest
+from archivetools import store_object
 from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import Record, batch_to_records, records_to_batch
 from topicvault.core.errors import CorruptObject
 from topicvault.core.locations import open_store
 from topicvault.formats import FORMAT_NAMES, resolve_format
 from topicvault.source.object_reader import read_partition
-
-
-def store_object(store, key: str, offsets: list[int], name: str = "parquet") -> tuple[ObjectEntry, list[Record]]:
-    records = [Record("t", 0, o, b"k%d" % o, b"v" * (o % 50), 1_000 + o, 0, (("h", b"%d" % o),)) for o in offsets]
-    data = resolve_format(name).write(pa.Table.from_batches([records_to_batch(records)]))
-    store.put(key, data)
-    entry = ObjectEntry(key, "t", 0, min(offsets), max(offsets), len(offsets), len(data), 1_000, 1_000 + max(offsets),
-                        hashlib.sha256(data).hexdigest())
-    return entry, records
 
 
 @pytest.mark.parametrize("name", FORMAT_NAMES)

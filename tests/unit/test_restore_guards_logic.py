@@ -5,6 +5,7 @@ Restore guards of issue #16: renames, targets safe while data goes in, speculati
 from __future__ import annotations
 
 import pytest
+from restoretools import LOADING
 from topicvault.core.cluster import (
     LOADING_CONFIGS,
     NO_LIMIT_MS,
@@ -22,8 +23,6 @@ def test_one_topic_renamed_twice_is_refused():
     assert parse_renames(["a=x", "a=x", "b=y"]) == {"a": "x", "b": "y"}  # the same pair twice is harmless
 
 
-LOADING = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete",
-           "message.timestamp.type": "CreateTime"}
 
 
 def test_loading_configs_keep_every_record_and_the_saved_record_size():

@@ -6,13 +6,21 @@ state, the target cluster's topics and watermarks) by hand and checks the plan o
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import FrozenInstanceError, fields
+
 import pyarrow as pa
 import pytest
+from topicvault.core.access import AccessState
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
 from topicvault.core.errors import NoBackup, TopicvaultError
 from topicvault.formats.peers import LAYOUTS, NATIVE
+from topicvault.sink.follow import ContinuousBackupRequest, run_follow
+from topicvault.source.access import QUOTAS_NOT_SAVED, AccessRequest
+from topicvault.source.follow import StandbyRequest
 from topicvault.source.object_reader import SkippedObject
 from topicvault.source.offset_map import OffsetMap
+from topicvault.source.restore import plan_restore
 from topicvault.source.restore_plan import (
     RestoreFacts,
     RestoreRequest,
@@ -324,3 +332,27 @@ def test_a_created_topic_whose_saved_retention_deletes_old_records_gets_a_note()
     state.topics["orders"]["configs"] = {"retention.ms": str(86_400_000)}
     plan = build_restore_plan(facts(state), RestoreRequest())
     assert any(n.startswith("orders: gets retention.ms=86400000 after the restore") for n in plan.notes)
+
+
+def test_plan_restore_standby_and_continuous_backup_each_take_one_request():
+    # Issue #49.3: one RestoreRequest from the CLI to the planner, none unpacked into positional arguments.
+    assert list(inspect.signature(plan_restore).parameters) == ["job", "request"]
+    assert [f.name for f in fields(StandbyRequest)] == ["restore", "poll_interval_s"]
+    assert StandbyRequest(RestoreRequest(groups=True)).restore.groups
+    assert list(inspect.signature(run_follow).parameters)[:3] == ["spark", "job", "request"]
+    assert inspect.signature(run_follow).parameters["request"].annotation in (ContinuousBackupRequest,
+                                                                             "ContinuousBackupRequest")
+
+
+def test_the_planner_decides_groups_and_access_and_nothing_changes_the_plan_after():
+    state = archive(entry("orders", 0, 0, 9))
+    planned = facts(state, target_access=AccessState((), ()))
+    plan = build_restore_plan(planned, RestoreRequest(groups=True, access=AccessRequest()))
+    assert plan.groups == () and plan.access is not None
+    assert QUOTAS_NOT_SAVED in plan.notes and any("saved no ACLs or SCRAM users" in n for n in plan.notes)
+    with pytest.raises(FrozenInstanceError):
+        plan.access = None  # type: ignore[misc]
+    plain = build_restore_plan(planned, RestoreRequest())
+    assert (plain.groups, plain.access) == (None, None)
+    with pytest.raises(TopicvaultError, match="holds no offsets of consumer group"):
+        build_restore_plan(planned, RestoreRequest(groups=True, only_groups=("nope",)))

@@ -9,7 +9,7 @@ import json
 
 import pyarrow as pa
 import pytest
-from test_object_reader import store_object
+from archivetools import store_object
 from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import batch_to_records
 from topicvault.core.errors import TopicvaultError

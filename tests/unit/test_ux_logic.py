@@ -5,33 +5,12 @@ User experience: config profiles and precedence, secret redaction, --json, inspe
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from clitools import run_cli
+from profiletools import write_profile
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.profiles import resolve
-
-PROFILE = """
-[clusters.prod]
-bootstrap_servers = "{bootstrap}"
-[clusters.prod.properties]
-"client.id" = "from-profile"
-"sasl.password" = "${{KAFKA_SECRET}}"
-
-[stores.archive]
-uri = "{uri}"
-endpoint_url = "{endpoint}"
-region = "us-east-1"
-path_style = true
-"""
-
-
-def write_profile(tmp_path: Path, bootstrap: str = "profile:9092", uri: str = "s3://profile-bucket/p",
-                  endpoint: str = "http://profile:9000") -> Path:
-    path = tmp_path / "topicvault.toml"
-    path.write_text(PROFILE.format(bootstrap=bootstrap, uri=uri, endpoint=endpoint))
-    return path
 
 
 def test_precedence_is_flags_then_environment_then_profile(tmp_path):
