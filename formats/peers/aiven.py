@@ -50,14 +50,16 @@ from .base import (
     PeerKey,
     PeerLayout,
     PeerOptions,
-    as_bytes,
     b64,
+    connect_bytes,
     decompress,
     header_value,
     json_bytes,
     strip_compression,
     table_of,
+    typed_header_bytes,
 )
+from .connect_values import arrow_rows
 
 
 class AivenLayout(PeerLayout):
@@ -122,7 +124,9 @@ class AivenLayout(PeerLayout):
         data = decompress(data, obj.key, by_content=True)
         try:
             if data[:4] == b"PAR1":
-                rows = _parquet(data, obj.key)
+                rows = _parquet(data, obj.key, options)
+            elif not options.envelope and (values := _unwrapped_json_values(data, obj.key, options)) is not None:
+                rows = [{"value": json_bytes(node, obj.key, options.value_encoding)} for node in values]
             else:
                 nodes = _aiven_json_rows(data, obj.key)
                 rows = (_csv(data, obj.key, options) if nodes is None
@@ -152,6 +156,26 @@ def _aiven_json_rows(data: bytes, key: str) -> list[dict] | None:
                                        for node in nodes):
         return nodes
     return None
+
+
+def _unwrapped_json_values(data: bytes, key: str, options: PeerOptions) -> list[Any] | None:
+    """The values of a json or jsonl object written with format.output.envelope=false (each record the
+    value's JSON alone, a tombstone `null`), or None when it is csv (which the envelope leaves as it is):
+    every line JSON, and, unless the values are JsonConverter's, each a JSON string (base64 or text) or null."""
+    if data.startswith(b"[\n") and data.rstrip().endswith(b"]"):  # JsonOutputStreamWriter: "[\n" ... "\n]"
+        try:
+            nodes = parse_json(data, key)
+        except ValueError:
+            nodes = None
+        if isinstance(nodes, list):
+            return nodes
+    try:
+        nodes = [parse_json(line, key) for line in data.split(b"\n")]
+    except ValueError:
+        return None
+    if options.value_encoding != "json" and not all(node is None or isinstance(node, str) for node in nodes):
+        return None
+    return nodes
 
 
 def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
@@ -225,18 +249,24 @@ def _json(node: dict, key: str, options: PeerOptions) -> dict:
     return row
 
 
-def _parquet(data: bytes, key: str) -> list[dict]:
+def _parquet(data: bytes, key: str, options: PeerOptions) -> list[dict]:
+    """Rows of a parquet object: typed keys and values as JsonConverter writes them, typed header values
+    as SimpleHeaderConverter does. With format.output.envelope=false a struct value's fields are the
+    file's columns (SinkRecordConverter.tryUnwrapEnvelope): each row is then the value."""
+    table = read_bounded(data, key)
+    if not options.envelope and table.column_names != ["value"]:
+        return [{"value": connect_bytes(item)} for item in arrow_rows(table)]
     rows = []
-    for item in read_bounded(data, key).to_pylist():
+    for item in arrow_rows(table):
         row: dict[str, Any] = {}
         for name in ("key", "value"):
             if name in item:
-                row[name] = as_bytes(item[name])
+                row[name] = connect_bytes(item[name])
         for name in ("offset", "timestamp"):
             if name in item and item[name] is not None:
                 row[name] = int(item[name])
         if item.get("headers"):
-            row["headers"] = [(k, as_bytes(v)) for k, v in item["headers"]]
+            row["headers"] = [(k, typed_header_bytes(v)) for k, v in item["headers"].items()]
         rows.append(row)
     return rows
 

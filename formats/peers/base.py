@@ -21,6 +21,7 @@ import pyarrow as pa
 from ...core.envelope import Record, records_to_batch
 from ...core.errors import CLI_WORDING, CorruptObject, TopicvaultError, Wording
 from ..base import INFLATE_STEP_BYTES, MAX_INFLATED_BYTES, check_inflated_size, gunzip_bytes, snappy_stated_size
+from .connect_values import connect_header_text, connect_json
 
 AIVEN_FIELDS = ("key", "value", "offset", "timestamp", "headers")
 VALUE_ENCODINGS = ("base64", "none", "json")
@@ -43,6 +44,9 @@ class PeerOptions:
     # value_encoding for keys, where the sink's key.converter differs from its value.converter
     # (e.g. StringConverter keys beside ByteArrayConverter values). None: as value_encoding.
     key_encoding: str | None = None
+    # Aiven: format.output.envelope. False: with one output field, each record is that field's value
+    # alone (a jsonl line, a json element), not an object holding it (AbstractJsonOutputStreamWriter).
+    envelope: bool = True
     # How the refusals below name these settings (CLI flags, or the DataFrame reader's options).
     wording: Wording = field(default=CLI_WORDING, compare=False)
 
@@ -59,6 +63,20 @@ class PeerOptions:
             raise TopicvaultError(f"{bad('peer_key_encoding', repr(self.key_encoding))}: use base64, none or json")
         if self.header_encoding is not None and self.header_encoding not in HEADER_ENCODINGS:
             raise TopicvaultError(f"{bad('peer_header_encoding', repr(self.header_encoding))}: use text or base64")
+        if not self.envelope:
+            self._check_unwrapped_fields()
+
+    def _check_unwrapped_fields(self) -> None:
+        """format.output.envelope=false takes one output field (OutputFormatFragment.validate); only a
+        value alone holds records a restore can produce."""
+        envelope = self.wording.setting("--peer-envelope false", 'peer_envelope", "false')
+        fields = self.wording.setting("--peer-fields", "peer_fields")
+        if len(self.fields) != 1:
+            raise TopicvaultError(f"{envelope} (format.output.envelope=false) takes one output field, {fields} names "
+                                  f"{','.join(self.fields)}: the sink refuses that setting; check its configuration")
+        if self.fields != ("value",):
+            raise TopicvaultError(f"{envelope} with {fields} {self.fields[0]}: each line holds the {self.fields[0]} "
+                                  "alone, so the archive holds no values; topicvault cannot restore records from it")
 
 
     @property
@@ -155,12 +173,33 @@ class PeerLayout(Layout):
 
 
 def header_value(text: Any, encoding: str, where: str) -> bytes | None:
-    """A header value a Connect sink stored as text: base64 of the bytes, or the text itself."""
+    """A header value a Connect sink stored as text: base64 of the bytes, or the text itself; a JSON
+    number, list or object as Connect's header converter writes it (connect_values.connect_header_text)."""
     if text is None or isinstance(text, bytes):
         return text
     if not isinstance(text, str):
-        return json.dumps(text, separators=(",", ":")).encode()
+        return typed_header_bytes(text)
     return b64(text, where) if encoding == "base64" else text.encode()
+
+
+def typed_header_bytes(value: Any) -> bytes | None:
+    """A header value a sink stored with its Connect type (Avro, Parquet): bytes as they are, text as
+    UTF-8, anything else as SimpleHeaderConverter writes it (Values.convertToString)."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return connect_header_text(value).encode()
+
+
+def connect_bytes(value: Any) -> bytes | None:
+    """A key or value a Connect sink stored typed (Avro, Parquet): bytes as they are, text as UTF-8,
+    anything else as the JSON Connect's JsonConverter writes for it (connect_values.connect_json)."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return connect_json(value)
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -255,12 +294,12 @@ def b64(text: str | None, where: str) -> bytes | None:
 def json_bytes(node: Any, where: str, encoding: str) -> bytes | None:
     """A key/value a sink wrote as JSON (through Connect's JsonConverter): by `encoding`, a JSON
     string is base64 of bytes (ByteArrayConverter), text (StringConverter) or JSON text, quotes and
-    all (JsonConverter); other JSON is kept as compact JSON text, UTF-8 as Jackson writes it."""
+    all (JsonConverter); other JSON is kept as compact JSON text, UTF-8, numbers as Jackson writes them."""
     if node is None:
         return None
     if isinstance(node, str) and encoding != "json":
         return b64(node, where) if encoding == "base64" else node.encode()
-    return json.dumps(node, separators=(",", ":"), ensure_ascii=False).encode()
+    return connect_json(node)  # Jackson's numbers: a parsed 1.0E10 is written 1.0E10 again, not 10000000000.0
 
 
 def as_bytes(value: Any) -> bytes | None:

@@ -17,18 +17,27 @@ value was stored; the JSON form marks byte keys and values with `keyIsArray` / `
 
 from __future__ import annotations
 
-import io
 import re
 from typing import Any, Callable
 
-import fastavro
 import pyarrow as pa
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject
 from ..base import parse_json
 from ..parquet import read_bounded
-from .base import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, b64, header_value, table_of
+from .base import (
+    Decoded,
+    PeerKey,
+    PeerLayout,
+    PeerOptions,
+    b64,
+    connect_bytes,
+    header_value,
+    table_of,
+    typed_header_bytes,
+)
+from .connect_values import arrow_rows, avro_rows
 from .quix import NAME as QUIX_NAME
 
 _NAMES = (
@@ -67,9 +76,9 @@ class LensesLayout(PeerLayout):
         header_encoding = options.header_encoding or self.default_header_encoding
         try:
             if data[:4] == b"Obj\x01":
-                rows, as_json = list(fastavro.reader(io.BytesIO(data))), False
+                rows, as_json = avro_rows(data), False
             elif data[:4] == b"PAR1":
-                rows, as_json = read_bounded(data, key).to_pylist(), False
+                rows, as_json = arrow_rows(read_bounded(data, key)), False
             else:
                 rows, as_json = [parse_json(line, key) for line in data.splitlines() if line.strip()], True
             records = []
@@ -83,7 +92,7 @@ class LensesLayout(PeerLayout):
                     _bytes(row.get("key"), as_json, row.get("keyIsArray", False), key),
                     _bytes(row.get("value"), as_json, row.get("valueIsArray", False), key),
                     int(metadata.get("timestamp") or 0), 0,
-                    tuple((name, header_value(value, header_encoding, key) if as_json else as_bytes(value))
+                    tuple((name, header_value(value, header_encoding, key) if as_json else typed_header_bytes(value))
                           for name, value in _header_items(row.get("headers"))),
                 ))
         except (ValueError, KeyError, TypeError, pa.ArrowInvalid) as exc:
@@ -103,7 +112,7 @@ def _bytes(node: Any, as_json: bool, is_array: bool, where: str) -> bytes | None
         return node
     if as_json and isinstance(node, str):
         return b64(node, where) if is_array else node.encode()
-    return as_bytes(node)
+    return connect_bytes(node)
 
 
 LAYOUT = LensesLayout()
