@@ -25,7 +25,7 @@ from .core.errors import NoBackup, TopicvaultError
 
 # Option defaults are the library's own (one place each).
 from .core.rotation import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
-from .formats.peers import PEERS, PeerOptions
+from .formats.peers import PEERS, PeerOptions, envelope_setting
 from .sink.plan import DEFAULT_RECORDS_PER_TASK
 
 app = typer.Typer(
@@ -485,6 +485,8 @@ def restore(
                                                        "JSON, Aiven jsonl: how header values were stored as text: "
                                                        "text (SimpleHeaderConverter, the default) or base64 "
                                                        "(ByteArrayConverter)."),
+    peer_envelope: Optional[str] = typer.Option(None, "--peer-envelope", help="Aiven: format.output.envelope; "
+                                                "false: each jsonl line or json element is the value alone."),
     max_records_per_second: Optional[float] = typer.Option(None, "--max-records-per-second", help="Produce at most "
                                                            "this many records per second, all tasks together."),
     max_bytes_per_second: Optional[float] = typer.Option(None, "--max-bytes-per-second", help="Produce at most this "
@@ -523,7 +525,8 @@ def restore(
     _keyring_of(settings)  # an unreadable key file or unknown KMS key fails before anything else
     job = _restore_job(settings, layout, key_template, state, on_error, rate,
                        PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
-                                   peer_value_encoding, peer_header_encoding, peer_key_encoding))
+                                   peer_value_encoding, peer_header_encoding, peer_key_encoding,
+                                   envelope_setting(peer_envelope)))
     _check_restore_flags(context, cluster_state, scram_passwords,
                          merge_acls or add_scram_mechanisms or accept_renamed_access, follow)
     groups = groups or cluster_state  # group offsets are part of the cluster's state

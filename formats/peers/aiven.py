@@ -22,9 +22,15 @@ Contents (commons/src/main/java/io/aiven/kafka/connect/common/output/):
   JsonConverter without schemas, so bytes are base64 strings and null is null; `timestamp` is
   ISO-8601 (ISO_INSTANT); headers `[{"key": k, "value": v}, ...]`, v as the header converter
   left it (text with Connect's default SimpleHeaderConverter).
-* parquet (SinkSchemaBuilder.java): record `connector_records` with the chosen fields; offset
-  and timestamp are long (epoch ms); headers a map<string, value> (null when a record has
-  none), so header order and repeated header keys are lost; the value type says bytes or text.
+* parquet and avro (SinkSchemaBuilder.java, SinkRecordConverter.java): record `connector_records`
+  with the chosen fields; offset and timestamp are long (epoch ms); headers a map<string, value>
+  of one Connect type per record (null when a record has none), so header order and repeated
+  header keys are lost; the types say bytes, text or a typed value (rendered back as Connect
+  wrote it: formats/peers/connect_values.py).
+* format.output.envelope=false (one output field): json and jsonl hold each record's field alone
+  (AbstractJsonOutputStreamWriter.getFields), `null` for a tombstone; parquet and avro make a
+  struct or map value's fields the row's columns (SinkRecordConverter.tryUnwrapEnvelope); csv is
+  unchanged.
 * file names carry no format suffix, so the format is recognised from the content: json or
   jsonl only when every row is an object of Aiven's field names alone (a csv's raw values,
   value.encoding=none, may be JSON too: they are read as csv). A raw csv whose every value is
@@ -59,7 +65,7 @@ from .base import (
     table_of,
     typed_header_bytes,
 )
-from .connect_values import arrow_rows
+from .connect_values import arrow_rows, avro_rows
 
 
 class AivenLayout(PeerLayout):
@@ -124,7 +130,11 @@ class AivenLayout(PeerLayout):
         data = decompress(data, obj.key, by_content=True)
         try:
             if data[:4] == b"PAR1":
-                rows = _parquet(data, obj.key, options)
+                table = read_bounded(data, obj.key)
+                rows = _typed(arrow_rows(table), table.column_names, options)
+            elif data[:4] == b"Obj\x01":  # format.output.type=avro (AvroOutputWriter)
+                items = avro_rows(data)
+                rows = _typed(items, list(items[0]) if items else [], options)
             elif not options.envelope and (values := _unwrapped_json_values(data, obj.key, options)) is not None:
                 rows = [{"value": json_bytes(node, obj.key, options.value_encoding)} for node in values]
             else:
@@ -249,15 +259,14 @@ def _json(node: dict, key: str, options: PeerOptions) -> dict:
     return row
 
 
-def _parquet(data: bytes, key: str, options: PeerOptions) -> list[dict]:
-    """Rows of a parquet object: typed keys and values as JsonConverter writes them, typed header values
-    as SimpleHeaderConverter does. With format.output.envelope=false a struct value's fields are the
-    file's columns (SinkRecordConverter.tryUnwrapEnvelope): each row is then the value."""
-    table = read_bounded(data, key)
-    if not options.envelope and table.column_names != ["value"]:
-        return [{"value": connect_bytes(item)} for item in arrow_rows(table)]
+def _typed(items: list[dict], columns: list[str], options: PeerOptions) -> list[dict]:
+    """Rows of a parquet or avro object (SinkRecordConverter): typed keys and values as JsonConverter
+    writes them, typed header values as SimpleHeaderConverter does. With format.output.envelope=false a
+    struct or map value's fields are the file's columns (tryUnwrapEnvelope): each row is then the value."""
+    if not options.envelope and columns != ["value"]:
+        return [{"value": connect_bytes(item)} for item in items]
     rows = []
-    for item in arrow_rows(table):
+    for item in items:
         row: dict[str, Any] = {}
         for name in ("key", "value"):
             if name in item:

@@ -90,6 +90,16 @@ class PeerOptions:
         return self.keys_encoding == "base64"
 
 
+def envelope_setting(text: str | None, wording: Wording = CLI_WORDING) -> bool:
+    """`--peer-envelope` / option("peer_envelope"): Aiven's format.output.envelope, true (default) or false."""
+    if text is None or text.strip().lower() == "true":
+        return True
+    if text.strip().lower() == "false":
+        return False
+    raise TopicvaultError(f"bad {wording.setting('--peer-envelope', 'peer_envelope')} {text!r}: use true or false "
+                          "(the sink's format.output.envelope)")
+
+
 @dataclass(frozen=True)
 class PeerKey:
     """What a peer object's name says."""

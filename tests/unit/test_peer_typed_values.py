@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from test_peer_decoding import restored
-from topicvault.core.errors import TopicvaultError
+from topicvault.core.errors import DATAFRAME_WORDING, TopicvaultError
 from topicvault.formats.peers import PeerOptions
 
 # What SimpleHeaderConverter.toConnectHeader (Values.parseString) makes of each header text, and
@@ -119,6 +119,9 @@ def test_aiven_without_envelope_refuses_fields_other_than_value_alone():
         PeerOptions(("value", "offset"), envelope=False)
     with pytest.raises(TopicvaultError, match="holds no values"):
         PeerOptions(("key",), envelope=False)
+    # The DataFrame reader's users are told its option's name.
+    with pytest.raises(TopicvaultError, match=r'option\("peer_envelope", "false"\) with option\("peer_fields"\) key'):
+        PeerOptions(("key",), envelope=False, wording=DATAFRAME_WORDING)
 
 
 # ---- typed values rendered as JSON text, as Connect's JsonConverter writes them ----
