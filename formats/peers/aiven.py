@@ -60,12 +60,15 @@ from .base import (
     connect_bytes,
     decompress,
     header_value,
+    headers_hint,
     json_bytes,
     strip_compression,
     table_of,
     typed_header_bytes,
+    typed_hint,
+    values_hint,
 )
-from .connect_values import arrow_rows, avro_rows
+from .connect_values import arrow_rows, avro_rows, typed_fields
 
 
 class AivenLayout(PeerLayout):
@@ -102,22 +105,32 @@ class AivenLayout(PeerLayout):
         note = super().header_note(options)
         return f"jsonl {note}; csv header values are base64, parquet's say their type"
 
-    def headers_look_base64(self, read: Callable[[], bytes], key: str) -> bool | None:
-        """jsonl/json header values: all base64 (as ByteArrayConverter writes them), or not."""
+    def content_hints(self, data: bytes, key: str, options: PeerOptions,
+                      companion: Callable[[str], bytes | None]) -> dict[str, str | None]:
+        """Typed parquet/avro fields; jsonl/json header values and values all base64; lines that are
+        JSON but not envelopes (format.output.envelope=false)."""
         try:
-            nodes = _aiven_json_rows(decompress(read(), key, by_content=True), key)
-        except (ValueError, CorruptObject):
-            return None
-        values = [h.get("value") for node in nodes or () for h in node.get("headers") or () if isinstance(h, dict)]
-        values = [v for v in values if v is not None]
-        if not any(values):
-            return None
-        return all(isinstance(v, str) and _is_base64(v) for v in values)
+            data = decompress(data, key, by_content=True)
+            typed = typed_fields(data)
+            if typed is not None:
+                return typed_hint(self.name, key, [f for f in typed if f in ("key", "value")])
+            if not options.envelope:
+                return values_hint(self.name, key, _unwrapped_json_values(data, key, options) or [], options)
+            nodes = _aiven_json_rows(data, key)
+        except (ValueError, CorruptObject, pa.ArrowInvalid):
+            return {}
+        if nodes is None:
+            return _envelope_hint(data, key, options)
+        headers = [h.get("value") for node in nodes for h in node.get("headers") or () if isinstance(h, dict)]
+        values = [node.get("value") for node in nodes if "value" in node]
+        return {**headers_hint(self.name, key, headers, options), **values_hint(self.name, key, values, options),
+                **(_envelope_hint(data, key, options) if len({frozenset(n) for n in nodes}) > 1 else
+                   {"envelope": None})}
 
     def overlap_hint(self, options: PeerOptions) -> str:
         """Objects without offsets overlap under a time-based template, or when raw values held newlines."""
         if options.value_encoding == "none" and "offset" not in options.fields:
-            return ("with --peer-value-encoding none a value holding a newline cannot be told from two records, "
+            return (f"with {options.flag('peer_value_encoding', 'none')} a value holding a newline cannot be told from two records, "
                     "and this archive holds more lines than offsets; it cannot be restored exactly")
         return ("was it written with a {{timestamp}} (event time) or {{key}} template? add offset to "
                 "format.output.fields")
@@ -136,7 +149,7 @@ class AivenLayout(PeerLayout):
                 items = avro_rows(data)
                 rows = _typed(items, list(items[0]) if items else [], options)
             elif not options.envelope and (values := _unwrapped_json_values(data, obj.key, options)) is not None:
-                rows = [{"value": json_bytes(node, obj.key, options.value_encoding)} for node in values]
+                rows = [{"value": json_bytes(node, obj.key, options.value_encoding, options.wording)} for node in values]
             else:
                 nodes = _aiven_json_rows(data, obj.key)
                 rows = (_csv(data, obj.key, options) if nodes is None
@@ -188,10 +201,22 @@ def _unwrapped_json_values(data: bytes, key: str, options: PeerOptions) -> list[
     return nodes
 
 
+def _envelope_hint(data: bytes, key: str, options: PeerOptions) -> dict[str, str | None]:
+    """A note when every line of an object is JSON but they are not envelopes of one set of fields (the
+    sink writes every output field on every line): values written with format.output.envelope=false."""
+    try:
+        [parse_json(line, key) for line in data.split(b"\n")]
+    except ValueError:
+        return {}  # csv
+    return {"envelope": f"aiven: the lines of {key} are JSON but not envelopes of one set of output fields: if the "
+                        f"sink had format.output.envelope=false, restore with {options.flag('peer_envelope', 'false')}"}
+
+
 def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
     if options.value_encoding == "json":
         raise CorruptObject(f"Aiven object {key} is csv: its values are base64 or raw bytes, and "
-                            "--peer-value-encoding json is for jsonl and json objects; use base64 or none")
+                            f"{options.flag('peer_value_encoding', 'json')} is for jsonl and json objects; use base64 "
+                            "or none")
     rows = []
     # Every line is a record: a null value (tombstone) written alone is an empty line, the last one too.
     for number, line in enumerate(data.decode().split("\n"), 1):
@@ -201,17 +226,17 @@ def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
             extra = len(cells) - len(options.fields)
             cells = cells[:at] + [",".join(cells[at:at + extra + 1])] + cells[at + extra + 1:]
         if len(cells) != len(options.fields):
-            raise CorruptObject(f"Aiven csv object {key}: line {number} has {len(cells)} fields, --peer-fields names "
+            raise CorruptObject(f"Aiven csv object {key}: line {number} has {len(cells)} fields, {options.flag('peer_fields')} names "
                                 f"{len(options.fields)} ({','.join(options.fields)})" + _newline_hint(options))
         row: dict[str, Any] = {}
         for name, cell in zip(options.fields, cells):
             if name == "key":
-                row["key"] = b64(cell, key) if cell else None
+                row["key"] = b64(cell, key, options.wording) if cell else None
             elif name == "value":
                 if not cell:
                     row["value"] = None
                 else:
-                    row["value"] = b64(cell, key) if options.value_encoding == "base64" else cell.encode()
+                    row["value"] = b64(cell, key, options.wording) if options.value_encoding == "base64" else cell.encode()
             elif name == "offset":
                 if not cell.isdigit():
                     raise CorruptObject(f"Aiven csv object {key}: line {number} has offset {cell[:40]!r}, not a "
@@ -221,24 +246,16 @@ def _csv(data: bytes, key: str, options: PeerOptions) -> list[dict]:
                 row["timestamp"] = int(cell) if cell else 0
             else:
                 row["headers"] = [
-                    (b64(k, key).decode(), b64(v, key)) for k, _, v in (h.partition(":") for h in cell.split(";") if h)
+                    (b64(k, key, options.wording).decode(), b64(v, key, options.wording)) for k, _, v in (h.partition(":") for h in cell.split(";") if h)
                 ]
         rows.append(row)
     return rows
 
 
-def _is_base64(text: str) -> bool:
-    try:
-        b64(text, "")
-    except CorruptObject:
-        return False
-    return True
-
-
 def _newline_hint(options: PeerOptions) -> str:
     if options.value_encoding == "none":
-        return ("; with --peer-value-encoding none a value holding a newline splits its record over two lines, "
-                "so this archive cannot be restored exactly")
+        return (f"; with {options.flag('peer_value_encoding', 'none')} a value holding a newline splits its record "
+                "over two lines, so this archive cannot be restored exactly")
     return ""
 
 
@@ -246,16 +263,16 @@ def _json(node: dict, key: str, options: PeerOptions) -> dict:
     header_encoding = options.header_encoding or AivenLayout.default_header_encoding
     row: dict[str, Any] = {}
     if "key" in node:
-        row["key"] = json_bytes(node["key"], key, options.keys_encoding)
+        row["key"] = json_bytes(node["key"], key, options.keys_encoding, options.wording)
     if "value" in node:
-        row["value"] = json_bytes(node["value"], key, options.value_encoding)
+        row["value"] = json_bytes(node["value"], key, options.value_encoding, options.wording)
     if "offset" in node:
         row["offset"] = int(node["offset"])
     if "timestamp" in node:
         row["timestamp"] = 0 if node["timestamp"] is None else (
             node["timestamp"] if isinstance(node["timestamp"], int) else iso_to_epoch_ms(str(node["timestamp"])))
     if node.get("headers"):
-        row["headers"] = [(h["key"], header_value(h.get("value"), header_encoding, key)) for h in node["headers"]]
+        row["headers"] = [(h["key"], header_value(h.get("value"), header_encoding, key, options.wording)) for h in node["headers"]]
     return row
 
 

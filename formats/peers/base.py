@@ -79,6 +79,12 @@ class PeerOptions:
                                   "alone, so the archive holds no values; topicvault cannot restore records from it")
 
 
+    def flag(self, name: str, value: str | None = None) -> str:
+        """A setting as the user names it: `--peer-header-encoding base64` on the CLI,
+        `option("peer_header_encoding", "base64")` on the DataFrame reader."""
+        option = name if value is None else f'{name}", "{value}'
+        return self.wording.setting(f"--{name.replace('_', '-')}" + ("" if value is None else f" {value}"), option)
+
     @property
     def keys_encoding(self) -> str:
         """How keys were written: key_encoding, else as the values."""
@@ -168,28 +174,77 @@ class PeerLayout(Layout):
     def header_note(self, options: PeerOptions) -> str | None:
         """Which header encoding a restore used where files do not say it (None: not applicable)."""
         used = options.header_encoding or self.default_header_encoding
-        how = "--peer-header-encoding" if options.header_encoding else "default; set --peer-header-encoding"
+        flag = options.flag("peer_header_encoding")
+        how = flag if options.header_encoding else f"default; set {flag}"
         return f"header values stored as text read as {used} ({how})"
 
-    def headers_look_base64(self, read: Callable[[], bytes], key: str) -> bool | None:
-        """Whether every header value object `key` (its bytes: `read()`) stores as text is base64
-        (True), some is not (False), or it stores none as text (None). Layouts that do not check
-        return None without reading."""
-        return None
+    def content_hints(self, data: bytes, key: str, options: PeerOptions,
+                      companion: Callable[[str], bytes | None]) -> dict[str, str | None]:
+        """What object `key` (its bytes `data`; `companion` reads its sibling files) tells of a setting
+        the restore assumed, by kind (HINT_KINDS): a note naming the option to choose instead, or None
+        where the object shows the assumption holds. Kinds it holds no evidence of are left out."""
+        return {}
 
     def overlap_hint(self, options: PeerOptions) -> str:
         """Why objects without record offsets may overlap, for the refusal message."""
         return "was it written with a field- or time-based partitioner?"
 
 
-def header_value(text: Any, encoding: str, where: str) -> bytes | None:
+HINT_KINDS = ("headers", "values", "envelope", "typed")
+
+
+def is_base64(text: Any) -> bool:
+    """Whether `text` is a non-empty string of strict base64."""
+    try:
+        return isinstance(text, str) and bool(text) and b64(text, "") is not None
+    except CorruptObject:
+        return False
+
+
+def headers_hint(layout: str, key: str, values: list[Any], options: PeerOptions) -> dict[str, str | None]:
+    """Header values stored as text (read as text by default): a note when every one is base64, as
+    header.converter=ByteArrayConverter writes them."""
+    values = [v for v in values if v is not None]
+    if options.header_encoding is not None or not values:
+        return {}
+    if not all(is_base64(v) for v in values):
+        return {"headers": None}
+    return {"headers": f"{layout}: every header value in {key} is base64, yet header values are read as text (the "
+                       "default): if the sink's header.converter was ByteArrayConverter, restore with "
+                       f"{options.flag('peer_header_encoding', 'base64')}"}
+
+
+def values_hint(layout: str, key: str, nodes: list[Any], options: PeerOptions) -> dict[str, str | None]:
+    """Values stored as JSON strings: a note when every one is base64 (as ByteArrayConverter writes
+    them) while the restore reads them as text or JSON text."""
+    nodes = [n for n in nodes if n is not None]
+    if not nodes or not all(isinstance(n, str) for n in nodes):
+        return {}
+    if options.value_encoding == "base64" or not all(is_base64(n) for n in nodes):
+        return {"values": None}
+    return {"values": f"{layout}: every value in {key} is a base64 JSON string, yet values are read with "
+                      f"{options.flag('peer_value_encoding', options.value_encoding)}: if the sink's value.converter "
+                      f"was ByteArrayConverter, restore with {options.flag('peer_value_encoding', 'base64')}"}
+
+
+def typed_hint(layout: str, key: str, typed: list[str]) -> dict[str, str | None]:
+    """A note naming the fields an Avro or Parquet object stores typed (not bytes or text)."""
+    if not typed:
+        return {"typed": None}
+    return {"typed": f"{layout}: {key} stores {', '.join(typed)} typed (not bytes): restored as the JSON Connect's "
+                     "JsonConverter (schemas.enable=false) writes for them, header values as its header converter "
+                     "writes them; the bytes another converter made of them (Avro or Protobuf with a schema "
+                     "registry) cannot be rebuilt"}
+
+
+def header_value(text: Any, encoding: str, where: str, wording: Wording = CLI_WORDING) -> bytes | None:
     """A header value a Connect sink stored as text: base64 of the bytes, or the text itself; a JSON
     number, list or object as Connect's header converter writes it (connect_values.connect_header_text)."""
     if text is None or isinstance(text, bytes):
         return text
     if not isinstance(text, str):
         return typed_header_bytes(text)
-    return b64(text, where) if encoding == "base64" else text.encode()
+    return b64(text, where, wording) if encoding == "base64" else text.encode()
 
 
 def typed_header_bytes(value: Any) -> bytes | None:
@@ -290,25 +345,27 @@ def _snappy(data: bytes, key: str) -> bytes:
     return b"".join(blocks)
 
 
-def b64(text: str | None, where: str) -> bytes | None:
+def b64(text: str | None, where: str, wording: Wording = CLI_WORDING) -> bytes | None:
     """Strict base64 (None stays None)."""
     if text is None:
         return None
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise CorruptObject(f"{where}: {text[:40]!r} is not base64 (if the sink stored text, set "
-                            "--peer-value-encoding none or --peer-header-encoding text)") from None
+        values = wording.setting("--peer-value-encoding none", 'peer_value_encoding", "none')
+        headers = wording.setting("--peer-header-encoding text", 'peer_header_encoding", "text')
+        raise CorruptObject(f"{where}: {text[:40]!r} is not base64 (if the sink stored text, set {values} or "
+                            f"{headers})") from None
 
 
-def json_bytes(node: Any, where: str, encoding: str) -> bytes | None:
+def json_bytes(node: Any, where: str, encoding: str, wording: Wording = CLI_WORDING) -> bytes | None:
     """A key/value a sink wrote as JSON (through Connect's JsonConverter): by `encoding`, a JSON
     string is base64 of bytes (ByteArrayConverter), text (StringConverter) or JSON text, quotes and
     all (JsonConverter); other JSON is kept as compact JSON text, UTF-8, numbers as Jackson writes them."""
     if node is None:
         return None
     if isinstance(node, str) and encoding != "json":
-        return b64(node, where) if encoding == "base64" else node.encode()
+        return b64(node, where, wording) if encoding == "base64" else node.encode()
     return connect_json(node)  # Jackson's numbers: a parsed 1.0E10 is written 1.0E10 again, not 10000000000.0
 
 

@@ -37,10 +37,13 @@ from .base import (
     connect_bytes,
     decompress,
     header_value,
+    headers_hint,
     json_bytes,
     table_of,
+    typed_hint,
+    values_hint,
 )
-from .connect_values import arrow_rows, avro_rows
+from .connect_values import arrow_rows, avro_rows, typed_fields
 
 _NAME = re.compile(
     r"(?:.*/)?(?P<topic>[a-zA-Z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d+)(?P<role>\.keys|\.headers)?"
@@ -96,6 +99,24 @@ class ConfluentLayout(PeerLayout):
         """Confluent overlaps come from partitioners that spread a partition over folders."""
         return "was it written with a field-based partitioner?"
 
+    def content_hints(self, data: bytes, key: str, options: PeerOptions,
+                      companion: Callable[[str], bytes | None]) -> dict[str, str | None]:
+        """Typed values in Avro and Parquet; JSON values all base64; header values (its `.headers` sibling)
+        all base64."""
+        hints: dict[str, str | None] = {}
+        try:
+            if not _is_bytearray(key):
+                typed = typed_fields(decompress(data, key) if key.endswith(".gz") else data)
+                hints.update(typed_hint(self.name, key, ["value"] if typed else []) if typed is not None
+                             else values_hint(self.name, key, _rows(data, key), options))
+            headers_key, headers_data = _first_found(self.siblings(key, "headers"), companion)
+            if headers_data is not None:
+                lists = [h.get("headers") if isinstance(h, dict) else h for h in _rows(headers_data, headers_key)]
+                hints.update(headers_hint(self.name, key, [h.get("value") for hs in lists for h in hs or ()], options))
+        except (ValueError, KeyError, AttributeError, pa.ArrowInvalid):
+            return hints
+        return hints
+
     def decode(self, data: bytes, obj: PeerKey, options: PeerOptions,
                companion: Callable[[str], bytes | None]) -> Decoded:
         """A value file (and its `.keys`/`.headers` siblings, if any) as envelope rows."""
@@ -118,10 +139,10 @@ class ConfluentLayout(PeerLayout):
         values_as_json = _is_json(data, key)
         return Decoded(table_of([
             Record(obj.topic, obj.partition, obj.offset_hint + i,
-                   json_bytes(k, key, options.keys_encoding) if keys_as_json else connect_bytes(k),
-                   json_bytes(v, key, options.value_encoding) if values_as_json else connect_bytes(v),
+                   json_bytes(k, key, options.keys_encoding, options.wording) if keys_as_json else connect_bytes(k),
+                   json_bytes(v, key, options.value_encoding, options.wording) if values_as_json else connect_bytes(v),
                    0, 0,
-                   tuple((h["key"], header_value(h.get("value"), header_encoding, key)) for h in (hs or [])))
+                   tuple((h["key"], header_value(h.get("value"), header_encoding, key, options.wording)) for h in (hs or [])))
             for i, (k, v, hs) in enumerate(zip(keys, values, headers))
         ]), record_offsets=False)
 

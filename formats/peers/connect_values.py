@@ -35,6 +35,7 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 MILLIS_PER_DAY = 24 * 60 * 60 * 1000
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -288,3 +289,27 @@ def _arrow_marked(value: Any, kind: pa.DataType) -> Any:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         return [_arrow_marked(item, kind.value_type) for item in value]
     return value
+
+
+def typed_fields(data: bytes) -> list[str] | None:
+    """The fields of an Avro or Parquet object stored typed, i.e. as other than bytes or text (a whole
+    non-record Avro schema is the field `value`); None when the object is neither format."""
+    if data[:4] == b"PAR1":
+        schema = pq.read_schema(pa.BufferReader(data))  # the footer only
+        return [f.name for f in schema if not (pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)
+                                               or pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+                                               or pa.types.is_null(f.type))]
+    if data[:4] == b"Obj\x01":
+        writer = fastavro.reader(io.BytesIO(data)).writer_schema
+        if isinstance(writer, dict) and writer.get("type") == "record":
+            return [f["name"] for f in writer["fields"] if _avro_typed(f["type"])]
+        return ["value"] if _avro_typed(writer) else []
+    return None
+
+
+def _avro_typed(schema: Any) -> bool:
+    if isinstance(schema, list):
+        return any(_avro_typed(branch) for branch in schema)
+    if isinstance(schema, dict):
+        return "logicalType" in schema or _avro_typed(schema.get("type"))
+    return schema not in ("bytes", "string", "null")

@@ -34,10 +34,12 @@ from .base import (
     b64,
     connect_bytes,
     header_value,
+    headers_hint,
     table_of,
     typed_header_bytes,
+    typed_hint,
 )
-from .connect_values import arrow_rows, avro_rows
+from .connect_values import arrow_rows, avro_rows, typed_fields
 from .quix import NAME as QUIX_NAME
 
 _NAMES = (
@@ -69,6 +71,19 @@ class LensesLayout(PeerLayout):
         """Only the JSON form leaves the header encoding unsaid."""
         return f"JSON {super().header_note(options)}; Avro and Parquet header values say their type"
 
+    def content_hints(self, data: bytes, key: str, options: PeerOptions,
+                      companion: Callable[[str], bytes | None]) -> dict[str, str | None]:
+        """Typed keys and values in Avro and Parquet; JSON header values all base64."""
+        try:
+            typed = typed_fields(data)
+            if typed is not None:
+                return typed_hint(self.name, key, [f for f in typed if f in ("key", "value")])
+            rows = [parse_json(line, key) for line in data.splitlines() if line.strip()]
+        except (ValueError, pa.ArrowInvalid):
+            return {}
+        values = [v for row in rows if isinstance(row, dict) for _, v in _header_items(row.get("headers"))]
+        return headers_hint(self.name, key, values, options)
+
     def decode(self, data: bytes, obj: PeerKey, options: PeerOptions,
                companion: Callable[[str], bytes | None]) -> Decoded:
         """An envelope object as envelope rows, with the offsets its metadata holds."""
@@ -92,7 +107,7 @@ class LensesLayout(PeerLayout):
                     _bytes(row.get("key"), as_json, row.get("keyIsArray", False), key),
                     _bytes(row.get("value"), as_json, row.get("valueIsArray", False), key),
                     int(metadata.get("timestamp") or 0), 0,
-                    tuple((name, header_value(value, header_encoding, key) if as_json else typed_header_bytes(value))
+                    tuple((name, header_value(value, header_encoding, key, options.wording) if as_json else typed_header_bytes(value))
                           for name, value in _header_items(row.get("headers"))),
                 ))
         except (ValueError, KeyError, TypeError, pa.ArrowInvalid) as exc:

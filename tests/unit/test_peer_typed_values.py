@@ -139,3 +139,38 @@ def test_confluent_avro_float_fields_render_as_jsonconverter_writes_them(tmp_pat
     # JsonConverter (schemas.enable=false) on Connect 4.4.0 writes exactly this for the same struct.
     assert rows[0]["value"] == b'{"name":"a","price":19.99,"big":1.0E10,"small":1.0E-5}'
     json.loads(rows[0]["value"])  # still JSON
+
+
+def test_lenses_avro_headers_of_every_connect_type_come_back_as_connect_wrote_their_text(tmp_path):
+    # What SimpleHeaderConverter makes of header texts such as 1.0E10, 12:34:56.789Z, [1,2] or {"x":1},
+    # stored typed; a BYTES header (ByteArrayConverter) is its bytes.
+    schema = {"type": "record", "name": "Envelope", "fields": [
+        {"name": "key", "type": ["null", "bytes"]}, {"name": "value", "type": ["null", "bytes"]},
+        {"name": "headers", "type": {"type": "record", "name": "Headers", "fields": [
+            {"name": "f64", "type": "double"},
+            {"name": "time", "type": {"type": "int", "logicalType": "time-millis"}},
+            {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "raw", "type": "bytes"},
+            {"name": "list", "type": {"type": "array", "items": "int"}},
+            {"name": "floats", "type": {"type": "array", "items": "float"}},
+            {"name": "map", "type": {"type": "map", "values": "string"}},
+            {"name": "struct", "type": {"type": "record", "name": "S", "fields": [
+                {"name": "n", "type": "long"}, {"name": "s", "type": ["null", "string"]}]}},
+        ]}},
+        {"name": "metadata", "type": LENSES_TYPED_AVRO["fields"][3]["type"]},
+    ]}
+    headers = {"f64": 1e10, "time": datetime.time(12, 34, 56, 789000),
+               "ts": datetime.datetime(2026, 4, 7, 12, 4, 56, 789000, tzinfo=datetime.timezone.utc),
+               "raw": b"\x00\xff", "list": [1, 2], "floats": [0.1, 19.99], "map": {"x": 'say "hi"'},
+               "struct": {"n": 7, "s": None}}
+    folder = tmp_path / "t" / "0"
+    folder.mkdir(parents=True)
+    out = io.BytesIO()
+    fastavro.writer(out, fastavro.parse_schema(schema),
+                    [{"key": None, "value": b"v", "headers": headers, "metadata": _metadata(3)}])
+    (folder / "000000000003_1_1.avro").write_bytes(out.getvalue())
+    rows, _ = restored(tmp_path, "lenses")
+    assert [(h["key"], h["value"]) for h in rows[0]["headers"]] == [
+        ("f64", b"1.0E10"), ("time", b"12:34:56.789Z"), ("ts", b"2026-04-07T12:04:56.789Z"), ("raw", b"\x00\xff"),
+        ("list", b"[1,2]"), ("floats", b"[0.1,19.99]"), ("map", b'{"x":"say \\"hi\\""}'),
+        ("struct", b'{"n":7,"s":null}')]
