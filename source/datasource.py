@@ -28,7 +28,7 @@ from ..core.options import (
     store_options_from,
 )
 from ..core.spark import refuse_speculation
-from ..formats.peers import NATIVE, PeerOptions, layout_named
+from ..formats.peers import NATIVE, PeerOptions, envelope_setting, layout_named
 from .kafka_writer import ProduceAdvice, produce_partition
 from .object_reader import check_keys_open
 from .peer_layout import PartitionReading, archive_state, read_layout_partition, resolve_layout
@@ -48,7 +48,8 @@ class ObjectReader(DataSourceReader):
 
     Options: `topics` (comma-separated), `layout` (auto, topicvault or a peer sink's, as
     `restore --layout`), and for peer archives `key_template`, `peer_fields`,
-    `peer_value_encoding`, `peer_header_encoding`, `peer_key_encoding` (as the restore options of the same names).
+    `peer_value_encoding`, `peer_header_encoding`, `peer_key_encoding`, `peer_envelope` (as the restore options of the
+    same names).
     """
 
     def __init__(self, options: Mapping[str, str]) -> None:
@@ -63,6 +64,7 @@ class ObjectReader(DataSourceReader):
             self.options.get("peer_value_encoding", "base64"),
             self.options.get("peer_header_encoding") or None,
             self.options.get("peer_key_encoding") or None,
+            envelope_setting(self.options.get("peer_envelope"), DATAFRAME_WORDING),
             wording=DATAFRAME_WORDING,
         )
 

@@ -158,24 +158,28 @@ def layout_notes(layout: Layout, options: PeerOptions, detected: bool, ignored: 
     return notes
 
 
-HEADER_HINT_OBJECTS = 5  # objects read, at most, to find one that stores header values
+HINT_OBJECTS = 5  # objects read, at most, for what their content tells of the settings a restore assumed
 
 
-def header_encoding_hint(store: ObjectStore, layout: str, options: PeerOptions, state: BackupState) -> str | None:
-    """A note when header values are read as text (the default) but all of them in the first object
-    that has any decode as base64, as a sink with header.converter=ByteArrayConverter writes them."""
-    if options.header_encoding is not None:
-        return None
+def content_hints(store: ObjectStore, layout: str, options: PeerOptions, state: BackupState) -> list[str]:
+    """Notes where an archive's content tells another setting than the one the restore assumed (header
+    values all base64, values all base64 strings, lines that are not envelopes, typed fields), each
+    naming the option to choose by `options.wording`. Per kind, the first of the archive's first
+    HINT_OBJECTS objects that holds evidence decides."""
     peer = PEERS[layout]
     entries = [e for _, partition in sorted(state.partitions.items()) for e in partition.objects]
-    for entry in entries[:HEADER_HINT_OBJECTS]:
-        looks = peer.headers_look_base64(lambda key=entry.key: store.get(key), entry.key)
-        if looks is not None:
-            return None if not looks else (
-                f"{layout}: every header value in {entry.key} is base64, yet header values are read as text (the "
-                "default): if the sink's header.converter was ByteArrayConverter, restore with "
-                "--peer-header-encoding base64")
-    return None
+    found: dict[str, str | None] = {}
+
+    def companion(key: str) -> bytes | None:
+        try:
+            return store.get(key)
+        except ObjectNotFound:
+            return None
+
+    for entry in entries[:HINT_OBJECTS]:
+        for kind, hint in peer.content_hints(store.get(entry.key), entry.key, options, companion).items():
+            found.setdefault(kind, hint)
+    return [hint for hint in found.values() if hint]
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from .peer_layout import (
     PeerReadReport,
     PeerTally,
     archive_state,
-    header_encoding_hint,
+    content_hints,
     layout_notes,
     read_layout_partition,
     resolve_layout,
@@ -452,14 +452,13 @@ def plan_restore(job: RestoreJob, request: RestoreRequest) -> RestorePlan:
 
 def _layout_notes(store: ObjectStore, job: RestoreJob, layout: Layout, archive: BackupState,
                   ignored: list[str], seen_before: bool) -> tuple[str, ...]:
-    """What the restore says of the layout: what it keeps and loses, objects left out, and a hint when
-    a peer's header values look base64 while they are read as text. The hint reads up to
-    HEADER_HINT_OBJECTS objects, so a standby round after one that saw the objects (`seen_before`)
-    does not read them again."""
+    """What the restore says of the layout: what it keeps and loses, objects left out, and hints where a
+    peer's content tells another setting than the one assumed (content_hints). The hints read up to
+    HINT_OBJECTS objects, so a standby round after one that saw the objects (`seen_before`) does not
+    read them again."""
     notes = layout_notes(layout, job.peer_options, job.layout == AUTO, ignored)
-    hint = None if layout.commit_log or seen_before else header_encoding_hint(store, layout.name,
-                                                                               job.peer_options, archive)
-    return tuple(notes + ([hint] if hint else []))
+    hints = [] if layout.commit_log or seen_before else content_hints(store, layout.name, job.peer_options, archive)
+    return tuple(notes + hints)
 
 
 def gather_facts(job: RestoreJob, request: RestoreRequest) -> RestoreFacts:

@@ -21,6 +21,7 @@ import pyarrow as pa
 from ...core.envelope import Record, records_to_batch
 from ...core.errors import CLI_WORDING, CorruptObject, TopicvaultError, Wording
 from ..base import INFLATE_STEP_BYTES, MAX_INFLATED_BYTES, check_inflated_size, gunzip_bytes, snappy_stated_size
+from .connect_values import connect_header_text, connect_json
 
 AIVEN_FIELDS = ("key", "value", "offset", "timestamp", "headers")
 VALUE_ENCODINGS = ("base64", "none", "json")
@@ -43,6 +44,9 @@ class PeerOptions:
     # value_encoding for keys, where the sink's key.converter differs from its value.converter
     # (e.g. StringConverter keys beside ByteArrayConverter values). None: as value_encoding.
     key_encoding: str | None = None
+    # Aiven: format.output.envelope. False: with one output field, each record is that field's value
+    # alone (a jsonl line, a json element), not an object holding it (AbstractJsonOutputStreamWriter).
+    envelope: bool = True
     # How the refusals below name these settings (CLI flags, or the DataFrame reader's options).
     wording: Wording = field(default=CLI_WORDING, compare=False)
 
@@ -59,7 +63,27 @@ class PeerOptions:
             raise TopicvaultError(f"{bad('peer_key_encoding', repr(self.key_encoding))}: use base64, none or json")
         if self.header_encoding is not None and self.header_encoding not in HEADER_ENCODINGS:
             raise TopicvaultError(f"{bad('peer_header_encoding', repr(self.header_encoding))}: use text or base64")
+        if not self.envelope:
+            self._check_unwrapped_fields()
 
+    def _check_unwrapped_fields(self) -> None:
+        """format.output.envelope=false takes one output field (OutputFormatFragment.validate); only a
+        value alone holds records a restore can produce."""
+        envelope = self.wording.setting("--peer-envelope false", 'peer_envelope", "false')
+        fields = self.wording.setting("--peer-fields", "peer_fields")
+        if len(self.fields) != 1:
+            raise TopicvaultError(f"{envelope} (format.output.envelope=false) takes one output field, {fields} names "
+                                  f"{','.join(self.fields)}: the sink refuses that setting; check its configuration")
+        if self.fields != ("value",):
+            raise TopicvaultError(f"{envelope} with {fields} {self.fields[0]}: each line holds the {self.fields[0]} "
+                                  "alone, so the archive holds no values; topicvault cannot restore records from it")
+
+
+    def flag(self, name: str, value: str | None = None) -> str:
+        """A setting as the user names it: `--peer-header-encoding base64` on the CLI,
+        `option("peer_header_encoding", "base64")` on the DataFrame reader."""
+        option = name if value is None else f'{name}", "{value}'
+        return self.wording.setting(f"--{name.replace('_', '-')}" + ("" if value is None else f" {value}"), option)
 
     @property
     def keys_encoding(self) -> str:
@@ -70,6 +94,16 @@ class PeerOptions:
     def keys_base64(self) -> bool:
         """Whether keys written as JSON strings are base64 of bytes (else text)."""
         return self.keys_encoding == "base64"
+
+
+def envelope_setting(text: str | None, wording: Wording = CLI_WORDING) -> bool:
+    """`--peer-envelope` / option("peer_envelope"): Aiven's format.output.envelope, true (default) or false."""
+    if text is None or text.strip().lower() == "true":
+        return True
+    if text.strip().lower() == "false":
+        return False
+    raise TopicvaultError(f"bad {wording.setting('--peer-envelope', 'peer_envelope')} {text!r}: use true or false "
+                          "(the sink's format.output.envelope)")
 
 
 @dataclass(frozen=True)
@@ -140,27 +174,97 @@ class PeerLayout(Layout):
     def header_note(self, options: PeerOptions) -> str | None:
         """Which header encoding a restore used where files do not say it (None: not applicable)."""
         used = options.header_encoding or self.default_header_encoding
-        how = "--peer-header-encoding" if options.header_encoding else "default; set --peer-header-encoding"
+        flag = options.flag("peer_header_encoding")
+        how = flag if options.header_encoding else f"default; set {flag}"
         return f"header values stored as text read as {used} ({how})"
 
-    def headers_look_base64(self, read: Callable[[], bytes], key: str) -> bool | None:
-        """Whether every header value object `key` (its bytes: `read()`) stores as text is base64
-        (True), some is not (False), or it stores none as text (None). Layouts that do not check
-        return None without reading."""
-        return None
+    def content_hints(self, data: bytes, key: str, options: PeerOptions,
+                      companion: Callable[[str], bytes | None]) -> dict[str, str | None]:
+        """What object `key` (its bytes `data`; `companion` reads its sibling files) tells of a setting
+        the restore assumed, by kind (HINT_KINDS): a note naming the option to choose instead, or None
+        where the object shows the assumption holds. Kinds it holds no evidence of are left out."""
+        return {}
 
     def overlap_hint(self, options: PeerOptions) -> str:
         """Why objects without record offsets may overlap, for the refusal message."""
         return "was it written with a field- or time-based partitioner?"
 
 
-def header_value(text: Any, encoding: str, where: str) -> bytes | None:
-    """A header value a Connect sink stored as text: base64 of the bytes, or the text itself."""
+HINT_KINDS = ("headers", "values", "envelope", "typed")
+
+
+def is_base64(text: Any) -> bool:
+    """Whether `text` is a non-empty string of strict base64."""
+    try:
+        return isinstance(text, str) and bool(text) and b64(text, "") is not None
+    except CorruptObject:
+        return False
+
+
+def headers_hint(layout: str, key: str, values: list[Any], options: PeerOptions) -> dict[str, str | None]:
+    """Header values stored as text (read as text by default): a note when every one is base64, as
+    header.converter=ByteArrayConverter writes them."""
+    values = [v for v in values if v is not None]
+    if options.header_encoding is not None or not values:
+        return {}
+    if not all(is_base64(v) for v in values):
+        return {"headers": None}
+    return {"headers": f"{layout}: every header value in {key} is base64, yet header values are read as text (the "
+                       "default): if the sink's header.converter was ByteArrayConverter, restore with "
+                       f"{options.flag('peer_header_encoding', 'base64')}"}
+
+
+def values_hint(layout: str, key: str, nodes: list[Any], options: PeerOptions) -> dict[str, str | None]:
+    """Values stored as JSON strings: a note when every one is base64 (as ByteArrayConverter writes
+    them) while the restore reads them as text or JSON text."""
+    nodes = [n for n in nodes if n is not None]
+    if not nodes or not all(isinstance(n, str) for n in nodes):
+        return {}
+    if options.value_encoding == "base64" or not all(is_base64(n) for n in nodes):
+        return {"values": None}
+    return {"values": f"{layout}: every value in {key} is a base64 JSON string, yet values are read with "
+                      f"{options.flag('peer_value_encoding', options.value_encoding)}: if the sink's value.converter "
+                      f"was ByteArrayConverter, restore with {options.flag('peer_value_encoding', 'base64')}"}
+
+
+def typed_hint(layout: str, key: str, typed: list[str]) -> dict[str, str | None]:
+    """A note naming the fields an Avro or Parquet object stores typed (not bytes or text)."""
+    if not typed:
+        return {"typed": None}
+    return {"typed": f"{layout}: {key} stores {', '.join(typed)} typed (not bytes): restored as the JSON Connect's "
+                     "JsonConverter (schemas.enable=false) writes for them, header values as its header converter "
+                     "writes them; the bytes another converter made of them (Avro or Protobuf with a schema "
+                     "registry) cannot be rebuilt"}
+
+
+def header_value(text: Any, encoding: str, where: str, wording: Wording = CLI_WORDING) -> bytes | None:
+    """A header value a Connect sink stored as text: base64 of the bytes, or the text itself; a JSON
+    number, list or object as Connect's header converter writes it (connect_values.connect_header_text)."""
     if text is None or isinstance(text, bytes):
         return text
     if not isinstance(text, str):
-        return json.dumps(text, separators=(",", ":")).encode()
-    return b64(text, where) if encoding == "base64" else text.encode()
+        return typed_header_bytes(text)
+    return b64(text, where, wording) if encoding == "base64" else text.encode()
+
+
+def typed_header_bytes(value: Any) -> bytes | None:
+    """A header value a sink stored with its Connect type (Avro, Parquet): bytes as they are, text as
+    UTF-8, anything else as SimpleHeaderConverter writes it (Values.convertToString)."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return connect_header_text(value).encode()
+
+
+def connect_bytes(value: Any) -> bytes | None:
+    """A key or value a Connect sink stored typed (Avro, Parquet): bytes as they are, text as UTF-8,
+    anything else as the JSON Connect's JsonConverter writes for it (connect_values.connect_json)."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return connect_json(value)
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -241,26 +345,28 @@ def _snappy(data: bytes, key: str) -> bytes:
     return b"".join(blocks)
 
 
-def b64(text: str | None, where: str) -> bytes | None:
+def b64(text: str | None, where: str, wording: Wording = CLI_WORDING) -> bytes | None:
     """Strict base64 (None stays None)."""
     if text is None:
         return None
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise CorruptObject(f"{where}: {text[:40]!r} is not base64 (if the sink stored text, set "
-                            "--peer-value-encoding none or --peer-header-encoding text)") from None
+        values = wording.setting("--peer-value-encoding none", 'peer_value_encoding", "none')
+        headers = wording.setting("--peer-header-encoding text", 'peer_header_encoding", "text')
+        raise CorruptObject(f"{where}: {text[:40]!r} is not base64 (if the sink stored text, set {values} or "
+                            f"{headers})") from None
 
 
-def json_bytes(node: Any, where: str, encoding: str) -> bytes | None:
+def json_bytes(node: Any, where: str, encoding: str, wording: Wording = CLI_WORDING) -> bytes | None:
     """A key/value a sink wrote as JSON (through Connect's JsonConverter): by `encoding`, a JSON
     string is base64 of bytes (ByteArrayConverter), text (StringConverter) or JSON text, quotes and
-    all (JsonConverter); other JSON is kept as compact JSON text, UTF-8 as Jackson writes it."""
+    all (JsonConverter); other JSON is kept as compact JSON text, UTF-8, numbers as Jackson writes them."""
     if node is None:
         return None
     if isinstance(node, str) and encoding != "json":
-        return b64(node, where) if encoding == "base64" else node.encode()
-    return json.dumps(node, separators=(",", ":"), ensure_ascii=False).encode()
+        return b64(node, where, wording) if encoding == "base64" else node.encode()
+    return connect_json(node)  # Jackson's numbers: a parsed 1.0E10 is written 1.0E10 again, not 10000000000.0
 
 
 def as_bytes(value: Any) -> bytes | None:

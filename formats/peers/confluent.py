@@ -20,18 +20,30 @@ record i of a file has offset start + i, and timestamps are lost.
 
 from __future__ import annotations
 
-import io
 import re
 from typing import Any, Callable
 
-import fastavro
 import pyarrow as pa
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject, TopicvaultError
 from ..base import parse_json
 from ..parquet import read_bounded
-from .base import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, decompress, header_value, json_bytes, table_of
+from .base import (
+    Decoded,
+    PeerKey,
+    PeerLayout,
+    PeerOptions,
+    connect_bytes,
+    decompress,
+    header_value,
+    headers_hint,
+    json_bytes,
+    table_of,
+    typed_hint,
+    values_hint,
+)
+from .connect_values import arrow_rows, avro_rows, typed_fields
 
 _NAME = re.compile(
     r"(?:.*/)?(?P<topic>[a-zA-Z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d+)(?P<role>\.keys|\.headers)?"
@@ -87,6 +99,24 @@ class ConfluentLayout(PeerLayout):
         """Confluent overlaps come from partitioners that spread a partition over folders."""
         return "was it written with a field-based partitioner?"
 
+    def content_hints(self, data: bytes, key: str, options: PeerOptions,
+                      companion: Callable[[str], bytes | None]) -> dict[str, str | None]:
+        """Typed values in Avro and Parquet; JSON values all base64; header values (its `.headers` sibling)
+        all base64."""
+        hints: dict[str, str | None] = {}
+        try:
+            if not _is_bytearray(key):
+                typed = typed_fields(decompress(data, key) if key.endswith(".gz") else data)
+                hints.update(typed_hint(self.name, key, ["value"] if typed else []) if typed is not None
+                             else values_hint(self.name, key, _rows(data, key), options))
+            headers_key, headers_data = _first_found(self.siblings(key, "headers"), companion)
+            if headers_data is not None:
+                lists = [h.get("headers") if isinstance(h, dict) else h for h in _rows(headers_data, headers_key)]
+                hints.update(headers_hint(self.name, key, [h.get("value") for hs in lists for h in hs or ()], options))
+        except (ValueError, KeyError, AttributeError, pa.ArrowInvalid):
+            return hints
+        return hints
+
     def decode(self, data: bytes, obj: PeerKey, options: PeerOptions,
                companion: Callable[[str], bytes | None]) -> Decoded:
         """A value file (and its `.keys`/`.headers` siblings, if any) as envelope rows."""
@@ -109,10 +139,10 @@ class ConfluentLayout(PeerLayout):
         values_as_json = _is_json(data, key)
         return Decoded(table_of([
             Record(obj.topic, obj.partition, obj.offset_hint + i,
-                   json_bytes(k, key, options.keys_encoding) if keys_as_json else as_bytes(k),
-                   json_bytes(v, key, options.value_encoding) if values_as_json else as_bytes(v),
+                   json_bytes(k, key, options.keys_encoding, options.wording) if keys_as_json else connect_bytes(k),
+                   json_bytes(v, key, options.value_encoding, options.wording) if values_as_json else connect_bytes(v),
                    0, 0,
-                   tuple((h["key"], header_value(h.get("value"), header_encoding, key)) for h in (hs or [])))
+                   tuple((h["key"], header_value(h.get("value"), header_encoding, key, options.wording)) for h in (hs or [])))
             for i, (k, v, hs) in enumerate(zip(keys, values, headers))
         ]), record_offsets=False)
 
@@ -145,14 +175,14 @@ def _rows(data: bytes, key: str) -> list[Any]:
             raise ValueError("a ByteArrayFormat file ends with its separator, a newline; this one does not")
         return data.split(b"\n")[:-1]
     if data[:4] == b"Obj\x01":
-        return list(fastavro.reader(io.BytesIO(data)))
+        return avro_rows(data)
     if data[:4] == b"PAR1":
-        table = read_bounded(data, key)
-        if table.num_columns == 1 and _NAME.fullmatch(key)["role"]:
+        rows = arrow_rows(read_bounded(data, key))
+        if rows and len(rows[0]) == 1 and _NAME.fullmatch(key)["role"]:
             # The keys and headers views are wrapped in a one-field struct ({key}, {headers}); a
             # value is its own struct, kept whole even with one field.
-            return table.column(0).to_pylist()
-        return table.to_pylist()
+            return [next(iter(row.values())) for row in rows]
+        return rows
     return [parse_json(line, key) for line in data.splitlines() if line.strip()]
 
 

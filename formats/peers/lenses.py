@@ -17,18 +17,29 @@ value was stored; the JSON form marks byte keys and values with `keyIsArray` / `
 
 from __future__ import annotations
 
-import io
 import re
 from typing import Any, Callable
 
-import fastavro
 import pyarrow as pa
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject
 from ..base import parse_json
 from ..parquet import read_bounded
-from .base import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, b64, header_value, table_of
+from .base import (
+    Decoded,
+    PeerKey,
+    PeerLayout,
+    PeerOptions,
+    b64,
+    connect_bytes,
+    header_value,
+    headers_hint,
+    table_of,
+    typed_header_bytes,
+    typed_hint,
+)
+from .connect_values import arrow_rows, avro_rows, typed_fields
 from .quix import NAME as QUIX_NAME
 
 _NAMES = (
@@ -60,6 +71,19 @@ class LensesLayout(PeerLayout):
         """Only the JSON form leaves the header encoding unsaid."""
         return f"JSON {super().header_note(options)}; Avro and Parquet header values say their type"
 
+    def content_hints(self, data: bytes, key: str, options: PeerOptions,
+                      companion: Callable[[str], bytes | None]) -> dict[str, str | None]:
+        """Typed keys and values in Avro and Parquet; JSON header values all base64."""
+        try:
+            typed = typed_fields(data)
+            if typed is not None:
+                return typed_hint(self.name, key, [f for f in typed if f in ("key", "value")])
+            rows = [parse_json(line, key) for line in data.splitlines() if line.strip()]
+        except (ValueError, pa.ArrowInvalid):
+            return {}
+        values = [v for row in rows if isinstance(row, dict) for _, v in _header_items(row.get("headers"))]
+        return headers_hint(self.name, key, values, options)
+
     def decode(self, data: bytes, obj: PeerKey, options: PeerOptions,
                companion: Callable[[str], bytes | None]) -> Decoded:
         """An envelope object as envelope rows, with the offsets its metadata holds."""
@@ -67,9 +91,9 @@ class LensesLayout(PeerLayout):
         header_encoding = options.header_encoding or self.default_header_encoding
         try:
             if data[:4] == b"Obj\x01":
-                rows, as_json = list(fastavro.reader(io.BytesIO(data))), False
+                rows, as_json = avro_rows(data), False
             elif data[:4] == b"PAR1":
-                rows, as_json = read_bounded(data, key).to_pylist(), False
+                rows, as_json = arrow_rows(read_bounded(data, key)), False
             else:
                 rows, as_json = [parse_json(line, key) for line in data.splitlines() if line.strip()], True
             records = []
@@ -83,7 +107,7 @@ class LensesLayout(PeerLayout):
                     _bytes(row.get("key"), as_json, row.get("keyIsArray", False), key),
                     _bytes(row.get("value"), as_json, row.get("valueIsArray", False), key),
                     int(metadata.get("timestamp") or 0), 0,
-                    tuple((name, header_value(value, header_encoding, key) if as_json else as_bytes(value))
+                    tuple((name, header_value(value, header_encoding, key, options.wording) if as_json else typed_header_bytes(value))
                           for name, value in _header_items(row.get("headers"))),
                 ))
         except (ValueError, KeyError, TypeError, pa.ArrowInvalid) as exc:
@@ -103,7 +127,7 @@ def _bytes(node: Any, as_json: bool, is_array: bool, where: str) -> bytes | None
         return node
     if as_json and isinstance(node, str):
         return b64(node, where) if is_array else node.encode()
-    return as_bytes(node)
+    return connect_bytes(node)
 
 
 LAYOUT = LensesLayout()

@@ -529,3 +529,18 @@ def test_dataframe_reader_reads_peer_archives(spark, tmp_path):
         got = {(r.partition, r.offset): (r.key, r.value, [(h.key, h.value) for h in r.headers]) for r in rows}
         want = {(p, r.offset): (r.key, r.value, list(r.headers)) for p, rs in records.items() for r in rs}
         assert got == want and len(rows) == len(want), layout
+
+
+def test_aiven_jsonl_without_envelope_restores_each_line_as_the_value(bootstrap, spark, tmp_path):
+    # Issue #48 case 2: format.output.fields=value, format.output.envelope=false, JsonConverter values
+    # whose JSON happens to hold fields named key, value and offset; a tombstone is the line `null`.
+    topic = f"aiven-bare-{uuid.uuid4().hex[:6]}"
+    lines = [b'{"key":"reader-a","value":"file-1.csv","offset":0}', None,
+             b'{"key":"reader-b","value":"file-2.csv","offset":1}', b'{"value":"file-3.csv"}']
+    (tmp_path / f"{topic}-0-0").write_bytes(b"\n".join(line or b"null" for line in lines))
+    run_cli("restore", "--from", str(tmp_path), "-b", bootstrap, "--layout", "aiven", "--peer-envelope", "false",
+            "--peer-value-encoding", "json", "--rename", f"{topic}={topic}-r")
+    assert [(r.key, r.value) for r in consume_all(bootstrap, f"{topic}-r")[0]] == [(None, line) for line in lines]
+    rows = (spark.read.format("topicvault").option("layout", "aiven").option("peer_envelope", "false")
+            .option("peer_value_encoding", "json").load(str(tmp_path)).collect())
+    assert [(r.offset, r.value) for r in sorted(rows, key=lambda r: r.offset)] == list(enumerate(lines))

@@ -302,6 +302,11 @@ def test_merge_matches_sorted_unique_offsets_for_random_interleavings(tmp_path, 
     (["--peer-header-encoding", "utf8"], "error: bad --peer-header-encoding 'utf8': use text or base64"),
     (["--layout", "quix", "--key-template", "{{topic}}-{{partition}}-{{start_offset}}"],
      "error: --key-template: quix objects are not named by a template; drop --key-template"),
+    (["--peer-envelope", "maybe"], "error: bad --peer-envelope 'maybe': use true or false (the sink's "
+                                   "format.output.envelope)"),
+    (["--peer-envelope", "false", "--peer-fields", "value,offset"],
+     "error: --peer-envelope false (format.output.envelope=false) takes one output field, --peer-fields names "
+     "value,offset: the sink refuses that setting; check its configuration"),
 ])
 def test_bad_peer_options_are_one_line_errors(tmp_path, args, message):
     from clitools import run_cli
