@@ -20,7 +20,7 @@ from .core.errors import TopicvaultError
 # Option defaults are the library's own (one place each).
 from .core.rotation import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
 from .core.text import terminal_text
-from .formats.peers import PEERS, PeerOptions, envelope_setting
+from .formats.peers import PEERS, peer_options_of
 from .sink.plan import DEFAULT_RECORDS_PER_TASK
 
 app = typer.Typer(
@@ -255,8 +255,7 @@ def restore(
                                                        "JSON, Aiven jsonl: how header values were stored as text: "
                                                        "text (SimpleHeaderConverter, the default) or base64 "
                                                        "(ByteArrayConverter)."),
-    peer_envelope: Optional[str] = typer.Option(None, "--peer-envelope", help="Aiven: format.output.envelope; "
-                                                "false: each jsonl line or json element is the value alone."),
+    peer_envelope: Optional[str] = typer.Option(None, "--peer-envelope", help="Aiven's format.output.envelope."),
     max_records_per_second: Optional[float] = typer.Option(None, "--max-records-per-second", help="Produce at most "
                                                            "this many records per second, all tasks together."),
     max_bytes_per_second: Optional[float] = typer.Option(None, "--max-bytes-per-second", help="Produce at most this "
@@ -299,8 +298,7 @@ def restore(
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option,
                          encryption_key)
     settings.keyring()  # an unreadable key file or unknown KMS key fails before anything else
-    peers = PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()), peer_value_encoding,
-                        peer_header_encoding, peer_key_encoding, envelope_setting(peer_envelope))
+    peers = peer_options_of(peer_fields, peer_value_encoding, peer_header_encoding, peer_key_encoding, peer_envelope)
     job = RestoreJob(cluster_of(settings), settings.location("--from"), settings.store_option_pairs(), layout=layout,
                      key_template=key_template, state_uri=state, on_error=check_on_error(on_error),
                      encryption_keys=settings.encryption_keys, peer_options=peers, rate=rate)

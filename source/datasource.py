@@ -28,7 +28,7 @@ from ..core.options import (
     store_options_from,
 )
 from ..core.spark import refuse_speculation
-from ..formats.peers import NATIVE, PeerOptions, envelope_setting, layout_named
+from ..formats.peers import NATIVE, layout_named, peer_options_of
 from .kafka_writer import ProduceAdvice, produce_partition
 from .object_reader import check_keys_open
 from .peer_layout import PartitionReading, archive_state, read_layout_partition, resolve_layout
@@ -59,14 +59,10 @@ class ObjectReader(DataSourceReader):
         self.topics = {t for t in self.options.get("topics", "").split(",") if t}
         self.layout = self.options.get("layout", NATIVE.name)
         self.key_template = self.options.get("key_template") or None
-        self.peer_options = PeerOptions(
-            tuple(f.strip() for f in self.options.get("peer_fields", "value").split(",") if f.strip()),
-            self.options.get("peer_value_encoding", "base64"),
-            self.options.get("peer_header_encoding") or None,
-            self.options.get("peer_key_encoding") or None,
-            envelope_setting(self.options.get("peer_envelope"), DATAFRAME_WORDING),
-            wording=DATAFRAME_WORDING,
-        )
+        self.peer_options = peer_options_of(
+            self.options.get("peer_fields", "value"), self.options.get("peer_value_encoding", "base64"),
+            self.options.get("peer_header_encoding"), self.options.get("peer_key_encoding"),
+            self.options.get("peer_envelope"), DATAFRAME_WORDING)
 
     def _store(self):
         return open_store(self.options["path"], store_options_from(self.options))

@@ -8,6 +8,9 @@ from pathlib import Path
 
 from kafkatools import consume_all
 from topicvault.core.envelope import Record
+from topicvault.core.locations import open_store
+from topicvault.formats.peers import PeerOptions, peer_layout
+from topicvault.source.peer_layout import PeerReadReport, PeerTally, peer_state, read_peer_partition
 
 BASE = 1_700_000_000_000
 
@@ -64,3 +67,31 @@ def assert_restored(bootstrap: str, target: str, expected: dict[int, list[Record
         got = [(r.key, r.value, r.headers) + ((r.timestamp_ms,) if timestamps else ()) for r in restored[p]]
         want = [(r.key, r.value, headers_as(r.headers)) + ((r.timestamp_ms,) if timestamps else ()) for r in rows]
         assert got == want, f"partition {p}"
+
+
+def restored(root: Path, layout: str, options: PeerOptions = PeerOptions(), template: str | None = None,
+             partition: tuple[str, int] | None = None) -> tuple[list[dict], PeerReadReport]:
+    """Rows and read report of one partition (`partition`, else the first) of the peer archive at `root`."""
+    store = open_store(str(root))
+    state, _ = peer_state(store, layout, template)
+    key = partition or sorted(state.partitions)[0]
+    entries = state.partitions[key].objects
+    tally = PeerTally(f"{key[0]}[{key[1]}]")
+    rows = []
+    for batch in read_peer_partition(store, peer_layout(layout, template), options, entries, tally):
+        rows.extend(batch.to_pylist())
+    return rows, tally.report()
+
+
+def xerial_snappy(data: bytes, block: int = 5) -> bytes:
+    """What org.xerial.snappy.SnappyOutputStream writes (Aiven's snappy): a magic header, then
+    blocks, each its compressed length (4 bytes, big-endian) and raw snappy bytes."""
+    import struct
+
+    import cramjam
+
+    out = [b"\x82SNAPPY\x00", struct.pack(">ii", 1, 1)]
+    for start in range(0, len(data), block):
+        compressed = bytes(cramjam.snappy.compress_raw(data[start:start + block]))
+        out += [struct.pack(">i", len(compressed)), compressed]
+    return b"".join(out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...core.errors import TopicvaultError
 from . import aiven, confluent, lenses, native, quix
-from .base import Decoded, Layout, PeerKey, PeerLayout, PeerOptions, envelope_setting
+from .base import Decoded, Layout, PeerKey, PeerLayout, PeerOptions, envelope_setting, peer_options_of
 
 NATIVE: Layout = native.LAYOUT
 PEERS: dict[str, PeerLayout] = {layout.name: layout for layout in (aiven.LAYOUT, confluent.LAYOUT, lenses.LAYOUT,
@@ -33,5 +33,5 @@ def layout_named(name: str, key_template: str | None = None) -> Layout:
     return LAYOUTS[name].with_template(key_template) if key_template else LAYOUTS[name]
 
 
-__all__ = ["LAYOUTS", "NATIVE", "PEERS", "Decoded", "Layout", "PeerKey", "PeerLayout", "PeerOptions", "envelope_setting",
+__all__ = ["LAYOUTS", "NATIVE", "PEERS", "Decoded", "Layout", "PeerKey", "PeerLayout", "PeerOptions", "envelope_setting", "peer_options_of",
            "layout_named", "peer_layout"]

@@ -96,6 +96,15 @@ class PeerOptions:
         return self.keys_encoding == "base64"
 
 
+def peer_options_of(fields: str, value_encoding: str, header_encoding: str | None, key_encoding: str | None,
+                    envelope: str | None, wording: Wording = CLI_WORDING) -> PeerOptions:
+    """PeerOptions from the settings as given (`--peer-fields a,b` / option("peer_fields", "a,b") and
+    the others, unset ones None or empty); a one-line TopicvaultError, in `wording`, for a bad one."""
+    return PeerOptions(tuple(f.strip() for f in fields.split(",") if f.strip()), value_encoding,
+                       header_encoding or None, key_encoding or None, envelope_setting(envelope, wording),
+                       wording=wording)
+
+
 def envelope_setting(text: str | None, wording: Wording = CLI_WORDING) -> bool:
     """`--peer-envelope` / option("peer_envelope"): Aiven's format.output.envelope, true (default) or false."""
     if text is None or text.strip().lower() == "true":

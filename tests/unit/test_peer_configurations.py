@@ -18,7 +18,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_peer_decoding import restored, xerial_snappy
+from peertools import restored, xerial_snappy
 from topicvault.core.errors import CorruptObject, TopicvaultError
 from topicvault.formats.peers import PeerOptions
 

@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
+from peertools import restored, xerial_snappy
 from topicvault.core.errors import CorruptObject, TopicvaultError
 from topicvault.core.locations import open_store
-from topicvault.formats.peers import PEERS, PeerOptions, peer_layout
-from topicvault.source.peer_layout import PeerReadReport, PeerTally, peer_state, read_peer_partition, resolve_layout
+from topicvault.formats.peers import PEERS, PeerOptions
+from topicvault.source.peer_layout import peer_state, resolve_layout
 
 
 def b64(data: bytes) -> str:
@@ -24,19 +25,6 @@ def b64(data: bytes) -> str:
 def aiven_csv(cells: list[str]) -> bytes:
     """Aiven's plain writer: a "\\n" before every record but the first, nothing after the last."""
     return "\n".join(cells).encode()
-
-
-def restored(root: Path, layout: str, options: PeerOptions = PeerOptions(), template: str | None = None,
-             partition: tuple[str, int] | None = None) -> tuple[list[dict], PeerReadReport]:
-    store = open_store(str(root))
-    state, _ = peer_state(store, layout, template)
-    key = partition or sorted(state.partitions)[0]
-    entries = state.partitions[key].objects
-    tally = PeerTally(f"{key[0]}[{key[1]}]")
-    rows = []
-    for batch in read_peer_partition(store, peer_layout(layout, template), options, entries, tally):
-        rows.extend(batch.to_pylist())
-    return rows, tally.report()
 
 
 # ---- Aiven csv, default settings: format.output.fields=value, base64 ----
@@ -55,20 +43,6 @@ def test_aiven_default_csv_keeps_tombstones_as_empty_lines(tmp_path):
     assert [r["value"] for r in rows] == [values[o] or None for o in range(95, 105)]
     assert all(r["key"] is None for r in rows)
     assert (report.duplicates, report.gaps) == (0, 0)
-
-
-def xerial_snappy(data: bytes, block: int = 5) -> bytes:
-    """What org.xerial.snappy.SnappyOutputStream writes (Aiven's snappy): a magic header, then
-    blocks, each its compressed length (4 bytes, big-endian) and raw snappy bytes."""
-    import struct
-
-    import cramjam
-
-    out = [b"\x82SNAPPY\x00", struct.pack(">ii", 1, 1)]
-    for start in range(0, len(data), block):
-        compressed = bytes(cramjam.snappy.compress_raw(data[start:start + block]))
-        out += [struct.pack(">i", len(compressed)), compressed]
-    return b"".join(out)
 
 
 def test_aiven_snappy_objects_are_read_as_xerial_streams_and_a_damaged_one_is_one_line(tmp_path):

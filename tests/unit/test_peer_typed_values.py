@@ -17,7 +17,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_peer_decoding import restored
+from peertools import restored
 from topicvault.core.errors import DATAFRAME_WORDING, TopicvaultError
 from topicvault.formats.peers import PeerOptions
 
