@@ -22,6 +22,7 @@ import typer
 from . import __version__, report
 from .core import text
 from .core.errors import NoBackup, TopicvaultError
+from .core.executor import executor_name
 
 # Option defaults are the library's own (one place each).
 from .core.rotation import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
@@ -196,6 +197,9 @@ STORE = typer.Option(None, "--store", help="Named store from the config file (UR
 KAFKA_PROPERTY = typer.Option([], "-X", help="librdkafka property key=value (repeatable).")
 STORE_OPTION = typer.Option([], "-S", help="Store option key=value, e.g. endpoint_url=… (repeatable).")
 MASTER = typer.Option(None, "--master", help="Spark master (default local[*]).")
+EXECUTOR = typer.Option(None, "--executor", help="Where the tasks run: spark, local (in this process, no JVM) or "
+                        "auto: local for a small plan (up to 100,000 records and 64 MiB), Spark for a larger one or "
+                        "when a master is given (default: $TOPICVAULT_EXECUTOR, else auto).")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress output.")
 ENCRYPTION_KEY = typer.Option([], "--encryption-key", help="Client-side encryption key: file:///path (see "
                               "`topicvault keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable for objects and "
@@ -278,6 +282,7 @@ BACKUP_ONE_SHOT_ONLY = {
     "as_json": "--json prints a one-shot backup's plan or summary, --follow prints a line per micro-batch: drop "
                "--json (--metrics-port serves a follower's figures)",
     "quiet": "--quiet hides a one-shot backup's progress, --follow prints a line per micro-batch: drop --quiet",
+    "executor": "--executor chooses where a one-shot run's tasks run, --follow always runs on Spark: drop --executor",
 }
 BACKUP_FOLLOW_ONLY = {
     "flush_interval": "--flush-interval works with --follow: add --follow",
@@ -287,6 +292,7 @@ BACKUP_FOLLOW_ONLY = {
 }
 RESTORE_ONE_SHOT_ONLY = {
     "dry_run": DRY_RUN_WITH_FOLLOW,
+    "executor": BACKUP_ONE_SHOT_ONLY["executor"],
     "cluster_state": "--cluster-state works with a one-shot restore, not --follow: restore the cluster state once, "
                      "then start the standby",
 }
@@ -320,6 +326,7 @@ def backup(
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
     master: Optional[str] = MASTER,
+    executor: Optional[str] = EXECUTOR,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; read no records, write nothing."),
     follow: bool = typer.Option(False, "--follow", help="Keep backing up new records (Structured Streaming) "
                                 "until SIGTERM or Ctrl-C, which finish the running micro-batch first."),
@@ -341,6 +348,7 @@ def backup(
     from .core.rotation import Rotation
     from .sink.backup import BackupJob, commit_unread, plan_run
 
+    executor_name(executor)  # a bad executor fails before any connection
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
     job = BackupJob(
         kafka=_kafka_of(settings),
@@ -363,27 +371,48 @@ def backup(
         committed = None if dry_run else commit_unread(job, backup_plan)
         _print(report.backup_plan(backup_plan, dry_run, committed, as_json))
         return
-    result, spark_s = _run_one_backup(job, backup_plan, master, quiet or as_json)
+    result, spark_s = _run_one_backup(job, backup_plan, master, executor, quiet or as_json)
     _print(report.backup_summary(result, spark_s, as_json))
 
 
-def _run_one_backup(job, backup_plan, master: Optional[str], quiet: bool):
-    """Run a planned backup in Spark; return its result and the seconds Spark took to start."""
+def _run_one_backup(job, backup_plan, master: Optional[str], executor: Optional[str], quiet: bool):
+    """Run a planned backup in Spark or in process (core.executor); return its result and the
+    seconds Spark took to start (0: in process)."""
+    from .core.executor import choose_executor
     from .core.progress import ProgressMonitor
-    from .core.spark import get_task_session
     from .sink.backup import run_backup
 
+    total = sum(p.records_at_most for p in backup_plan.partitions)
+    choice = choose_executor(executor, total, None, master)  # a backup cannot know its bytes before it reads
+    if not quiet:
+        _print([report.executor_chosen(choice.name, choice.reason)])
     # The run commits once, at its end: interrupted before, it leaves the location as it was.
     with interrupt_says(lambda: f"interrupted: this run committed nothing; {job.store_uri} holds what earlier "
                                 "backups committed; run again to back up the rest"):
         spark_started = time.monotonic()
-        spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
-        quiet_spark_interrupts()
+        spark = _open_executor(choice, master)
         spark_s = time.monotonic() - spark_started
-        total = sum(p.records_at_most for p in backup_plan.partitions)
         spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
-        with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet) as progress:
+        with ProgressMonitor("backup", total, spark_tasks, _monitored(spark), quiet=quiet) as progress:
             return run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan), spark_s
+
+
+def _open_executor(choice, master: Optional[str]):
+    """The session a one-shot job's tasks run in (core.executor.open_executor): the plain-task
+    Spark session (no Spark SQL: seconds of start-up) or the in-process one."""
+    from .core.executor import open_executor
+
+    spark = open_executor(choice, master)
+    if choice.name == "spark":
+        quiet_spark_interrupts()
+    return spark
+
+
+def _monitored(spark):
+    """The session whose Spark tasks the progress line counts (None: tasks in process)."""
+    from .core.spark import InProcessSession
+
+    return None if isinstance(spark, InProcessSession) else spark
 
 
 def _follow(job, topics: list[str], topics_regex: Optional[str], flush_interval: float,
@@ -499,6 +528,7 @@ def restore(
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
     master: Optional[str] = MASTER,
+    executor: Optional[str] = EXECUTOR,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
     follow: bool = typer.Option(False, "--follow", help="A warm standby: restore what the location holds, then "
                                 "keep restoring what lands in it until SIGTERM or Ctrl-C, which finish the running "
@@ -518,6 +548,7 @@ def restore(
     from .source.throttle import RateLimit
 
     rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
+    executor_name(executor)  # so does a bad executor
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option,
                          encryption_key)
     _keyring_of(settings)  # an unreadable key file or unknown KMS key fails before anything else
@@ -548,7 +579,7 @@ def restore(
         if restore_plan.access is not None:
             _print(report.access_dry_run(restore_plan.access, as_json))
         return
-    result, committed_groups = _run_one_restore(job, restore_plan, request, master, as_json or quiet)
+    result, committed_groups = _run_one_restore(job, restore_plan, request, master, executor, as_json or quiet)
     _print(report.access_restored(result))
     _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))
     if result.skipped:
@@ -612,18 +643,20 @@ def _plan_one_restore(job, request, cluster_state: bool, scram_passwords: Option
     return restore_plan
 
 
-def _run_one_restore(job, restore_plan, request, master: Optional[str], quiet: bool):
-    """Run a planned restore in Spark, then commit the translated group offsets (--groups); return the
-    result and the offsets committed (None: --groups not given)."""
+def _run_one_restore(job, restore_plan, request, master: Optional[str], executor: Optional[str], quiet: bool):
+    """Run a planned restore in Spark or in process (core.executor), then commit the translated group
+    offsets (--groups); return the result and the offsets committed (None: --groups not given)."""
+    from .core.executor import choose_executor
     from .core.progress import ProgressMonitor
-    from .core.spark import get_task_session
     from .source.restore import run_restore
 
+    choice = choose_executor(executor, restore_plan.records, restore_plan.stored_bytes, master)
     _print(report.restore_started(restore_plan))
+    if not quiet:
+        _print([report.executor_chosen(choice.name, choice.reason)])
     with interrupt_says(lambda: report.restore_interrupted(restore_plan.restore_id)):
-        spark = get_task_session(master)  # the job runs plain tasks: no Spark SQL session (seconds of start-up)
-        quiet_spark_interrupts()
-        with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), spark,
+        spark = _open_executor(choice, master)
+        with ProgressMonitor("restore", restore_plan.records, len(restore_plan.tasks), _monitored(spark),
                              quiet=quiet) as progress:
             result = run_restore(spark, replace(job, progress_dir=progress.directory), restore_plan)
     if not request.groups:

@@ -267,6 +267,12 @@ def access_restored(result: RestoreResult) -> list[Line]:
     return lines
 
 
+def executor_chosen(name: str, reason: str) -> Line:
+    """Where a one-shot job's tasks run (core.executor.ExecutorChoice), on stderr."""
+    where = "in this process (no Spark)" if name == "local" else "on Spark"
+    return _err(f"tasks run {where}: {reason}")
+
+
 def restore_started(plan: RestorePlan) -> list[Line]:
     """The restore id to resume with, printed before anything is produced (on stderr, so that
     it is there with --json too, whose stdout carries JSON only)."""
