@@ -16,6 +16,7 @@ import typer
 from . import __version__, report
 from .core import text
 from .core.errors import TopicvaultError
+from .core.executor import executor_name
 
 # Option defaults are the library's own (one place each).
 from .core.rotation import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
@@ -91,11 +92,12 @@ STORE = typer.Option(None, "--store", help="Named store from the config file (UR
 KAFKA_PROPERTY = typer.Option([], "-X", help="librdkafka property key=value (repeatable).")
 STORE_OPTION = typer.Option([], "-S", help="Store option key=value, e.g. endpoint_url=… (repeatable).")
 MASTER = typer.Option(None, "--master", help="Spark master (default local[*]).")
+EXECUTOR = typer.Option(None, "--executor", help="spark, local (in this process, no JVM) or auto (default, or "
+                        "$TOPICVAULT_EXECUTOR): local for up to 100,000 records and 64 MiB, without --master.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress output.")
-ENCRYPTION_KEY = typer.Option([], "--encryption-key", help="Client-side encryption key: file:///path (see "
-                              "`topicvault keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable for objects and "
-                              "commit records of older keys; what is written is encrypted and authenticated with "
-                              "the first.")
+ENCRYPTION_KEY = typer.Option([], "--encryption-key", help="Client-side encryption key: file:///path (see `topicvault "
+                              "keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable for objects and commit records of older "
+                              "keys; what is written is encrypted and authenticated with the first.")
 
 
 def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str], bootstrap: Optional[str],
@@ -108,10 +110,8 @@ def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str
 
 def _refuse_by_follow(context: typer.Context, follow: bool, one_shot_only: Mapping[str, str],
                       follow_only: Mapping[str, str]) -> None:
-    """A command with --follow: refuse the first option only a one-shot run honours (with --follow) or only
-    --follow honours (without it) that the user gave (parameter name -> its one-line refusal), before
-    anything is read or written. Given means on the command line, even at its default value: an option
-    a run would not honour is never dropped in silence."""
+    """Refuse the first option given (even at its default: never dropped in silence) that only a one-shot
+    run honours (with --follow) or only --follow honours (without it): parameter name -> its refusal."""
     for name, line in (one_shot_only if follow else follow_only).items():
         source = context.get_parameter_source(name)
         if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
@@ -145,6 +145,7 @@ def backup(
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
     master: Optional[str] = MASTER,
+    executor: Optional[str] = EXECUTOR,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; read no records, write nothing."),
     follow: bool = typer.Option(False, "--follow", help="Keep backing up new records (Structured Streaming) "
                                 "until SIGTERM or Ctrl-C, which finish the running micro-batch first."),
@@ -166,8 +167,9 @@ def backup(
     from .core.kafka import cluster_of
     from .core.rotation import Rotation
     from .keys import key_template_of
-    from .sink.backup import BackupJob, commit_unread, plan_run, run_backup_in_spark
+    from .sink.backup import BackupJob, backup_executor, commit_unread, plan_run, run_one_backup
 
+    executor_name(executor)  # a bad executor fails before any connection
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
     job = BackupJob(kafka=cluster_of(settings), store_uri=settings.location("--to"),
                     store_options=settings.store_option_pairs(), format_name=format_name, compression=compression,
@@ -190,7 +192,9 @@ def backup(
         committed = None if dry_run else commit_unread(job, backup_plan)
         _print(report.backup_plan(backup_plan, dry_run, committed, as_json))
         return
-    result, spark_s = run_backup_in_spark(job, backup_plan, master, quiet or as_json)
+    choice = backup_executor(backup_plan, executor, master)
+    _print(report.executor_chosen(choice, quiet or as_json))
+    result, spark_s = run_one_backup(job, backup_plan, choice, master, quiet or as_json)
     _print(report.backup_summary(result, spark_s, as_json))
 
 
@@ -207,10 +211,8 @@ def restore(
                                         "(a directory or s3:// URI; default: $TOPICVAULT_STATE_DIR, else "
                                         "~/.local/state/topicvault). Never the archive, which is only read."),
     import_state: Optional[str] = typer.Option(None, "--import-state", help="With --restore-id: first copy that "
-                                               "restore's records from this folder (e.g. the archive's "
-                                               "_topicvault/restores/ID/ an older version wrote) into --state, "
-                                               "once. Nothing of a restore's own is read from the archive "
-                                               "otherwise."),
+                                               "restore's records from this folder (e.g. _topicvault/restores/ID/ "
+                                               "of an older version) into --state, once."),
     until: Optional[str] = typer.Option(None, "--until", help="Point in time: restore each partition up to the "
                                         "first record after TIME (ISO-8601 or epoch ms)."),
     until_mode: str = typer.Option("prefix", "--until-mode", help="prefix: stop each partition at the first "
@@ -222,12 +224,10 @@ def restore(
     groups: bool = typer.Option(False, "--groups", help="Then commit the saved consumer-group offsets, translated "
                                 "to the restored offsets (groups must be inactive on the target)."),
     group: List[str] = typer.Option([], "--group", help="With --groups: only this group (repeatable)."),
-    cluster_state: bool = typer.Option(False, "--cluster-state", help="Whole-cluster recovery: also create the "
-                                       "saved ACLs and SCRAM users (as of --until) once the topics exist and before "
-                                       "the data, and commit group offsets after it (as --groups). Users are "
-                                       "created only with a password given (--scram-passwords or "
-                                       "TOPICVAULT_SCRAM_PASSWORD_<USER>); the others are listed. See "
-                                       "docs/recovery-runbook.md."),
+    cluster_state: bool = typer.Option(False, "--cluster-state", help="Whole-cluster recovery: also the saved ACLs "
+                                       "and SCRAM users (as of --until) before the data, group offsets after it (as "
+                                       "--groups). Users need a password (--scram-passwords or TOPICVAULT_SCRAM_"
+                                       "PASSWORD_<USER>); the others are listed. See docs/recovery-runbook.md."),
     scram_passwords: Optional[str] = typer.Option(None, "--scram-passwords", help="With --cluster-state: a JSON "
                                                   "file {\"user\": \"password\"} of the SCRAM users to create."),
     merge_acls: bool = typer.Option(False, "--merge-acls", help="With --cluster-state: keep ACLs the target "
@@ -251,10 +251,9 @@ def restore(
     peer_key_encoding: Optional[str] = typer.Option(None, "--peer-key-encoding", help="Aiven jsonl/json, Confluent "
                                                     "JSON: the same for keys, when the sink's key.converter differs "
                                                     "from its value.converter (default: as --peer-value-encoding)."),
-    peer_header_encoding: Optional[str] = typer.Option(None, "--peer-header-encoding", help="Confluent, Lenses "
-                                                       "JSON, Aiven jsonl: how header values were stored as text: "
-                                                       "text (SimpleHeaderConverter, the default) or base64 "
-                                                       "(ByteArrayConverter)."),
+    peer_header_encoding: Optional[str] = typer.Option(None, "--peer-header-encoding", help="Confluent, Lenses JSON, "
+                                                       "Aiven jsonl: header values stored as text (SimpleHeaderConverter,"
+                                                       " the default) or base64 (ByteArrayConverter)."),
     peer_envelope: Optional[str] = typer.Option(None, "--peer-envelope", help="Aiven's format.output.envelope."),
     max_records_per_second: Optional[float] = typer.Option(None, "--max-records-per-second", help="Produce at most "
                                                            "this many records per second, all tasks together."),
@@ -270,6 +269,7 @@ def restore(
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
     master: Optional[str] = MASTER,
+    executor: Optional[str] = EXECUTOR,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
     follow: bool = typer.Option(False, "--follow", help="A warm standby: restore what the location holds, then "
                                 "keep restoring what lands in it until SIGTERM or Ctrl-C, which finish the running "
@@ -289,12 +289,20 @@ def restore(
     from .source.follow import DEFAULT_POLL_INTERVAL_S, StandbyRequest, run_standby
     from .source.groups import restore_planned_groups
     from .source.object_reader import check_on_error
-    from .source.restore import RestoreJob, RestoreRequest, parse_renames, plan_restore, run_restore_in_spark
+    from .source.restore import (
+        RestoreJob,
+        RestoreRequest,
+        parse_renames,
+        plan_restore,
+        restore_executor,
+        run_one_restore,
+    )
     from .source.restore_state import import_state as import_restore_state
     from .source.selection import selection_of
     from .source.throttle import RateLimit
 
     rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
+    executor_name(executor)  # so does a bad executor
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option,
                          encryption_key)
     settings.keyring()  # an unreadable key file or unknown KMS key fails before anything else
@@ -328,11 +336,10 @@ def restore(
     _print(report.restore_plan_notes(restore_plan))
     if dry_run:
         _print(report.restore_dry_run(restore_plan, as_json))
-        if restore_plan.access is not None:
-            _print(report.access_dry_run(restore_plan.access, as_json))
         return
-    _print(report.restore_started(restore_plan))
-    result = run_restore_in_spark(job, restore_plan, master, as_json or quiet)
+    choice = restore_executor(restore_plan, executor, master)
+    _print(report.restore_started(restore_plan) + report.executor_chosen(choice, as_json or quiet))
+    result = run_one_restore(job, restore_plan, choice, master, as_json or quiet)
     committed_groups = restore_planned_groups(job, restore_plan)
     _print(report.access_restored(result))
     _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))

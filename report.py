@@ -23,6 +23,7 @@ from .core.profiles import scrub
 from .core.text import iso, plural, rate, show_text, table, terminal_text, to_json
 
 if TYPE_CHECKING:  # the CLI imports this module at start; the library's modules only when a command runs
+    from .core.executor import ExecutorChoice
     from .core.sandbox import Sandbox
     from .sink.backup import BackupResult
     from .sink.follow import FollowResult
@@ -215,7 +216,12 @@ def restore_plan_notes(plan: RestorePlan) -> list[Line]:
 
 
 def restore_dry_run(plan: RestorePlan, as_json: bool) -> list[Line]:
-    """What `restore --dry-run` would restore."""
+    """What `restore --dry-run` would restore, and with --cluster-state which ACLs and users it would change."""
+    access = [] if plan.access is None else access_dry_run(plan.access, as_json)
+    return _restore_dry_run_records(plan, as_json) + access
+
+
+def _restore_dry_run_records(plan: RestorePlan, as_json: bool) -> list[Line]:
     if as_json:
         return [_out(to_json({
             "restore_id": plan.restore_id, "records_at_most": plan.records,
@@ -270,6 +276,12 @@ def access_restored(result: RestoreResult) -> list[Line]:
                           f"{PASSWORD_ENV_PREFIX}<USER> and run the restore again with --restore-id "
                           f"{result.plan.restore_id}, or create them by hand"))
     return lines
+
+
+def executor_chosen(choice: ExecutorChoice, quiet: bool) -> list[Line]:
+    """Where a one-shot job's tasks run and why, on stderr (nothing when `quiet`)."""
+    where = "in this process (no Spark)" if choice.name == "local" else "on Spark"
+    return [] if quiet else [_err(f"tasks run {where}: {choice.reason}")]
 
 
 def restore_started(plan: RestorePlan) -> list[Line]:
@@ -565,6 +577,7 @@ BACKUP_ONE_SHOT_ONLY = {
     "as_json": "--json prints a one-shot backup's plan or summary, --follow prints a line per micro-batch: drop "
                "--json (--metrics-port serves a follower's figures)",
     "quiet": "--quiet hides a one-shot backup's progress, --follow prints a line per micro-batch: drop --quiet",
+    "executor": "--executor chooses where a one-shot run's tasks run, --follow always runs on Spark: drop --executor",
 }
 BACKUP_FOLLOW_ONLY = {
     "flush_interval": "--flush-interval works with --follow: add --follow",
@@ -574,6 +587,7 @@ BACKUP_FOLLOW_ONLY = {
 }
 RESTORE_ONE_SHOT_ONLY = {
     "dry_run": DRY_RUN_WITH_FOLLOW,
+    "executor": BACKUP_ONE_SHOT_ONLY["executor"],
     "cluster_state": "--cluster-state works with a one-shot restore, not --follow: restore the cluster state once, "
                      "then start the standby",
 }

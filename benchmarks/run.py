@@ -2,7 +2,8 @@
 
     PYTHONPATH=… python benchmarks/run.py [--cases user:200:1000000,…] [--partitions 4] [--s3]
                                           [--broker kafka|embedded] [--no-spark-kafka]
-                                          [--linearity] [--no-encryption] [--no-fixed-cost] [--no-wide]
+                                          [--linearity] [--no-encryption] [--no-fixed-cost | --only-fixed-cost]
+                                          [--no-wide]
                                           [--repeats 3]
 
 One run, one machine, the same data. For each case (record shape, value size, records), in a
@@ -29,9 +30,10 @@ ratios. Each side's fixed part is measured too, on a topic of one record per
 partition: the bare consumer spends about 0.6 s of any read waiting for its EOF (the last fetch
 is held for fetch.wait.max.ms), which flatters a backup's ratio at 2 KB; so backup / bare
 consume is also printed with each side's fixed part taken off. The fixed cost of one CLI run is
-measured apart too: the wall time of `topicvault backup` and `topicvault restore` (each its own
-process: interpreter, imports, JVM and Spark start, planning, metadata calls, topic creation,
-the job, the commit) on a topic of one record per partition. Then wide topics: backup of 8 and of 256 partitions x 20 records
+measured apart too: the wall time and the CPU seconds of the whole process tree of `topicvault
+backup` and `topicvault restore` (each its own process: interpreter, imports, planning, metadata
+calls, topic creation, the tasks, the commit; on Spark also the JVM and Spark start) on a topic of
+one record per partition, with the executor `auto` picks (in process) and on Spark. Then wide topics: backup of 8 and of 256 partitions x 20 records
 (job time and Spark tasks; issue #18 item 5). Peak RSS of the driver and of the Python
 workers is sampled from /proc.
 """
@@ -71,7 +73,9 @@ DEFAULT_CASES = ("user:200:1000000,user:2048:250000,header-heavy:200:1000000,hea
 # Targets of issue #20 (steady ratios) and its fixed cost; issue #33's on users' data.
 TARGETS = {(200, "backup"): 1.2, (2048, "backup"): 0.9, (200, "restore"): 0.9, (2048, "restore"): 0.9}
 USER_TARGETS = {"backup": 1.5, "restore": 1.0}
-FIXED_COST_TARGET_S = 9.0
+# Issue #51 item 1: a 1-record backup and restore each at most 3 s end to end and 4 CPU-s.
+FIXED_COST_TARGET_S = 3.0
+FIXED_COST_TARGET_CPU_S = 4.0
 SPARK_KAFKA_JARS = Path.home() / ".cache" / "topicvault" / "spark-sql-kafka-4.2.0" / "jars"
 
 
@@ -499,30 +503,56 @@ def _ratio(bare_s: float, ours_s: float) -> float | None:
     return bare_s / ours_s if bare_s > 0 and ours_s > 0 else None
 
 
-def cli_fixed_cost(master: str, bootstrap: str, base: str, partitions: int) -> dict:
-    """Wall time of one `topicvault backup` and one `topicvault restore` process on a topic of one
-    record per partition (the CLI's fixed cost: start, planning, metadata, Spark, commit), and
-    of a backup of an empty topic (nothing to read: no Spark)."""
+def cli_fixed_cost(master: str, bootstrap: str, base: str, partitions: int, repeats: int = 3) -> dict:
+    """Wall time and CPU seconds of one `topicvault backup` and one `topicvault restore` process on a
+    topic of one record per partition (the CLI's fixed cost: interpreter, imports, planning, metadata
+    calls, topic creation, the tasks, the commit), and of a backup of an empty topic (no tasks), each
+    with the executor `auto` picks for them (in process: no JVM) and on Spark (`--master`: JVM, Spark
+    context, Python workers). CPU is the whole process tree's, orphans included (benchmarks/reaped.py:
+    the driver JVM and Spark's Python daemon outlive the CLI's exit); medians of `repeats` runs,
+    the executors alternated."""
     settings = KafkaSettings.of(bootstrap)
     tiny, empty = "bench.fixed.tiny", "bench.fixed.empty"
     create_topics(settings, {tiny: partitions, empty: partitions})
     bench_records.produce(bootstrap, tiny, "header-heavy", partitions, 200, partitions)
-    environment = {**os.environ, "TOPICVAULT_STATE_DIR": f"{base}-fixed-state"}
-    common = ["-b", bootstrap, "--master", master]
-    commands = {
-        "backup_empty_s": ["backup", *common, "--topic", empty, "--to", f"{base}-fixed-empty"],
-        "backup_s": ["backup", *common, "--topic", tiny, "--to", f"{base}-fixed"],
-        "restore_s": ["restore", *common, "--topic", tiny, "--from", f"{base}-fixed", "--rename", f"{tiny}={tiny}.restored"],
-    }
-    figures = {}
-    for key, command in commands.items():
-        started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "topicvault", *command], env=environment, capture_output=True,
-                              text=True, timeout=600)
-        figures[key] = time.monotonic() - started
-        if done.returncode != 0:
-            raise RuntimeError(f"topicvault {command[0]} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return figures
+    environment = {k: v for k, v in os.environ.items() if k != "TOPICVAULT_EXECUTOR"}
+    environment["TOPICVAULT_STATE_DIR"] = f"{base}-fixed-state"
+    executors = {"auto": ["-b", bootstrap], "spark": ["-b", bootstrap, "--master", master]}
+    runs: dict[str, dict[str, list[dict]]] = {executor: {} for executor in executors}
+    for attempt in range(repeats):
+        for executor, common in executors.items():
+            location = f"{base}-fixed-{executor}-{attempt}"
+            commands = {
+                "backup_empty": ["backup", *common, "--topic", empty, "--to", f"{location}-empty"],
+                "backup": ["backup", *common, "--topic", tiny, "--to", location],
+                "restore": ["restore", *common, "--topic", tiny, "--from", location,
+                            "--rename", f"{tiny}={tiny}.{executor}.{attempt}"],
+            }
+            for step, command in commands.items():
+                runs[executor].setdefault(step, []).append(_reaped(command, environment))
+    return {executor: {step: {"wall_s": median(r["wall_s"] for r in done), "cpu_s": median(r["cpu_s"] for r in done),
+                              "runs": done}
+                       for step, done in steps.items()}
+            for executor, steps in runs.items()}
+
+
+def _reaped(command: list[str], environment: dict[str, str]) -> dict:
+    """One `topicvault COMMAND` process under benchmarks/reaped.py: its wall time, its process tree's CPU."""
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("reaped.py")), sys.executable, "-m",
+                           "topicvault", *command], env=environment, capture_output=True, text=True, timeout=600)
+    figures = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {"exit": done.returncode}
+    if figures["exit"] != 0:
+        raise RuntimeError(f"topicvault {command[0]} failed ({figures['exit']}): {done.stderr.strip()[-2000:]}")
+    return {"wall_s": figures["wall_s"], "cpu_s": figures["cpu_s"], "load": os.getloadavg()[0]}
+
+
+def report_fixed_cost(fixed: dict) -> None:
+    """Print the fixed-cost figures."""
+    for executor, steps in fixed.items():
+        print(f"fixed cost of one CLI run, {executor} (one record per partition; medians): " + ", ".join(
+            f"{step} {steps[step]['wall_s']:.1f} s / {steps[step]['cpu_s']:.1f} CPU-s"
+            for step in ("backup", "restore", "backup_empty")) +
+            f" (target <= {FIXED_COST_TARGET_S:.0f} s and {FIXED_COST_TARGET_CPU_S:.0f} CPU-s)")
 
 
 def measure_wide(master: str, bootstrap: str, base: str, size: int, per_partition: int = 20) -> dict:
@@ -637,6 +667,7 @@ def main() -> int:
                         help="runs of each side per case, in alternation; the figures are medians")
     parser.add_argument("--no-encryption", action="store_true", help="skip the encrypted run of the first case")
     parser.add_argument("--no-fixed-cost", action="store_true", help="skip the CLI fixed-cost runs")
+    parser.add_argument("--only-fixed-cost", action="store_true", help="only the CLI fixed-cost runs")
     parser.add_argument("--no-wide", action="store_true", help="skip the wide-topic runs")
     parser.add_argument("--broker", choices=("kafka", "embedded"), default="kafka",
                         help="Apache Kafka (one KRaft node, jars from ci/kafka-jars.sh) or the embedded broker")
@@ -644,6 +675,7 @@ def main() -> int:
                         help="skip Spark's own Kafka source and sink (jars from ci/spark-kafka-jars.sh)")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
     args = parser.parse_args()
+    args.no_spark_kafka = args.no_spark_kafka or args.only_fixed_cost
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     cases = parse_cases(args.cases)
@@ -684,10 +716,11 @@ def run_all(args: argparse.Namespace, cases: list[tuple[str, int, int]], scratch
         subprocess.run([sys.executable, "-m", "topicvault", "keygen", key_file], check=True, capture_output=True)
     if not args.no_fixed_cost:
         with start_broker(args.broker) as broker:
-            results["cli_fixed_cost_s"] = fixed = cli_fixed_cost(args.master, broker.bootstrap, base, args.partitions)
-        print(f"fixed cost of one CLI run (one record per partition): backup {fixed['backup_s']:.1f} s, "
-              f"restore {fixed['restore_s']:.1f} s (target <= {FIXED_COST_TARGET_S:.0f}); backup of an empty "
-              f"topic {fixed['backup_empty_s']:.1f} s")
+            results["cli_fixed_cost"] = cli_fixed_cost(args.master, broker.bootstrap, base, args.partitions,
+                                                       args.repeats)
+        report_fixed_cost(results["cli_fixed_cost"])
+        if args.only_fixed_cost:
+            return
     runs = []
     for index, (shape, size, records) in enumerate(cases):
         # A broker of its own per case: the embedded broker keeps every record in memory and

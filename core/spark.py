@@ -80,6 +80,27 @@ class TaskSession:
     sparkContext: Any
 
 
+@dataclass(frozen=True)
+class InProcessContext:
+    """What the fused jobs read of a SparkContext when their tasks run in this process: one task
+    at a time (`defaultParallelism` 1, so a job's partitions form one task group) and no settings
+    (`getConf().get(name, default)` gives the default: no speculation)."""
+
+    defaultParallelism: int = 1
+    master: str = "in-process"
+
+    def getConf(self) -> dict[str, str]:
+        return {}
+
+
+@dataclass(frozen=True)
+class InProcessSession:
+    """A session whose tasks run_tasks runs in this process, one after another, without a JVM
+    (core.executor chooses it for a small plan). Passed where a SparkSession is expected."""
+
+    sparkContext: InProcessContext = InProcessContext()
+
+
 def get_task_session(master: str | None = None, app_name: str = "topicvault"):
     """The active Spark session if there is one, else a TaskSession over a started SparkContext
     (settings as get_spark's).
@@ -358,6 +379,8 @@ def _reporting_errors(function):
 
 def task_attempt() -> int:
     """The attempt number of the Spark task this runs in (0: its first attempt, or not in a task)."""
+    if "pyspark" not in sys.modules:  # a task run in process (InProcessSession): no pyspark to import
+        return 0
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -367,10 +390,13 @@ def task_attempt() -> int:
 def run_tasks(spark, function, specs: list) -> list:
     """Run `function(spec)` for every spec as one Spark task each; return the results in order.
 
-    A task that failed with a TopicvaultError fails the job with that same one-line error.
+    A task that failed with a TopicvaultError fails the job with that same one-line error. In an
+    InProcessSession the tasks run here, one after another, and their errors pass unchanged.
     """
     if not specs:
         return []
+    if isinstance(spark, InProcessSession):
+        return [function(spec) for spec in specs]
     from .errors import TopicvaultError
 
     try:

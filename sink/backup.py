@@ -22,6 +22,7 @@ from ..core.archive.leases import RunLease
 from ..core.cluster import group_offsets, read_access, topic_settings, with_clock_skew
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
+from ..core.executor import ExecutorChoice, choose_executor, monitored, open_executor
 from ..core.faults import crash_after, crash_now
 from ..core.hotloop import rare_cyclic_gc
 from ..core.kafka import (
@@ -35,10 +36,10 @@ from ..core.kafka import (
     topic_ids,
 )
 from ..core.locations import open_store
-from ..core.process import interrupt_says, quiet_spark_interrupts
+from ..core.process import interrupt_says
 from ..core.progress import ProgressMonitor, counted
 from ..core.rotation import DEFAULT_MAX_BYTES, Rotation
-from ..core.spark import get_task_session, run_tasks
+from ..core.spark import run_tasks
 from ..formats import resolve_format
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
@@ -315,19 +316,24 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     return append(store, state, build, job.keyring()).key
 
 
-def run_backup_in_spark(job: BackupJob, backup_plan: BackupPlan, master: str | None,
-                        quiet: bool = False) -> tuple[BackupResult, float]:
-    """Start Spark (a task session: no Spark SQL start-up), show progress unless `quiet`, and run the
-    planned backup; returns its result and the seconds Spark took to start. Ctrl-C raises
-    core.process.Interrupted naming what the location holds."""
+def backup_executor(backup_plan: BackupPlan, asked: str | None, master: str | None) -> ExecutorChoice:
+    """Where a planned backup's tasks run (core.executor.choose_executor; a backup cannot know the
+    bytes it will read before it reads them, so only its records count)."""
+    return choose_executor(asked, sum(p.records_at_most for p in backup_plan.partitions), None, master)
+
+
+def run_one_backup(job: BackupJob, backup_plan: BackupPlan, choice: ExecutorChoice, master: str | None,
+                   quiet: bool = False) -> tuple[BackupResult, float]:
+    """Open the executor `choice` names (Spark's task session, or this process), show progress unless
+    `quiet`, and run the planned backup; returns its result and the seconds the executor took to
+    start (about 0 in process). Ctrl-C raises core.process.Interrupted naming what the location holds."""
     # The run commits once, at its end: interrupted before, it leaves the location as it was.
     with interrupt_says(lambda: f"interrupted: this run committed nothing; {job.store_uri} holds what earlier "
                                 "backups committed; run again to back up the rest"):
         spark_started = time.monotonic()
-        spark = get_task_session(master)
-        quiet_spark_interrupts()
+        spark = open_executor(choice, master)
         spark_s = time.monotonic() - spark_started
         total = sum(p.records_at_most for p in backup_plan.partitions)
         spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
-        with ProgressMonitor("backup", total, spark_tasks, spark, quiet=quiet) as progress:
+        with ProgressMonitor("backup", total, spark_tasks, monitored(spark), quiet=quiet) as progress:
             return run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan), spark_s

@@ -24,6 +24,7 @@ from ..core.cluster import (
 )
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
+from ..core.executor import ExecutorChoice, choose_executor, monitored, open_executor
 from ..core.kafka import (
     KafkaSettings,
     TopicsNotCreated,
@@ -34,9 +35,9 @@ from ..core.kafka import (
     topic_ids,
 )
 from ..core.locations import open_store, open_store_beside
-from ..core.process import interrupt_says, quiet_spark_interrupts
+from ..core.process import interrupt_says
 from ..core.progress import ProgressMonitor, counted
-from ..core.spark import check_no_speculation, get_task_session, run_tasks, task_attempt
+from ..core.spark import check_no_speculation, run_tasks, task_attempt
 from ..core.store import ObjectStore
 from ..formats.peers import NATIVE, Layout, PeerOptions
 from .access import read_cluster_access
@@ -625,11 +626,16 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     return RestoreResult(plan, results, time.monotonic() - started, access, outcome, notes)
 
 
-def run_restore_in_spark(job: RestoreJob, plan: RestorePlan, master: str | None, quiet: bool = False) -> RestoreResult:
-    """Start Spark (a task session: no Spark SQL start-up), show progress unless `quiet`, and run the
-    planned restore. Ctrl-C raises core.process.Interrupted saying how to resume."""
+def restore_executor(plan: RestorePlan, asked: str | None, master: str | None) -> ExecutorChoice:
+    """Where a planned restore's tasks run (core.executor.choose_executor, by its records and bytes)."""
+    return choose_executor(asked, plan.records, plan.stored_bytes, master)
+
+
+def run_one_restore(job: RestoreJob, plan: RestorePlan, choice: ExecutorChoice, master: str | None,
+                    quiet: bool = False) -> RestoreResult:
+    """Open the executor `choice` names (Spark's task session, or this process), show progress unless
+    `quiet`, and run the planned restore. Ctrl-C raises core.process.Interrupted saying how to resume."""
     with interrupt_says(lambda: f"interrupted; resume with --restore-id {plan.restore_id}"):
-        spark = get_task_session(master)
-        quiet_spark_interrupts()
-        with ProgressMonitor("restore", plan.records, len(plan.tasks), spark, quiet=quiet) as progress:
+        spark = open_executor(choice, master)
+        with ProgressMonitor("restore", plan.records, len(plan.tasks), monitored(spark), quiet=quiet) as progress:
             return run_restore(spark, replace(job, progress_dir=progress.directory), plan)

@@ -108,6 +108,11 @@ class RestorePlan:
         return sum(t.records for t in self.tasks)
 
     @property
+    def stored_bytes(self) -> int:
+        """Bytes of the objects the tasks read, as stored (compressed, encrypted)."""
+        return sum(o.bytes for t in self.tasks for o in t.objects)
+
+    @property
     def archive_layout(self) -> Layout:
         """The layout of the archive restored from."""
         return layout_named(self.layout)

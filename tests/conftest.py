@@ -42,6 +42,20 @@ def restore_state_dir(tmp_path_factory):
         os.environ["TOPICVAULT_STATE_DIR"] = saved
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_executor():
+    """The suite's one-shot backups and restores run their tasks on Spark, the path big jobs take,
+    however small their plans (`--executor auto` would run them in process; CLI subprocesses
+    inherit this). tests/integration/test_executor.py runs the in-process executor and `auto`."""
+    saved = os.environ.get("TOPICVAULT_EXECUTOR")
+    os.environ["TOPICVAULT_EXECUTOR"] = "spark"
+    yield "spark"
+    if saved is None:
+        os.environ.pop("TOPICVAULT_EXECUTOR", None)
+    else:
+        os.environ["TOPICVAULT_EXECUTOR"] = saved
+
+
 def pytest_configure(config):
     register_broker_kind_reporting(config)  # noqa: F405  (harness_broker)
     config.addinivalue_line("markers", "network: talks to sockets (e.g. waits on an unreachable broker): not unit tier")

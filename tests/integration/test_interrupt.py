@@ -25,9 +25,11 @@ def recent_records(topic: str, partitions: int, count: int) -> list[Record]:
             for i in range(count)]
 
 
-def start_cli(args: list[str], log: Path) -> subprocess.Popen:
+def start_cli(args: list[str], log: Path, executor: str = "spark") -> subprocess.Popen:
+    """`topicvault ARGS` with its tasks on Spark (local[2]) or in its own process (--executor local)."""
+    where = ["--master", "local[2]"] if executor == "spark" else ["--executor", "local"]
     with open(log, "wb") as out:
-        return subprocess.Popen([CLI, *args, "--master", "local[2]"], stdin=subprocess.DEVNULL,
+        return subprocess.Popen([CLI, *args, *where], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
 
 
@@ -53,7 +55,8 @@ def assert_one_quiet_line(stderr: str, line: str) -> None:
     assert stderr.strip().splitlines()[-1] == line, stderr
 
 
-def test_ctrl_c_during_a_restore_prints_how_to_resume(bootstrap, topic_factory, tmp_path):
+@pytest.mark.parametrize("executor", ["spark", "local"])
+def test_ctrl_c_during_a_restore_prints_how_to_resume(bootstrap, topic_factory, tmp_path, executor):
     topic = topic_factory(2, prefix="interrupt-restore")
     produce_records(bootstrap, topic, recent_records(topic, 2, 3_000))
     location = tmp_path / "backup"
@@ -61,8 +64,9 @@ def test_ctrl_c_during_a_restore_prints_how_to_resume(bootstrap, topic_factory, 
                            "--master", "local[2]"], capture_output=True, timeout=240).returncode == 0
     target = f"{topic}-restored"
     log = tmp_path / "restore.err"
+    restore_id = f"ctrl-c-{executor}"  # the suite's restores share one state store
     restore = start_cli(["restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
-                         "--restore-id", "ctrl-c", "--max-records-per-second", "200", "--json"], log)
+                         "--restore-id", restore_id, "--max-records-per-second", "200", "--json"], log, executor)
 
     def producing() -> bool:  # (a consumer of a topic not there yet would have it auto-created)
         return topic_exists(bootstrap, target) and sum(map(len, consume_all(bootstrap, target).values())) > 0
@@ -71,26 +75,28 @@ def test_ctrl_c_during_a_restore_prints_how_to_resume(bootstrap, topic_factory, 
 
     assert status != 0
     stderr = log.read_text()
-    assert "restore id ctrl-c" in stderr  # with --json too
-    assert_one_quiet_line(stderr, "interrupted; resume with --restore-id ctrl-c")
+    assert f"restore id {restore_id}" in stderr  # with --json too
+    assert_one_quiet_line(stderr, f"interrupted; resume with --restore-id {restore_id}")
     # The line's advice finishes the restore exactly.
     done = subprocess.run([CLI, "restore", "--from", str(location), "-b", bootstrap, "--rename", f"{topic}={target}",
-                           "--restore-id", "ctrl-c", "--json", "--master", "local[2]"],
+                           "--restore-id", restore_id, "--json", "--master", "local[2]"],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["restore_id"] == "ctrl-c"
+    assert json.loads(done.stdout)["restore_id"] == restore_id
     strip = lambda records: [(r.key, r.value, r.headers, r.timestamp_ms) for r in records]  # noqa: E731
     assert ({p: strip(r) for p, r in consume_all(bootstrap, target).items()}
             == {p: strip(r) for p, r in consume_all(bootstrap, topic).items()})
 
 
-def test_ctrl_c_during_a_backup_says_nothing_was_committed(bootstrap, topic_factory, tmp_path):
+@pytest.mark.parametrize("executor", ["spark", "local"])
+def test_ctrl_c_during_a_backup_says_nothing_was_committed(bootstrap, topic_factory, tmp_path, executor):
     topic = topic_factory(1, prefix="interrupt-backup")
     produce_records(bootstrap, topic, recent_records(topic, 1, 10_000))
     location = tmp_path / "backup"
     log = tmp_path / "backup.err"
     # One object per record: thousands of writes, so the run is still going once the first lands.
-    backup = start_cli(["backup", "-b", bootstrap, "-t", topic, "--to", str(location), "--max-records", "1"], log)
+    backup = start_cli(["backup", "-b", bootstrap, "-t", topic, "--to", str(location), "--max-records", "1"], log,
+                       executor)
 
     def writing() -> bool:
         return any(p.is_file() and "_topicvault" not in p.parts for p in location.rglob("*"))
