@@ -8,7 +8,8 @@ PYTEST_ARGS ?=
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml ci/setup.sh ci/maven-jars.sh ci/kafka-jars.sh ci/maven/kafka.pom.xml ci/spark-kafka-jars.sh ci/maven/spark-kafka.pom.xml \
-		ci/connect-jars.sh ci/maven/connect.pom.xml ci/maven/aiven-sink.pom.xml $(wildcard tests/connect/aiven/topicvault/harness/*.java)
+		ci/connect-jars.sh ci/maven/connect.pom.xml ci/maven/aiven-sink.pom.xml $(wildcard tests/connect/aiven/topicvault/harness/*.java) \
+		ci/native.sh sink/_kafka_arrow.c
 	bash ci/setup.sh
 	touch $(STAMP)
 

@@ -16,7 +16,7 @@ import typer
 from . import __version__, report
 from .core import text
 from .core.errors import TopicvaultError
-from .core.executor import executor_name
+from .core.executor import executor_name, plan_executor
 
 # Option defaults are the library's own (one place each).
 from .core.rotation import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
@@ -167,7 +167,7 @@ def backup(
     from .core.kafka import cluster_of
     from .core.rotation import Rotation
     from .keys import key_template_of
-    from .sink.backup import BackupJob, backup_executor, commit_unread, plan_run, run_one_backup
+    from .sink.backup import BackupJob, commit_unread, plan_run, run_one_backup
 
     executor_name(executor)  # a bad executor fails before any connection
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
@@ -192,7 +192,7 @@ def backup(
         committed = None if dry_run else commit_unread(job, backup_plan)
         _print(report.backup_plan(backup_plan, dry_run, committed, as_json))
         return
-    choice = backup_executor(backup_plan, executor, master)
+    choice = plan_executor(backup_plan, executor, master)
     _print(report.executor_chosen(choice, quiet or as_json))
     result, spark_s = run_one_backup(job, backup_plan, choice, master, quiet or as_json)
     _print(report.backup_summary(result, spark_s, as_json))
@@ -289,14 +289,7 @@ def restore(
     from .source.follow import DEFAULT_POLL_INTERVAL_S, StandbyRequest, run_standby
     from .source.groups import restore_planned_groups
     from .source.object_reader import check_on_error
-    from .source.restore import (
-        RestoreJob,
-        RestoreRequest,
-        parse_renames,
-        plan_restore,
-        restore_executor,
-        run_one_restore,
-    )
+    from .source.restore import RestoreJob, RestoreRequest, parse_renames, plan_restore, run_one_restore
     from .source.restore_state import import_state as import_restore_state
     from .source.selection import selection_of
     from .source.throttle import RateLimit
@@ -337,7 +330,7 @@ def restore(
     if dry_run:
         _print(report.restore_dry_run(restore_plan, as_json))
         return
-    choice = restore_executor(restore_plan, executor, master)
+    choice = plan_executor(restore_plan, executor, master)
     _print(report.restore_started(restore_plan) + report.executor_chosen(choice, as_json or quiet))
     result = run_one_restore(job, restore_plan, choice, master, as_json or quiet)
     committed_groups = restore_planned_groups(job, restore_plan)

@@ -2,11 +2,14 @@
 
     .venv/bin/python benchmarks/one_task.py [--shape user] [--size 2048] [--records 125000]
                                             [--repeats 3] [--perf SIDE] [--broker kafka|embedded]
+                                            [--no-restore]
 
 What one Spark task of benchmarks/run.py does, without Spark around it: a topic of two
 partitions (one task's share of a 4-partition topic on 2 cores) is backed up by one
 backup_group call and restored by one restore_group call, alternated with a bare consumer and
-a bare idempotent producer of the same records. Prints each side's wall and CPU seconds (CPU
+a bare idempotent producer of the same records. The backup runs twice per round: through the
+native record loop (sink/_kafka_arrow.c; "backup") and through confluent-kafka ("backup-py",
+TOPICVAULT_NATIVE=0). Prints each side's wall and CPU seconds (CPU
 time of this process: on a loaded machine a steadier guide than wall time, though the broker's
 work is not in it). `--perf SIDE` records each of that side's runs with `perf record -g` into
 perf-SIDE-N.data (read it with `perf report -i perf-SIDE-N.data --no-children`).
@@ -31,6 +34,7 @@ import topicvault.source.restore as restore_module
 from topicvault.core.kafka import KafkaSettings, create_topics
 from topicvault.core.spark import TaskSession
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
+from topicvault.sink.native_reader import NATIVE_ENV
 from topicvault.source.restore import RestoreJob, RestoreRequest, plan_restore, run_restore
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -75,6 +79,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--perf", choices=("consume", "backup", "produce", "restore"))
     parser.add_argument("--broker", choices=("kafka", "embedded"), default="kafka")
+    parser.add_argument("--no-restore", action="store_true", help="the backup sides only")
     args = parser.parse_args()
     with start_broker(args.broker) as broker, tempfile.TemporaryDirectory() as scratch:
         bootstrap, settings = broker.bootstrap, KafkaSettings.of(broker.bootstrap)
@@ -86,11 +91,16 @@ def main() -> int:
         create_topics(settings, {warm: PARTITIONS})
         bare_produce(bootstrap, warm, PARTITIONS, data[:100])
         archive = f"{scratch}/archive"
-        figures: dict[str, list[tuple[float, float]]] = {side: [] for side in ("consume", "backup", "produce", "restore")}
+        sides = ("consume", "backup", "backup-py") + (() if args.no_restore else ("produce", "restore"))
+        figures: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
 
-        def backup(attempt: int) -> None:
-            job = BackupJob(kafka=settings, store_uri=f"{archive}-{attempt}")
-            assert run_backup(ONE_CORE, job, plan_run(job, [source])).records == args.records
+        def backup(attempt: int, native: bool = True) -> None:
+            os.environ[NATIVE_ENV] = "1" if native else "0"
+            try:
+                job = BackupJob(kafka=settings, store_uri=f"{archive}-{attempt}{'' if native else '-py'}")
+                assert run_backup(ONE_CORE, job, plan_run(job, [source])).records == args.records
+            finally:
+                os.environ.pop(NATIVE_ENV)
 
         def restore(attempt: int) -> None:
             job = RestoreJob(settings, f"{archive}-0", state_uri=f"{scratch}/state-{attempt}")
@@ -107,9 +117,9 @@ def main() -> int:
             assert bare_consume(bootstrap, source, PARTITIONS)[0] == args.records
 
         for attempt in range(args.repeats):
-            for side, run in (("consume", consume), ("backup", backup)):
+            for side, run in (("consume", consume), ("backup", backup), ("backup-py", partial(backup, native=False))):
                 figures[side].append(timed(partial(run, attempt), f"perf-{side}-{attempt}.data" if args.perf == side else None))
-        for attempt in range(args.repeats):
+        for attempt in range(0 if args.no_restore else args.repeats):
             for side, run in (("produce", produce), ("restore", restore)):
                 figures[side].append(timed(partial(run, attempt), f"perf-{side}-{attempt}.data" if args.perf == side else None))
             delete_topic(bootstrap, f"one-task.bare.{attempt}")
@@ -119,6 +129,11 @@ def main() -> int:
     best = {side: (min(w for w, _ in runs), min(c for _, c in runs)) for side, runs in figures.items()}
     print(f"backup / bare consume: wall {best['consume'][0] / best['backup'][0]:.2f}x, "
           f"CPU {best['consume'][1] / best['backup'][1]:.2f}x (fastest runs)")
+    print(f"native / Python backup: wall {best['backup-py'][0] / best['backup'][0]:.2f}x, "
+          f"CPU {best['backup-py'][1] / best['backup'][1]:.2f}x (fastest runs)")
+    if args.no_restore:
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        return 0
     print(f"restore / bare produce: wall {best['produce'][0] / best['restore'][0]:.2f}x, "
           f"CPU {best['produce'][1] / best['restore'][1]:.2f}x (fastest runs)")
     print(f"load average {os.getloadavg()[0]:.1f}")

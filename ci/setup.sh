@@ -25,6 +25,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test,dev]'
+# The native record loop (issue #51.2): librdkafka's header from Debian, one C file; seconds.
+bash ci/native.sh .venv/bin/python
 # Apache Kafka's jars for the tests, benchmarks and sandbox (Maven Central, cached).
 bash ci/kafka-jars.sh >/dev/null
 # Spark's own Kafka source and sink, which benchmarks/run.py compares topicvault with (cached).

@@ -63,6 +63,12 @@ def choose_executor(asked: str | None, records: int, stored_bytes: int | None, m
     return ExecutorChoice("local", f"a small plan ({records:,} records at most)")
 
 
+def plan_executor(plan, asked: str | None, master: str | None) -> ExecutorChoice:
+    """Where a planned job's tasks run: choose_executor by the plan's `records` and `stored_bytes`
+    (a sink.plan.BackupPlan or source.restore_plan.RestorePlan)."""
+    return choose_executor(asked, plan.records, plan.stored_bytes, master)
+
+
 def executor_name(asked: str | None) -> str:
     """The executor asked for: `asked` (--executor), else $TOPICVAULT_EXECUTOR, else auto; one of
     EXECUTORS, or a TopicvaultError naming the bad value (checked before anything is read)."""

@@ -22,7 +22,7 @@ from ..core.archive.leases import RunLease
 from ..core.cluster import group_offsets, read_access, topic_settings, with_clock_skew
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
-from ..core.executor import ExecutorChoice, choose_executor, monitored, open_executor
+from ..core.executor import ExecutorChoice, monitored, open_executor
 from ..core.faults import crash_after, crash_now
 from ..core.hotloop import rare_cyclic_gc
 from ..core.kafka import (
@@ -316,12 +316,6 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
     return append(store, state, build, job.keyring()).key
 
 
-def backup_executor(backup_plan: BackupPlan, asked: str | None, master: str | None) -> ExecutorChoice:
-    """Where a planned backup's tasks run (core.executor.choose_executor; a backup cannot know the
-    bytes it will read before it reads them, so only its records count)."""
-    return choose_executor(asked, sum(p.records_at_most for p in backup_plan.partitions), None, master)
-
-
 def run_one_backup(job: BackupJob, backup_plan: BackupPlan, choice: ExecutorChoice, master: str | None,
                    quiet: bool = False) -> tuple[BackupResult, float]:
     """Open the executor `choice` names (Spark's task session, or this process), show progress unless
@@ -333,7 +327,7 @@ def run_one_backup(job: BackupJob, backup_plan: BackupPlan, choice: ExecutorChoi
         spark_started = time.monotonic()
         spark = open_executor(choice, master)
         spark_s = time.monotonic() - spark_started
-        total = sum(p.records_at_most for p in backup_plan.partitions)
+        total = backup_plan.records
         spark_tasks = len(backup_plan.task_groups(spark.sparkContext.defaultParallelism))
         with ProgressMonitor("backup", total, spark_tasks, monitored(spark), quiet=quiet) as progress:
             return run_backup(spark, replace(job, progress_dir=progress.directory), backup_plan), spark_s

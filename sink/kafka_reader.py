@@ -20,6 +20,7 @@ from ..core.kafka import (
     idle_limit_s,
     new_client,
 )
+from .native_reader import NativeConsumer, open_native_consumer
 
 BATCH_RECORDS = 20_000
 BATCH_BYTES = 8 * 1024 * 1024
@@ -162,7 +163,10 @@ def read_ranges(
         return
     config = range_consumer_config(settings)
     idle_timeout_s = idle_limit_s(config, idle_timeout_s)
-    consumer = new_client(Consumer, settings, config)
+    consumer = open_native_consumer(settings, config) or new_client(Consumer, settings, config)
+    if isinstance(consumer, NativeConsumer):
+        for read in reads:
+            read.columns = consumer.columns(read.task.topic, read.task.partition)
     try:
         if not one_at_a_time():
             yield from _consume(settings, consumer, reads, [i for i, read in enumerate(reads) if not read.done],
@@ -201,7 +205,8 @@ def _consume(
     """Read the `active` ranges from their next offsets until all are done or `stop_early()`."""
     # assign() replaces any earlier assignment; messages fetched for it are dropped below.
     consumer.assign([_position(reads[i]) for i in active])
-    return _Consumption(settings, consumer, reads, active, idle_timeout_s, batch_records).run(stop_early)
+    consumption = _NativeConsumption if isinstance(consumer, NativeConsumer) else _Consumption
+    return consumption(settings, consumer, reads, active, idle_timeout_s, batch_records).run(stop_early)
 
 
 class _BatchSize:
@@ -218,11 +223,11 @@ class _BatchSize:
         self.pending = 0  # records appended but not yet yielded, over all ranges
         self.pending_bytes = 0  # and their values' bytes
 
-    def first_fetch(self, messages: list) -> None:
-        """Size batches from the records of the first fetch."""
+    def first_fetch(self, count: int, value_bytes: int) -> None:
+        """Size batches from the first fetch: `count` messages of `value_bytes`."""
         if not self.sized:
             self.sized = True
-            self.limit = max(1, min(self.batch_records, BATCH_BYTES * len(messages) // max(sum(map(len, messages)), 1)))
+            self.limit = max(1, min(self.batch_records, BATCH_BYTES * count // max(value_bytes, 1)))
 
     def due(self, read: _RangeRead, ended: bool) -> bool:
         """Whether the range's records kept so far make a batch now: its own once it has `limit`
@@ -266,7 +271,7 @@ class _Consumption:
                 self._check_idle(last_progress)
                 continue
             last_progress = time.monotonic()
-            self.size.first_fetch(messages)
+            self.size.first_fetch(len(messages), sum(map(len, messages)))
             self.finished = []
             yield from self._read(messages)
             yield from self._end_fetch()
@@ -350,7 +355,7 @@ class _Consumption:
         """Check the range's first fetched record against the archive's last one (see
         _check_history); True when it is that record."""
         read.checking = False
-        _check_history(self.settings, read, message, offset)
+        _check_history(self.settings, read, message.leader_epoch(), offset)
         return offset == read.task.check[0]
 
     def _end(self, index: int, at: int) -> None:
@@ -379,6 +384,91 @@ class _Consumption:
                 yield index, read.columns.flush()
 
 
+class _NativeConsumption(_Consumption):
+    """_Consumption whose record loop (_read's rules) runs in native code (sink/_kafka_arrow.c):
+    each fetch comes back as the batches cut in it, check records, events and ranges ended, in
+    fetch order, which the rules above the loop take as _read would."""
+
+    def __init__(self, settings: KafkaSettings, consumer: NativeConsumer, reads: list[_RangeRead], active: list[int],
+                 idle_timeout_s: float, batch_records: int) -> None:
+        super().__init__(settings, consumer, reads, active, idle_timeout_s, batch_records)
+        tracked = []
+        for slot, index in enumerate(active):
+            read = reads[index]
+            tracked.append((read.task.topic, read.task.partition, read.next_offset, read.task.end,
+                            read.task.check[0] if read.checking else -1))
+            read.columns.tracked(slot, read.next_offset)
+        consumer.reader.track(tracked)
+
+    def run(self, stop_early: Callable[[], bool]) -> Iterator[tuple[int, pa.RecordBatch | RangeEnd]]:
+        """Fetch until every range is done or `stop_early()`; yield as _consume does."""
+        last_progress = time.monotonic()
+        reader = self.consumer.reader
+        while self.waiting:
+            found, count, value_bytes = reader.fetch(self.size.limit, 200, BATCH_BYTES)
+            if not count:
+                self._check_idle(last_progress)
+                continue
+            last_progress = time.monotonic()
+            self.size.first_fetch(count, value_bytes)
+            self.finished = []
+            for index in self.active:
+                self.reads[index].columns.refresh()
+            yield from self._take(found)
+            self._crash_if_due()
+            self.size.pending = sum(len(self.reads[index].columns) for index in self.active)
+            self.size.pending_bytes = sum(self.reads[index].columns.value_bytes for index in self.active)
+            yield from self._end_fetch()
+            if self.waiting and stop_early():
+                yield from self._flush_waiting()
+                return
+
+    def _take(self, found: list[tuple]) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """What the native loop found in one fetch (see _kafka_arrow.c, fetch), in order."""
+        for kind, slot, *rest in found:
+            index = self.active[slot] if slot >= 0 else None
+            if kind == _FOUND_BATCH:
+                yield index, self.reads[index].columns.batch_of(*rest)
+            elif kind == _FOUND_CHECK:
+                offset, epoch = rest
+                self.reads[index].checking = False
+                _check_history(self.settings, self.reads[index], epoch if epoch >= 0 else None, offset)
+            elif kind == _FOUND_EVENT:
+                code, topic, partition, offset, reason = rest
+                self._on_error(index, _Event(topic, partition, offset), KafkaError(code, reason))
+            else:
+                self._end(index, rest[0])
+
+    def _crash_if_due(self) -> None:
+        """The fault tests' crash point (as _read's, checked after each fetch)."""
+        if self.crash_at is not None and any(
+                self.reads[i].columns.next_offset is not None
+                and self.reads[i].columns.next_offset - self.reads[i].task.start >= self.crash_at for i in self.active):
+            crash_now()
+
+
+# What the native loop reports per fetch (sink/_kafka_arrow.c: FOUND_*).
+_FOUND_BATCH, _FOUND_CHECK, _FOUND_EVENT = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class _Event:
+    """Where a native event happened, as _on_error reads it off a confluent-kafka message."""
+
+    where_topic: str
+    where_partition: int
+    where_offset: int
+
+    def topic(self) -> str:
+        return self.where_topic
+
+    def partition(self) -> int:
+        return self.where_partition
+
+    def offset(self) -> int:
+        return self.where_offset
+
+
 def _position(read: _RangeRead) -> TopicPartition:
     """Where a range's read (re)starts: at the archive's last record before it while that is not
     met again yet (see OffsetRange.check), else where the read goes on."""
@@ -387,14 +477,13 @@ def _position(read: _RangeRead) -> TopicPartition:
     return TopicPartition(task.topic, task.partition, offset)
 
 
-def _check_history(settings: KafkaSettings, read: _RangeRead, message, offset: int) -> None:
+def _check_history(settings: KafkaSettings, read: _RangeRead, epoch: int | None, offset: int) -> None:
     """The first record fetched for a checked range: the archive's last record must be there with
     the leader epoch it was backed up with. A leader epoch is a leader's term: a record at the same
     offset with another epoch was written by another leader after the log was truncated below it
     (an unclean leader election), and the records on from there are not the archive's continuation.
     A record compacted away since cannot be compared: the read goes on."""
     check_offset, check_epoch = read.task.check
-    epoch = message.leader_epoch()
     if offset == check_offset and epoch is not None and epoch != check_epoch:
         task = read.task
         first = _rewritten_from(settings, task, epoch) if epoch > check_epoch else check_offset

@@ -47,6 +47,16 @@ class BackupPlan:
     access: dict | None = None  # the cluster's ACLs and SCRAM users (core.access.AccessState.to_json); None: not read
 
     @property
+    def records(self) -> int:
+        """Records the run reads at most (offsets; markers and compacted gaps make it fewer)."""
+        return sum(p.records_at_most for p in self.partitions)
+
+    @property
+    def stored_bytes(self) -> None:
+        """A backup cannot know the bytes it reads before it reads them (core.executor)."""
+        return None
+
+    @property
     def has_work(self) -> bool:
         return bool(self.tasks)
 

@@ -24,7 +24,7 @@ from ..core.cluster import (
 )
 from ..core.crypto import Keyring, keyring_of
 from ..core.errors import TopicvaultError
-from ..core.executor import ExecutorChoice, choose_executor, monitored, open_executor
+from ..core.executor import ExecutorChoice, monitored, open_executor
 from ..core.kafka import (
     KafkaSettings,
     TopicsNotCreated,
@@ -624,11 +624,6 @@ def run_restore(spark, job: RestoreJob, plan: RestorePlan, configure: bool = Tru
     if configure:
         apply_topic_configs(job.kafka, configs, plan.loading)
     return RestoreResult(plan, results, time.monotonic() - started, access, outcome, notes)
-
-
-def restore_executor(plan: RestorePlan, asked: str | None, master: str | None) -> ExecutorChoice:
-    """Where a planned restore's tasks run (core.executor.choose_executor, by its records and bytes)."""
-    return choose_executor(asked, plan.records, plan.stored_bytes, master)
 
 
 def run_one_restore(job: RestoreJob, plan: RestorePlan, choice: ExecutorChoice, master: str | None,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.archive.commit_log import commit_with_checkpoint
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
@@ -180,3 +181,23 @@ def expected_v1() -> tuple[str, dict[int, list[Record]]]:
                         tuple((k, raw(v)) for k, v in r["headers"])) for r in records]
         for p, records in saved["partitions"].items()
     }
+
+
+def read_parquet_objects(root: Path) -> dict[tuple[str, int], list[Record]]:
+    """Every record of every parquet object under root, read with plain pyarrow (not topicvault)."""
+    found: dict[tuple[str, int], list[Record]] = {}
+    for path in sorted(root.rglob("*.parquet")):
+        for row in pq.read_table(path).to_pylist():
+            meta = row["metadata"]
+            record = Record(
+                topic=meta["topic"],
+                partition=meta["partition"],
+                offset=meta["offset"],
+                key=row["key"],
+                value=row["value"],
+                timestamp_ms=meta["timestamp"],
+                timestamp_type=meta["timestampType"],
+                headers=tuple((h["key"], h["value"]) for h in row["headers"]),
+            )
+            found.setdefault((record.topic, record.partition), []).append(record)
+    return found

@@ -6,31 +6,12 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from archivetools import read_parquet_objects
 from clitools import run_cli
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
 from topicvault.core.envelope import Record
 from topicvault.core.local_store import LOCK_NAME
-
-
-def read_parquet_objects(root: Path) -> dict[tuple[str, int], list[Record]]:
-    """Every record of every parquet object under root, read with plain pyarrow (not topicvault)."""
-    found: dict[tuple[str, int], list[Record]] = {}
-    for path in sorted(root.rglob("*.parquet")):
-        for row in pq.read_table(path).to_pylist():
-            meta = row["metadata"]
-            record = Record(
-                topic=meta["topic"],
-                partition=meta["partition"],
-                offset=meta["offset"],
-                key=row["key"],
-                value=row["value"],
-                timestamp_ms=meta["timestamp"],
-                timestamp_type=meta["timestampType"],
-                headers=tuple((h["key"], h["value"]) for h in row["headers"]),
-            )
-            found.setdefault((record.topic, record.partition), []).append(record)
-    return found
 
 
 def committed_keys(root: Path) -> set[str]:

@@ -24,6 +24,7 @@ from nasty import nasty_records
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.local_store import LOCK_NAME
+from topicvault.sink.native_reader import NATIVE_ENV
 
 
 def test_offset_gaps_from_transaction_markers_are_kept(bootstrap, spark, topic_factory, tmp_path):
@@ -193,6 +194,9 @@ def test_retention_deleting_what_a_backup_reads_commits_what_was_read_and_the_ne
         return messages
 
     monkeypatch.setattr(kafka_reader, "consume_ready", retention_strikes)
+    # The report goes into confluent-kafka's stream, so the read takes that path; the rule under
+    # test (_Consumption._on_error) is the one the native record loop's events go to as well.
+    monkeypatch.setenv(NATIVE_ENV, "0")
     # The broker's log start then lies past the refused offset (asked again by the reader).
     monkeypatch.setattr(kafka_reader, "_log_start", lambda consumer, read: 150 if read.task.partition == 0 else 0)
     job = BackupJob(kafka=KafkaSettings.of(bootstrap), store_uri=str(tmp_path / "b"))
@@ -315,6 +319,7 @@ def test_an_error_left_from_a_range_not_being_read_now_is_not_taken_for_one(boot
         return messages
 
     monkeypatch.setattr(kafka_reader, "consume_ready", with_a_stale_error)
+    monkeypatch.setenv(NATIVE_ENV, "0")  # injected into confluent-kafka's stream (as above)
     items = list(read_ranges(KafkaSettings.of(bootstrap), [OffsetRange(topic, 0, 0, 50), OffsetRange(topic, 1, 0, 50)],
                              one_at_a_time=lambda: True))
     assert injected

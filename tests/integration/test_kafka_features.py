@@ -14,6 +14,7 @@ import uuid
 import pyarrow.parquet as pq
 import pytest
 from clitools import run_cli
+from compactiontools import COMPACTED, cleaning_kafka, view, wait_until_compacted, write_keyed_wave  # noqa: F401
 from confluent_kafka import Producer
 from harness_broker import TANSU_KINDS
 from kafkatools import (
@@ -31,8 +32,6 @@ from kafkatools import (
 from restoretools import describe
 from topicvault.core.archive.commits import fold_commits
 from topicvault.core.envelope import Record
-from topicvault.core.errors import TopicvaultError
-from topicvault.core.local_kafka import LocalKafka, kafka_jars
 from topicvault.core.local_store import LocalStore
 
 
@@ -62,11 +61,6 @@ def archived(location: str) -> dict[tuple[str, int], list[Record]]:
                                       meta["timestampType"],
                                       tuple((h["key"], h["value"]) for h in row["headers"] or ())))
     return found
-
-
-def view(bootstrap: str, topic: str) -> dict[tuple[str, int], list[Record]]:
-    """What a read_committed consumer sees of the topic now, keyed as `archived` is."""
-    return {(topic, p): records for p, records in consume_all(bootstrap, topic).items()}
 
 
 def with_offsets(records: dict[tuple[str, int], list[Record]]) -> dict[tuple[str, int], list[tuple]]:
@@ -144,60 +138,13 @@ def test_transactions_committed_aborted_and_one_left_open(apache_kafka, bootstra
 
 # --- 8. a compacted topic with the log cleaner running ----------------------------------------
 
-@pytest.fixture(scope="module")
-def cleaning_kafka(tmp_path_factory):
-    """A node of its own whose log cleaner looks for work every 100 ms (default 15 s); Apache
-    Kafka whatever broker the rest of the suite runs on."""
-    try:
-        kafka_jars()
-    except TopicvaultError as exc:
-        pytest.skip(str(exc))
-    with LocalKafka(nodes=1, folder=tmp_path_factory.mktemp("cleaning"),
-                    config={"log.cleaner.backoff.ms": "100"}) as kafka:
-        yield kafka.bootstrap
-
-
-COMPACTED = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "100",
-             "min.compaction.lag.ms": "0"}
-
-
-def write_keyed_wave(bootstrap: str, topic: str, wave: int, records: int = 400, keys: int = 30) -> None:
-    """Records over `keys` keys in multi-record batches, every 7th a tombstone; then, past
-    segment.ms, one more record so that the wave's last segment rolls and can be cleaned."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
-    for i in range(records):
-        value = None if i % 7 == 3 else b"w%d-v%d" % (wave, i)
-        producer.produce(topic, value, b"key-%d" % (i % keys), partition=i % 2,
-                         headers=[("w", b"%d" % wave), ("w", None)] if i % 5 else None)
-        if i % 50 == 49:
-            producer.flush(30)
-    producer.flush(30)
-    time.sleep(0.3)
-    for partition in (0, 1):
-        producer.produce(topic, b"roll", b"roll-%d" % wave, partition=partition)
-    assert producer.flush(30) == 0
-
-
-def wait_until_compacted(bootstrap: str, topic: str, timeout_s: float = 60) -> dict[tuple[str, int], list[Record]]:
-    """The view once the cleaner has left every key once per partition (tombstones stay:
-    delete.retention.ms is a day)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        seen = view(bootstrap, topic)
-        if all(len({r.key for r in rs}) == len(rs) for rs in seen.values()):
-            return seen
-        if time.monotonic() >= deadline:  # a hang detector, not a speed check
-            raise TimeoutError(f"the cleaner left duplicate keys in {topic} after {timeout_s} s")
-        time.sleep(0.5)
-
-
 def first_gap(records: list[Record]) -> tuple[int, Record]:
     """An offset the cleaner removed inside the partition, and the record that survives after it."""
     return next((r.offset + 1, nxt) for r, nxt in zip(records, records[1:]) if nxt.offset > r.offset + 1)
 
 
 def test_a_compacted_topic_restores_as_compacted_and_groups_land_on_the_next_surviving_record(
-        cleaning_kafka, spark, tmp_path):
+        cleaning_kafka, spark, tmp_path):  # noqa: F811 - the fixture of compactiontools
     bootstrap = cleaning_kafka
     topic = create_topic(bootstrap, f"compacted-{uuid.uuid4().hex[:8]}", 2, COMPACTED)
     write_keyed_wave(bootstrap, topic, 0)
@@ -230,7 +177,8 @@ def test_a_compacted_topic_restores_as_compacted_and_groups_land_on_the_next_sur
     assert committed(bootstrap, done, target, 2)[1] == len(seen[(topic, 1)])
 
 
-def test_a_backup_while_the_cleaner_compacts_under_live_traffic_keeps_what_it_read(cleaning_kafka, spark, tmp_path):
+def test_a_backup_while_the_cleaner_compacts_under_live_traffic_keeps_what_it_read(
+        cleaning_kafka, spark, tmp_path):  # noqa: F811 - the fixture of compactiontools
     """Backups while records are written and the cleaner removes older ones: every record the
     topic still holds is archived unchanged at its offset; an archived record it no longer
     holds was overwritten by a later record of its key (compacted away, not invented); the
