@@ -201,17 +201,21 @@ ENCRYPTION_KEY = typer.Option([], "--encryption-key", help="Client-side encrypti
                               "`topicvault keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable for objects and "
                               "commit records of older keys; what is written is encrypted and authenticated with "
                               "the first.")
+SCHEMA_REGISTRY = typer.Option(None, "--schema-registry", help="A schema registry's Confluent-compatible API URL "
+                               "(auth and TLS in the cluster profile's schema_registry table): backup saves it whole.")
 
 
 def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str], bootstrap: Optional[str],
-              properties: list[str], uri: Optional[str], options: list[str], encryption_keys: list[str] = ()):
+              properties: list[str], uri: Optional[str], options: list[str], encryption_keys: list[str] = (),
+              schema_registry: Optional[str] = None):
     """Flags over TOPICVAULT_* environment over the config file's profiles."""
     from .core.kafka import parse_properties
     from .core.profiles import resolve
 
     return resolve(config_file=config, cluster=cluster, store=store, bootstrap_servers=bootstrap,
                    kafka_properties=parse_properties(properties), store_uri=uri,
-                   store_options=parse_properties(options), encryption_keys=tuple(encryption_keys))
+                   store_options=parse_properties(options), encryption_keys=tuple(encryption_keys),
+                   schema_registry_url=schema_registry)
 
 
 def _keyring_of(settings):
@@ -278,6 +282,7 @@ BACKUP_ONE_SHOT_ONLY = {
     "as_json": "--json prints a one-shot backup's plan or summary, --follow prints a line per micro-batch: drop "
                "--json (--metrics-port serves a follower's figures)",
     "quiet": "--quiet hides a one-shot backup's progress, --follow prints a line per micro-batch: drop --quiet",
+    "schema_registry": "--schema-registry is saved by a one-shot backup: run one beside the follower to save it",
 }
 BACKUP_FOLLOW_ONLY = {
     "flush_interval": "--flush-interval works with --follow: add --follow",
@@ -319,6 +324,7 @@ def backup(
     encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
+    schema_registry: Optional[str] = SCHEMA_REGISTRY,
     master: Optional[str] = MASTER,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; read no records, write nothing."),
     follow: bool = typer.Option(False, "--follow", help="Keep backing up new records (Structured Streaming) "
@@ -341,7 +347,8 @@ def backup(
     from .core.rotation import Rotation
     from .sink.backup import BackupJob, commit_unread, plan_run
 
-    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
+    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key,
+                         schema_registry)
     job = BackupJob(
         kafka=_kafka_of(settings),
         store_uri=_uri_of(settings, "--to"),
@@ -351,6 +358,8 @@ def backup(
         key_template=_key_template_of(key_template, time_partition),
         rotation=Rotation(max_records, max_bytes),
         encryption_keys=settings.encryption_keys,
+        schema_registry_url=settings.schema_registry_url,
+        schema_registry_settings=tuple(sorted(settings.schema_registry_settings.items())),
     )
     _refuse_by_follow(context, follow, BACKUP_ONE_SHOT_ONLY, BACKUP_FOLLOW_ONLY)
     if follow:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Iterable
 from .core.access import PASSWORD_ENV_PREFIX, AccessPlan, AccessState
 from .core.archive.commits import BackupState, ObjectEntry
 from .core.text import iso, plural, rate, show_text, table, terminal_text, to_json
+from .formats.schema_registry import check_saved, ids_lacking, registry_summary
 
 if TYPE_CHECKING:  # the CLI imports this module at start; the library's modules only when a command runs
     from .core.sandbox import Sandbox
@@ -126,6 +127,7 @@ def listing(state: BackupState) -> dict:
         "encryption_keys": {key_id: count for key_id, count in sorted(Counter(
             o.key_id for ps in state.partitions.values() for o in ps.objects if o.key_id).items())},
         **_access_listing(state),
+        **_registry_listing(state),
     }
 
 
@@ -137,6 +139,44 @@ def _access_listing(state: BackupState) -> dict:
     history = state.access_history
     return {"access": {"summary": AccessState.from_json(state.access).summary(), "changes": len(history),
                        "first_time": iso(history[0]["read_ms"]), "last_time": iso(history[-1]["read_ms"])}}
+
+
+def _registry_listing(state: BackupState) -> dict:
+    """The saved schema registry (subjects, versions, newest change) and the schema ids the records
+    use that it lacks; nothing when no backup saved one and no record carries an id."""
+    used = state.schema_ids_used()
+    if not state.registry_history and not used:
+        return {}
+    saved = state.registry_at(None)
+    listing: dict = {"used_ids": len(used), "used_ids_lacking": ids_lacking(used, saved)}
+    if saved is not None:
+        try:
+            listing.update(registry_summary(check_saved(saved)))
+        except ValueError as exc:
+            listing["damaged"] = str(exc)
+        listing["changes"] = len(state.registry_history)
+        listing["last_time"] = iso(state.registry_history[-1]["read_ms"])
+    return {"schema_registry": listing}
+
+
+def _registry_lines(registry: dict | None) -> list[Line]:
+    """`ls`'s lines on the saved schema registry (see _registry_listing)."""
+    if registry is None:
+        return []
+    lines = []
+    if "damaged" in registry:
+        lines.append(_err(f"warning: the saved schema registry is damaged: {registry['damaged']}"))
+    elif "subjects" in registry:
+        deleted = f" ({registry['deleted_subjects']} soft-deleted)" if registry["deleted_subjects"] else ""
+        lines.append(_out(f"schema registry: {plural(registry['subjects'], 'subject')}{deleted}, "
+                          f"{plural(registry['versions'], 'version')}, {plural(registry['ids'], 'schema id')}; "
+                          f"saved {plural(registry['changes'], 'time')}, newest change {registry['last_time']}"))
+    lacking = registry["used_ids_lacking"]
+    if lacking:
+        shown = ", ".join(map(str, lacking[:20])) + (", …" if len(lacking) > 20 else "")
+        where = "the saved schema registry lacks" if "subjects" in registry else "no schema registry was saved for"
+        lines.append(_out(f"schema ids used by records that {where}: {shown} (back up with --schema-registry URL)"))
+    return lines
 
 
 # --- backup ------------------------------------------------------------------------------------
@@ -434,6 +474,7 @@ def ls(state: BackupState, as_json: bool, conditional_writes: str | None = None)
         lines.append(_out(f"cluster access: {access['summary']}; saved {access['changes']} time"
                           f"{'s' * (access['changes'] != 1)} from {access['first_time']} to {access['last_time']} "
                           "(restore --cluster-state; client quotas and SCRAM passwords are not saved)"))
+    lines += _registry_lines(data.get("schema_registry"))
     lines += [_out(f"lost: {note}") for note in data["lost"]]
     if data["encryption_keys"]:
         lines.append(_out("encrypted: " + ", ".join(f"{n} objects with key {k}"

@@ -1,0 +1,130 @@
+"""A schema registry's saved form, and the schema ids in records (issue #52). Pure: no HTTP, Spark or Kafka.
+
+The saved form (what `backup --schema-registry` keeps in a commit record, `schema_registry`),
+read over the Confluent-compatible REST API (core.schema_registry):
+
+    {"config": "BACKWARD" | null,          # global compatibility (GET /config)
+     "mode": "READWRITE" | null,            # global mode (GET /mode)
+     "subjects": {name: {"deleted": bool,   # soft-deleted (listed only with ?deleted=true)
+                         "config": str | null, "mode": str | null,
+                         "versions": [{"version": int, "id": int, "schemaType": "AVRO" | "PROTOBUF" | "JSON",
+                                       "schema": str, "references": [{"name", "subject", "version"}],
+                                       "deleted": bool}]}}}
+
+An archive is untrusted input: `check_saved` accepts only that shape.
+
+The wire format (Confluent's "wire format", docs.confluent.io, Schema Registry > Fundamentals >
+Serializers: magic byte 0, then the schema id as a 4-byte big-endian integer, then the payload)
+is what `schema_id` reads and `rewrite_schema_id` rewrites. A key or value that starts with byte
+0 and is at least 5 bytes long is taken for one; any other stays as it is.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+WIRE_MAGIC = 0
+WIRE_HEADER_BYTES = 5
+MAX_SCHEMA_ID = 2**31 - 1  # the id is a signed 32-bit int in every client
+SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSON")
+COMPATIBILITY_LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
+                        "FULL_TRANSITIVE")
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+
+
+def check_saved(body: object) -> dict:
+    """`body` (a saved registry from an archive) when it has the shape above; ValueError naming
+    the first part that does not."""
+    if not isinstance(body, dict) or not isinstance(body.get("subjects"), dict):
+        raise ValueError("the saved schema registry is not an object with `subjects`")
+    _check_choice(body.get("config"), COMPATIBILITY_LEVELS, "global compatibility")
+    _check_choice(body.get("mode"), MODES, "global mode")
+    for name, subject in body["subjects"].items():
+        if not isinstance(subject, dict) or not isinstance(subject.get("versions"), list):
+            raise ValueError(f"saved subject {name!r} has no list of versions")
+        _check_choice(subject.get("config"), COMPATIBILITY_LEVELS, f"compatibility of subject {name!r}")
+        _check_choice(subject.get("mode"), MODES, f"mode of subject {name!r}")
+        for version in subject["versions"]:
+            _check_version(name, version)
+    return body
+
+
+def _check_choice(value: object, allowed: tuple[str, ...], what: str) -> None:
+    if value is not None and value not in allowed:
+        raise ValueError(f"saved {what} {value!r} is not one of {', '.join(allowed)}")
+
+
+def _check_version(subject: str, version: object) -> None:
+    if not isinstance(version, dict):
+        raise ValueError(f"a saved version of subject {subject!r} is not an object")
+    number, schema_id = version.get("version"), version.get("id")
+    if not isinstance(number, int) or number < 1 or not isinstance(schema_id, int) or not 0 <= schema_id <= MAX_SCHEMA_ID:
+        raise ValueError(f"saved version {number!r} of subject {subject!r} has no valid version number and id")
+    _check_choice(version.get("schemaType"), SCHEMA_TYPES, f"schema type of {subject!r} version {number}")
+    if not isinstance(version.get("schema"), str):
+        raise ValueError(f"saved version {number} of subject {subject!r} has no schema text")
+    for reference in version.get("references", []):
+        if not (isinstance(reference, dict) and isinstance(reference.get("name"), str)
+                and isinstance(reference.get("subject"), str) and isinstance(reference.get("version"), int)):
+            raise ValueError(f"saved version {number} of subject {subject!r} has a malformed reference")
+
+
+def changed_registry(saved: dict | None, read: dict | None) -> dict | None:
+    """What a commit saves: `read` when it differs from the registry the archive `saved` last
+    (None when it is the same, or was not read)."""
+    return read if read is not None and read != saved else None
+
+
+def registry_ids(saved: dict) -> set[int]:
+    """Every schema id the saved registry holds (soft-deleted versions too)."""
+    return {v["id"] for subject in saved["subjects"].values() for v in subject["versions"]}
+
+
+def registry_summary(saved: dict) -> dict:
+    """Counts for `ls`: subjects, soft-deleted subjects, versions, distinct ids."""
+    subjects = saved["subjects"].values()
+    return {"subjects": len(saved["subjects"]), "deleted_subjects": sum(1 for s in subjects if s.get("deleted")),
+            "versions": sum(len(s["versions"]) for s in subjects), "ids": len(registry_ids(saved))}
+
+
+def schema_id(data: bytes | None) -> int | None:
+    """The schema id of a key or value in the wire format (magic byte 0, 4-byte big-endian id); None
+    for anything else."""
+    if data is None or len(data) < WIRE_HEADER_BYTES or data[0] != WIRE_MAGIC:
+        return None
+    return int.from_bytes(data[1:WIRE_HEADER_BYTES], "big")
+
+
+def count_schema_ids(batch: pa.RecordBatch | pa.Table) -> Counter:
+    """How many keys and values of an envelope batch carry each schema id (a record whose key
+    and value both carry one counts twice). Vectorised: no per-record Python."""
+    counts: Counter = Counter()
+    for column in ("key", "value"):
+        data = batch.column(column)
+        carries = pc.and_(pc.greater_equal(pc.binary_length(data), WIRE_HEADER_BYTES),
+                          pc.equal(pc.binary_slice(data, 0, 1), pa.scalar(b"\x00", pa.binary())))
+        headers = pc.filter(pc.binary_slice(data, 1, WIRE_HEADER_BYTES), pc.fill_null(carries, False))
+        if len(headers) == 0:
+            continue
+        for entry in pc.value_counts(headers).to_pylist():
+            counts[int.from_bytes(entry["values"], "big")] += entry["counts"]
+    return counts
+
+
+def rewrite_schema_id(data: bytes | None, id_map: Mapping[int, int]) -> bytes | None:
+    """`data` with its schema id replaced from `id_map` when it carries the wire format and its
+    id is in the map; otherwise `data` itself (byte-exact)."""
+    old = schema_id(data)
+    if old is None or old not in id_map or id_map[old] == old:
+        return data
+    return bytes([WIRE_MAGIC]) + id_map[old].to_bytes(4, "big") + data[WIRE_HEADER_BYTES:]
+
+
+def ids_lacking(used: Mapping[int, int], saved: dict | None) -> list[int]:
+    """The schema ids records use (`used`: id -> keys and values) that the saved registry lacks, ascending."""
+    held = registry_ids(saved) if saved is not None else set()
+    return sorted(i for i in used if i not in held)

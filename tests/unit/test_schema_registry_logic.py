@@ -1,0 +1,137 @@
+"""Schema registry in the backup (issue #52), pure parts: the saved form, schema ids in records, the
+commit record and state that carry them, and what a backup plan saves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from topicvault.core.archive.checkpoints import _decode, _encode
+from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, read_commit
+from topicvault.core.crypto import FileKey, Keyring, file_key_id
+from topicvault.core.envelope import Record, records_to_batch
+from topicvault.core.errors import TopicvaultError
+from topicvault.formats.schema_registry import (
+    check_saved,
+    count_schema_ids,
+    ids_lacking,
+    registry_summary,
+    rewrite_schema_id,
+    schema_id,
+)
+from topicvault.sink.plan import ClusterRead, plan_backup
+
+SAVED = {
+    "config": "BACKWARD", "mode": "READWRITE",
+    "subjects": {
+        "orders-value": {"deleted": False, "config": "FULL", "mode": None, "versions": [
+            {"version": 1, "id": 1, "schemaType": "AVRO", "schema": '"string"', "references": [], "deleted": False},
+            {"version": 2, "id": 4, "schemaType": "AVRO", "schema": '"int"', "references": [
+                {"name": "x", "subject": "x-value", "version": 1}], "deleted": False}]},
+        "gone-value": {"deleted": True, "config": None, "mode": None, "versions": [
+            {"version": 1, "id": 2, "schemaType": "JSON", "schema": "{}", "references": [], "deleted": True}]},
+    },
+}
+
+
+def wire(schema: int, payload: bytes = b"payload") -> bytes:
+    return b"\x00" + schema.to_bytes(4, "big") + payload
+
+
+def test_schema_id_reads_the_wire_format_and_nothing_else():
+    assert schema_id(wire(7)) == 7
+    assert schema_id(wire(2**31 - 1, b"")) == 2**31 - 1
+    for other in (None, b"", b"\x00\x00\x00\x07", b"\x01\x00\x00\x00\x07x", b"plain text"):
+        assert schema_id(other) is None
+
+
+def test_rewrite_changes_only_the_four_id_bytes_of_mapped_ids():
+    assert rewrite_schema_id(wire(7, b"\x00\xff rest"), {7: 70_000}) == wire(70_000, b"\x00\xff rest")
+    for untouched in (wire(8), b"\x00\x00\x00", b"text", None, b"\x01" + wire(7)[1:]):
+        assert rewrite_schema_id(untouched, {7: 9}) is untouched  # byte-exact: the same object
+    assert rewrite_schema_id(wire(7), {7: 7}) == wire(7)
+
+
+def test_count_schema_ids_counts_keys_and_values_of_a_batch():
+    pairs = [(wire(1), wire(4)), (None, wire(4)), (b"k", b"\x00\x00"), (wire(2), None), (b"\x05" + wire(9)[1:], b"")]
+    records = [Record("t", 0, offset, key, value, 0) for offset, (key, value) in enumerate(pairs)]
+    assert dict(count_schema_ids(records_to_batch(records))) == {1: 1, 4: 2, 2: 1}
+    assert count_schema_ids(records_to_batch([Record("t", 0, 0, b"k", b"v", 0)])) == {}
+
+
+def test_check_saved_accepts_the_saved_form_and_names_what_is_wrong():
+    assert check_saved(SAVED) is SAVED
+    assert registry_summary(SAVED) == {"subjects": 2, "deleted_subjects": 1, "versions": 3, "ids": 3}
+    bad_cases = [
+        ([], "not an object"),
+        ({**SAVED, "config": "SOMETIMES"}, "global compatibility"),
+        ({**SAVED, "subjects": {"s": {"versions": [{"version": 1, "id": -1, "schemaType": "AVRO", "schema": ""}]}}},
+         "valid version number and id"),
+        ({**SAVED, "subjects": {"s": {"versions": [{"version": 1, "id": 3, "schemaType": "XML", "schema": ""}]}}},
+         "schema type"),
+        ({**SAVED, "subjects": {"s": {"versions": [{"version": 1, "id": 3, "schemaType": "AVRO", "schema": "",
+                                                    "references": [{"name": "n"}]}]}}}, "malformed reference"),
+    ]
+    for body, needle in bad_cases:
+        with pytest.raises(ValueError, match=needle):
+            check_saved(body)
+
+
+def test_ids_lacking_names_the_used_ids_the_saved_registry_does_not_hold():
+    assert ids_lacking({1: 5, 3: 2, 4: 1, 99: 1}, SAVED) == [3, 99]
+    assert ids_lacking({5: 1}, None) == [5]
+
+
+def _entry(offset: int, schema_ids=()) -> ObjectEntry:
+    return ObjectEntry(f"t/{offset}", "t", 0, offset, offset + 9, 10, 100, 0, 0, "00", schema_ids=schema_ids)
+
+
+def test_commit_record_carries_the_registry_and_object_schema_ids_through_json_and_checkpoints():
+    record = CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 20),),
+                          (_entry(0, ((1, 3), (4, 7))), _entry(10)), schema_registry=SAVED)
+    back = CommitRecord.from_json(record.to_json(), record.key)
+    assert back == record
+    assert "schema_ids" not in record.objects[1].to_json()  # entries without ids stay as before
+    state = BackupState()
+    state.apply(back, back.key)
+    assert state.schema_ids_used() == {1: 3, 4: 7}
+    assert _decode(_encode(state, BackupState), BackupState) == state
+
+
+def test_registry_as_of_a_time_is_the_newest_saved_by_then():
+    state = BackupState()
+    newer = {**SAVED, "config": "NONE"}
+    for sequence, (created, registry) in enumerate([(1_000, SAVED), (2_000, None), (3_000, newer)], start=1):
+        state.apply(CommitRecord(sequence, created, (), (), schema_registry=registry), "k")
+    assert state.registry_at(None) == newer
+    assert state.registry_at(2_999) == SAVED
+    assert state.registry_at(999) is None
+
+
+def test_a_backup_plan_saves_the_registry_only_when_it_changed():
+    state = BackupState()
+    state.apply(CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 5),), (), schema_registry=SAVED), "k")
+    offsets = {("t", 0): (0, 5)}
+    same = plan_backup(ClusterRead({"t": 1}, offsets, schema_registry=SAVED), state)
+    assert same.schema_registry is None and not same.needs_commit
+    changed = {**SAVED, "mode": "READONLY"}
+    plan = plan_backup(ClusterRead({"t": 1}, offsets, schema_registry=changed), state)
+    assert plan.schema_registry == changed and plan.needs_commit
+    assert plan_backup(ClusterRead({"t": 1}, offsets), state).schema_registry is None  # not read: nothing saved
+
+
+def test_a_malformed_saved_registry_or_schema_ids_make_the_commit_unreadable():
+    record = CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 20),), (_entry(0, ((1, 1),)),))
+    bad_registry = {**json.loads(record.to_json()), "schema_registry": []}
+    bad_ids = json.loads(record.to_json())
+    bad_ids["objects"][0]["schema_ids"] = [["x", 1]]
+    for body in (bad_registry, bad_ids):
+        with pytest.raises(TopicvaultError, match="unreadable"):
+            CommitRecord.from_json(json.dumps(body).encode(), record.key)
+
+
+def test_an_unauthenticated_commit_read_with_a_key_carries_no_registry():
+    keyring = Keyring((FileKey("k", b"k" * 32, file_key_id(b"k" * 32)),))
+    record = CommitRecord(1, 1_000, (), (), schema_registry=SAVED)
+    assert read_commit(BackupState(), record.to_json(keyring), record.key, keyring).schema_registry == SAVED
+    assert read_commit(BackupState(), record.to_json(), record.key, keyring).schema_registry is None
