@@ -294,6 +294,8 @@ RESTORE_ONE_SHOT_ONLY = {
     "dry_run": DRY_RUN_WITH_FOLLOW,
     "cluster_state": "--cluster-state works with a one-shot restore, not --follow: restore the cluster state once, "
                      "then start the standby",
+    "schema_registry": "--schema-registry works with a one-shot restore, not --follow: restore the registry (and "
+                       "the data) once, then start the standby",
 }
 RESTORE_FOLLOW_ONLY = {"poll_interval": "--poll-interval works with --follow: add --follow"}
 
@@ -507,6 +509,12 @@ def restore(
     encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
+    schema_registry: Optional[str] = typer.Option(None, "--schema-registry", help="Register the archive's saved "
+                                                  "schema registry (as of --until) into this one's "
+                                                  "Confluent-compatible API before any record."),
+    schema_ids: str = typer.Option("preserve", "--schema-ids", help="With --schema-registry: preserve (ask for the "
+                                   "saved ids; stop before any record if the target gives others) or remap (new "
+                                   "ids, rewritten in every record key and value that carries one)."),
     master: Optional[str] = MASTER,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
     follow: bool = typer.Option(False, "--follow", help="A warm standby: restore what the location holds, then "
@@ -528,7 +536,7 @@ def restore(
 
     rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option,
-                         encryption_key)
+                         encryption_key, schema_registry)
     _keyring_of(settings)  # an unreadable key file or unknown KMS key fails before anything else
     job = _restore_job(settings, layout, key_template, state, on_error, rate,
                        PeerOptions(tuple(f.strip() for f in peer_fields.split(",") if f.strip()),
@@ -557,7 +565,16 @@ def restore(
         if restore_plan.access is not None:
             _print(report.access_dry_run(restore_plan.access, as_json))
         return
+    registry = None
+    if schema_registry:  # registered before any record; a refusal stops here
+        from .source.schema_registry import registry_before_data
+
+        job, registry = registry_before_data(job, restore_plan.restore_id, request.selection.until_ms,
+                                             settings.schema_registry_url, settings.schema_registry_settings,
+                                             schema_ids)
+        _print(report.registry_restored(registry, schema_ids))
     result, committed_groups = _run_one_restore(job, restore_plan, request, master, as_json or quiet)
+    _print(report.ids_rewritten(result, registry))
     _print(report.access_restored(result))
     _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))
     if result.skipped:

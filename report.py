@@ -385,6 +385,21 @@ def restore_summary(result: RestoreResult, committed_groups: list[GroupOffset] |
     return lines
 
 
+def registry_restored(registry, mode: str) -> list[Line]:
+    """What `restore --schema-registry` registered (a source.schema_registry.RegistryRestored)."""
+    changed = registry.changed
+    said = (f"; {plural(len(changed), 'schema id')} changed, rewritten in the records (map saved with the restore)"
+            if changed else "; every schema id kept")
+    return [_err(f"schema registry: {plural(registry.versions, 'version')} registered ({mode}){said}")]
+
+
+def ids_rewritten(result: RestoreResult, registry) -> list[Line]:
+    """How many records `--schema-ids remap` changed (nothing without a registry restore)."""
+    if registry is None or not registry.changed:
+        return []
+    return [_err(f"schema ids rewritten in {plural(result.ids_rewritten, 'record')} (the others are byte-exact)")]
+
+
 def restore_following(store_uri: str, poll_interval_s: float) -> Line:
     """The first line of `restore --follow` (on stderr: stdout carries the rounds)."""
     return _err(f"following {store_uri} (looking for new data every {poll_interval_s:g} s); SIGTERM or Ctrl-C stops")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
 
@@ -49,6 +49,9 @@ class RegistryClient:
             raise TopicvaultError(f"unknown schema-registry setting(s) {', '.join(unknown)}: use "
                                   f"{', '.join(SETTINGS)}")
         self.url = self.url.rstrip("/")
+        if not self.url.startswith(("http://", "https://")):
+            raise TopicvaultError(f"--schema-registry {shown_url(self.url)} is no http:// or https:// URL: give the "
+                                  "registry's Confluent-compatible API, e.g. http://registry:8081")
         self._session = requests.Session()
         self._session.headers["Accept"] = CONTENT_TYPE
         user, password = self.settings.get("basic_auth_user"), self.settings.get("basic_auth_password")
@@ -61,24 +64,28 @@ class RegistryClient:
         if self.settings.get("cert_file"):
             self._session.cert = (self.settings["cert_file"], self.settings.get("key_file"))
 
-    def call(self, method: str, path: str, body: dict | None = None, missing_ok: bool = False) -> object:
-        """One API call; its JSON answer (None for a 404 when `missing_ok`). RegistryError naming
-        the call and the registry's message when it fails."""
+    def call(self, method: str, path: str, body: dict | None = None, missing_ok: bool = False,
+             base: str | None = None) -> object:
+        """One API call (to `base` + `path`, by default this registry's API); its JSON answer (None
+        for a 404 when `missing_ok`). RegistryError naming the call and the registry's message when it fails."""
+        headers = {"Content-Type": CONTENT_TYPE} if body is not None else {}
+        if base is not None:  # another API of the same server (Apicurio's own): plain JSON
+            headers["Accept"] = "application/json"
         try:
-            answer = self._session.request(method, self.url + path, json=body, timeout=TIMEOUT_S,
-                                           headers={"Content-Type": CONTENT_TYPE} if body is not None else None)
+            answer = self._session.request(method, (base or self.url) + path, json=body, timeout=TIMEOUT_S,
+                                           headers=headers)
         except requests.RequestException as exc:
-            raise RegistryError(f"schema registry {self.url}: {method} {path} failed ({type(exc).__name__}): "
+            raise RegistryError(f"schema registry {shown_url(self.url)}: {method} {path} failed ({type(exc).__name__}): "
                                 "check the URL and that the registry is up") from None
         if answer.status_code == 404 and missing_ok:
             return None
         if answer.status_code >= 400:
-            raise RegistryError(f"schema registry {self.url}: {method} {path} answered {answer.status_code} "
+            raise RegistryError(f"schema registry {shown_url(self.url)}: {method} {path} answered {answer.status_code} "
                                 f"({_message(answer)}): check the URL and the credentials")
         try:
             return answer.json()
         except ValueError:
-            raise RegistryError(f"schema registry {self.url}: {method} {path} answered no JSON: is the URL the "
+            raise RegistryError(f"schema registry {shown_url(self.url)}: {method} {path} answered no JSON: is the URL the "
                                 "registry's Confluent-compatible API?") from None
 
     def read_all(self) -> dict:
@@ -109,20 +116,50 @@ class RegistryClient:
     def _apicurio_version(self, name: str, number: int) -> dict:
         """A soft-deleted subject's version on Apicurio (see the module doc)."""
         if not self.url.endswith(APICURIO_CCOMPAT):
-            raise RegistryError(f"schema registry {self.url}: version {number} of subject {name!r} cannot be read")
-        native = RegistryClient(self.url[: -len(APICURIO_CCOMPAT)] + "/apis/registry/v3", self.settings)
-        listed = native.call("GET", f"/groups/default/artifacts/{quote(name, safe='')}/versions?limit=1000")
+            raise RegistryError(f"schema registry {shown_url(self.url)}: version {number} of subject {name!r} cannot be read")
+        native = self.url[: -len(APICURIO_CCOMPAT)] + "/apis/registry/v3"
+        listed = self.call("GET", f"/groups/default/artifacts/{quote(name, safe='')}/versions?limit=1000", base=native)
         content_id = next(int(v["contentId"]) for v in listed["versions"] if str(v["version"]) == str(number))
         schema = self.call("GET", f"/schemas/ids/{content_id}")
         return {**schema, "id": content_id}
 
-    def register(self, subject: str, version: dict) -> int:
-        """Register one saved version under `subject` (as a new version unless the same schema is
-        there); the id the registry answers."""
-        body = {"schema": version["schema"], "schemaType": version["schemaType"],
-                "references": version.get("references", [])}
-        answer = self.call("POST", f"/subjects/{quote(subject, safe='')}/versions", body)
-        return int(answer["id"])
+    def register(self, subject: str, version: dict, references: list[dict], schema_id: int | None = None) -> int:
+        """Register one saved version under `subject` with `references` (as the target numbers their
+        versions), asking for `schema_id` when given (a registry in IMPORT mode may honour it); the
+        id the registry answers (compare it: some ignore the one asked for)."""
+        body = {"schema": version["schema"], "schemaType": version["schemaType"], "references": references}
+        if schema_id is not None:
+            body["id"] = schema_id
+        return int(self.call("POST", f"/subjects/{quote(subject, safe='')}/versions", body)["id"])
+
+    def version_of(self, subject: str, version: dict, references: list[dict]) -> int:
+        """The version number `subject` holds the saved `version`'s schema under (POST /subjects/S)."""
+        body = {"schema": version["schema"], "schemaType": version["schemaType"], "references": references}
+        return int(self.call("POST", f"/subjects/{quote(subject, safe='')}", body)["version"])
+
+    def set_compatibility(self, level: str, subject: str | None = None) -> None:
+        """PUT /config (or /config/S): the compatibility level."""
+        self.call("PUT", "/config" + (f"/{quote(subject, safe='')}" if subject else ""), {"compatibility": level})
+
+    def set_mode(self, mode: str, subject: str | None = None) -> None:
+        """PUT /mode (or /mode/S)."""
+        self.call("PUT", "/mode" + (f"/{quote(subject, safe='')}" if subject else ""), {"mode": mode})
+
+    def mode(self) -> str | None:
+        """The global mode (GET /mode); None when the registry has none."""
+        return _mode(self.call("GET", "/mode", missing_ok=True))
+
+    def soft_delete(self, subject: str, version: int | None = None) -> None:
+        """DELETE /subjects/S (or one version of it): soft, as the saved registry had it."""
+        self.call("DELETE", f"/subjects/{quote(subject, safe='')}" + (f"/versions/{version}" if version else ""))
+
+
+def shown_url(url: str) -> str:
+    """`url` fit to print: a user and password in it (http://user:pass@host) shown as ***."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
 def _message(answer: requests.Response) -> str:

@@ -128,3 +128,69 @@ def ids_lacking(used: Mapping[int, int], saved: dict | None) -> list[int]:
     """The schema ids records use (`used`: id -> keys and values) that the saved registry lacks, ascending."""
     held = registry_ids(saved) if saved is not None else set()
     return sorted(i for i in used if i not in held)
+
+
+def registration_order(saved: dict) -> list[tuple[str, dict]]:
+    """Every saved (subject, version) in an order a registry accepts: each subject's versions in
+    version order, and every version after the versions it references. ValueError on a reference
+    to a version the saved registry lacks, or a cycle."""
+    versions = {(name, v["version"]): v for name, subject in saved["subjects"].items() for v in subject["versions"]}
+    order: list[tuple[str, dict]] = []
+    placed: set[tuple[str, int]] = set()
+    visiting: set[tuple[str, int]] = set()
+
+    def place(where: tuple[str, int]) -> None:
+        if where in placed:
+            return
+        if where in visiting or where not in versions:
+            raise ValueError(f"saved subject {where[0]!r} version {where[1]} is referenced but "
+                             f"{'part of a reference cycle' if where in visiting else 'not saved'}")
+        visiting.add(where)
+        earlier = [n for (name, n) in versions if name == where[0] and n < where[1]]
+        for reference in versions[where].get("references", []):
+            place((reference["subject"], reference["version"]))
+        for number in sorted(earlier):
+            place((where[0], number))
+        visiting.discard(where)
+        placed.add(where)
+        order.append((where[0], versions[where]))
+
+    for where in sorted(versions):
+        place(where)
+    return order
+
+
+def renumbered_references(version: dict, target_versions: Mapping[tuple[str, int], int]) -> list[dict]:
+    """A saved version's references with each version number as the target registry gave it."""
+    return [{**r, "version": target_versions.get((r["subject"], r["version"]), r["version"])}
+            for r in version.get("references", [])]
+
+
+def differing_ids(id_map: Mapping[int, int]) -> dict[int, int]:
+    """The saved ids the target registry gave another id (saved -> target)."""
+    return {old: new for old, new in sorted(id_map.items()) if old != new}
+
+
+def describe_ids(changed: Mapping[int, int], limit: int = 10) -> str:
+    """`12→3, 14→4, …` for a message."""
+    shown = ", ".join(f"{old}→{new}" for old, new in list(changed.items())[:limit])
+    return shown + (f", … ({len(changed)} in all)" if len(changed) > limit else "")
+
+
+def rewrite_batch(batch: pa.RecordBatch, id_map: Mapping[int, int]) -> tuple[pa.RecordBatch, int]:
+    """`batch` with the schema id of every key and value carrying a mapped one rewritten
+    (rewrite_schema_id), and how many records changed. Other bytes stay as they are."""
+    if not id_map:
+        return batch, 0
+    columns, changed = {}, None
+    for name in ("key", "value"):
+        old = batch.column(name).to_pylist()
+        new = [rewrite_schema_id(data, id_map) for data in old]
+        flags = [a is not b for a, b in zip(old, new)]
+        changed = flags if changed is None else [a or b for a, b in zip(changed, flags)]
+        if any(flags):
+            columns[name] = pa.array(new, pa.binary())
+    if not columns:
+        return batch, 0
+    arrays = [columns.get(field.name, batch.column(i)) for i, field in enumerate(batch.schema)]
+    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema), sum(changed)

@@ -76,6 +76,8 @@ class BackupJob:
     def __post_init__(self) -> None:
         check_backup_properties(self.kafka)  # before a Spark session starts or anything is written
         self.keyring()  # an unreadable key file or unknown KMS key fails here, before anything is written
+        if self.schema_registry_url is not None:  # a URL that is none, or an unknown setting, fails here too
+            RegistryClient(self.schema_registry_url, dict(self.schema_registry_settings))
 
     def keyring(self) -> Keyring | None:
         """The keys: the first encrypts new objects (None: not encrypted)."""

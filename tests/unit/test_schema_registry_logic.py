@@ -14,12 +14,18 @@ from topicvault.core.errors import TopicvaultError
 from topicvault.formats.schema_registry import (
     check_saved,
     count_schema_ids,
+    describe_ids,
+    differing_ids,
     ids_lacking,
+    registration_order,
     registry_summary,
+    renumbered_references,
+    rewrite_batch,
     rewrite_schema_id,
     schema_id,
 )
 from topicvault.sink.plan import ClusterRead, plan_backup
+from topicvault.source.schema_registry import check_schema_id_mode
 
 SAVED = {
     "config": "BACKWARD", "mode": "READWRITE",
@@ -135,3 +141,44 @@ def test_an_unauthenticated_commit_read_with_a_key_carries_no_registry():
     record = CommitRecord(1, 1_000, (), (), schema_registry=SAVED)
     assert read_commit(BackupState(), record.to_json(keyring), record.key, keyring).schema_registry == SAVED
     assert read_commit(BackupState(), record.to_json(), record.key, keyring).schema_registry is None
+
+
+def test_registration_order_puts_references_and_earlier_versions_first():
+    saved = {"subjects": {
+        "a": {"versions": [{"version": 2, "id": 5, "references": [{"name": "z", "subject": "z", "version": 1}]},
+                           {"version": 1, "id": 1}]},
+        "z": {"versions": [{"version": 1, "id": 9, "references": [{"name": "a", "subject": "a", "version": 1}]}]}}}
+    assert [(s, v["version"]) for s, v in registration_order(saved)] == [("a", 1), ("z", 1), ("a", 2)]
+    saved["subjects"]["a"]["versions"][1]["references"] = [{"name": "z", "subject": "z", "version": 1}]
+    with pytest.raises(ValueError, match="cycle"):
+        registration_order(saved)
+    with pytest.raises(ValueError, match="not saved"):
+        registration_order({"subjects": {"a": {"versions": [
+            {"version": 1, "id": 1, "references": [{"name": "q", "subject": "q", "version": 3}]}]}}})
+
+
+def test_renumbered_references_and_differing_ids():
+    version = {"references": [{"name": "n", "subject": "s", "version": 2}, {"name": "m", "subject": "t", "version": 1}]}
+    assert renumbered_references(version, {("s", 2): 1}) == [{"name": "n", "subject": "s", "version": 1},
+                                                              {"name": "m", "subject": "t", "version": 1}]
+    assert differing_ids({1: 1, 4: 2, 3: 7}) == {3: 7, 4: 2}
+    assert describe_ids({i: i + 100 for i in range(12)}, limit=2) == "0→100, 1→101, … (12 in all)"
+
+
+def test_rewrite_batch_changes_only_records_carrying_a_mapped_id():
+    pairs = [(wire(1), wire(4, b"v")), (b"plain", wire(4)), (None, None), (wire(2), b"\x00"), (b"k", wire(9))]
+    batch = records_to_batch([Record("t", 0, offset, key, value, 5) for offset, (key, value) in enumerate(pairs)])
+    rewritten, changed = rewrite_batch(batch, {1: 11, 4: 44})
+    assert changed == 2
+    assert rewritten.column("key").to_pylist() == [wire(11), b"plain", None, wire(2), b"k"]
+    assert rewritten.column("value").to_pylist() == [wire(44, b"v"), wire(44), None, b"\x00", wire(9)]
+    for name in ("topic", "partition", "offset", "timestamp", "timestampType", "headers"):
+        assert rewritten.column(name).equals(batch.column(name))
+    assert rewrite_batch(batch, {}) == (batch, 0)
+    assert rewrite_batch(batch, {77: 78})[1] == 0
+
+
+def test_schema_id_modes():
+    assert check_schema_id_mode("remap") == "remap"
+    with pytest.raises(TopicvaultError, match="bad --schema-ids 'keep'"):
+        check_schema_id_mode("keep")
