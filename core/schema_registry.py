@@ -48,10 +48,10 @@ class RegistryClient:
         if unknown:
             raise TopicvaultError(f"unknown schema-registry setting(s) {', '.join(unknown)}: use "
                                   f"{', '.join(SETTINGS)}")
-        self.url = self.url.rstrip("/")
         if not self.url.startswith(("http://", "https://")):
             raise TopicvaultError(f"--schema-registry {shown_url(self.url)} is no http:// or https:// URL: give the "
                                   "registry's Confluent-compatible API, e.g. http://registry:8081")
+        self.url = self.url.rstrip("/")
         self._session = requests.Session()
         self._session.headers["Accept"] = CONTENT_TYPE
         user, password = self.settings.get("basic_auth_user"), self.settings.get("basic_auth_password")
