@@ -24,6 +24,7 @@ AVRO_A1 = {"type": "record", "name": "A", "fields": [{"name": "x", "type": "int"
 AVRO_A2 = {**AVRO_A1, "fields": [*AVRO_A1["fields"], {"name": "y", "type": "string", "default": ""}]}
 JSON_SCHEMA = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
                "properties": {"n": {"type": "string"}}}
+AVRO_D = {"type": "record", "name": "D", "fields": [{"name": "a", "type": "A"}]}
 PROTO = 'syntax = "proto3";\nmessage C { int32 x = 1; }\n'
 
 
@@ -45,8 +46,8 @@ def populate(url: str, prefix: str) -> dict[str, int]:
     subject, a per-subject compatibility: the ids by name."""
     ids = {"a1": register(url, f"{prefix}-a-value", json.dumps(AVRO_A1)),
            "a2": register(url, f"{prefix}-a-value", json.dumps(AVRO_A2))}
-    ids["d"] = register(url, f"{prefix}-d-value", json.dumps({"type": "record", "name": "D", "fields": [
-        {"name": "a", "type": "A"}]}), references=[{"name": "A", "subject": f"{prefix}-a-value", "version": 1}])
+    ids["d"] = register(url, f"{prefix}-d-value", json.dumps(AVRO_D),
+                        references=[{"name": "A", "subject": f"{prefix}-a-value", "version": 1}])
     ids["c"] = register(url, f"{prefix}-c-key", PROTO, "PROTOBUF")
     ids["j"] = register(url, f"{prefix}-j-value", json.dumps(JSON_SCHEMA), "JSON")
     call(url, "DELETE", f"/subjects/{prefix}-j-value")
@@ -192,13 +193,16 @@ def decoded(url: str, data: bytes) -> object:
     return kind, schema["schema"], data[5:]
 
 
-def avro(schema: dict, value: dict) -> bytes:
+def avro(schema: dict, value: dict, *referenced: dict) -> bytes:
     import io
 
     import fastavro
 
+    named: dict = {}
+    for schema_referenced in referenced:
+        fastavro.parse_schema(schema_referenced, named_schemas=named)
     out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema, named_schemas=named), value)
     return out.getvalue()
 
 
@@ -212,7 +216,8 @@ def test_remap_restores_a_lost_registry_and_rewrites_the_ids_records_carry(boots
     pairs = [(None, wire(ids["a1"], avro(AVRO_A1, {"x": 1}))),
              (None, wire(ids["a2"], avro(AVRO_A2, {"x": 2, "y": "two"}))),
              (wire(ids["c"], b"\x00\x08\x07"), wire(ids["j"], json.dumps({"n": "deleted subject"}).encode())),
-             (b"plain key", b"\x00\x00"), (None, None)]
+             (b"plain key", b"\x00\x00"), (None, None),
+             (None, wire(ids["d"], avro(AVRO_D, {"a": {"x": 5}}, AVRO_A1)))]  # through a reference
     records = [Record(topic, 0, i, k, v, 1_700_000_000_000 + i) for i, (k, v) in enumerate(pairs)]
     produce_records(bootstrap, topic, records)
     expected = [tuple(decoded(schema_registry, d) if d and len(d) >= 5 and d[0] == 0 else d for d in pair)

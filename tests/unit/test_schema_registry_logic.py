@@ -11,6 +11,8 @@ from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEnt
 from topicvault.core.crypto import FileKey, Keyring, file_key_id
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.errors import TopicvaultError
+from topicvault.core.profiles import resolve, scrub
+from topicvault.core.schema_registry import RegistryClient, shown_url
 from topicvault.formats.schema_registry import (
     check_saved,
     count_schema_ids,
@@ -182,3 +184,25 @@ def test_schema_id_modes():
     assert check_schema_id_mode("remap") == "remap"
     with pytest.raises(TopicvaultError, match="bad --schema-ids 'keep'"):
         check_schema_id_mode("keep")
+
+
+def test_registry_settings_come_from_the_cluster_profile_or_the_environment_and_are_redacted(tmp_path):
+    path = tmp_path / "topicvault.toml"
+    path.write_text('[clusters.prod]\nbootstrap_servers = "b:9092"\n[clusters.prod.schema_registry]\n'
+                    'url = "https://registry:8081"\nbasic_auth_user = "backup"\nbasic_auth_password = "${RP}"\n')
+    settings = resolve(config_file=str(path), cluster="prod", env={"RP": "reg-pw-1"})
+    assert settings.schema_registry_url == "https://registry:8081"
+    assert settings.schema_registry_settings == {"basic_auth_user": "backup", "basic_auth_password": "reg-pw-1"}
+    assert settings.redacted()["schema_registry_settings"] == {"basic_auth_user": "backup", "basic_auth_password": "***"}
+    assert scrub("refused reg-pw-1") == "refused ***"
+    env = {"TOPICVAULT_SCHEMA_REGISTRY_URL": "http://r:8081", "TOPICVAULT_SCHEMA_REGISTRY_BEARER_TOKEN": "tok-2"}
+    settings = resolve(env=env, schema_registry_url="http://flag:8081")
+    assert settings.schema_registry_url == "http://flag:8081"  # the flag first
+    assert settings.redacted()["schema_registry_settings"] == {"bearer_token": "***"}
+
+
+def test_a_registry_url_with_a_password_is_shown_without_it():
+    assert shown_url("https://user:pw-3@registry:8081/apis") == "https://***@registry:8081/apis"
+    assert shown_url("http://registry:8081") == "http://registry:8081"
+    with pytest.raises(TopicvaultError, match="unknown schema-registry setting"):
+        RegistryClient("http://r", {"password": "x"})
