@@ -71,6 +71,7 @@ def apicurio(log_folder: Path) -> Iterator[str]:
     command = [java21(), "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                *(f"-D{name}={value}" for name, value in properties.items()),
                "-jar", str(apicurio_folder() / "quarkus-run.jar")]
+    log_folder.mkdir(parents=True, exist_ok=True)
     process = jvm.launch(command, log_folder / "apicurio.log")
     url = f"http://127.0.0.1:{port}{CCOMPAT}"
     try:
