@@ -247,6 +247,12 @@ def test_remap_restores_a_lost_registry_and_rewrites_the_ids_records_carry(boots
                 else:
                     assert data[5:] == original[5:]
                     assert decoded(target, data) == value  # Protobuf: the same schema text and payload
+        # Run again with its id (a resume): the target's records, rewritten, are found to be the archive's.
+        restore_id = re.search(r"restore id (\S+):", output).group(1)
+        again = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
+                        "--schema-registry", target, "--schema-ids", "remap", "--restore-id", restore_id)
+        assert "restored 0 records" in again and f"{len(records)} were already there" in again
+        assert [(r.key, r.value) for r in consume_all(bootstrap, restored)[0]] == [(r.key, r.value) for r in got]
         assert call(target, "GET", f"/config/{prefix}-a-value")["compatibilityLevel"] == "FULL"
         assert f"{prefix}-j-value" not in call(target, "GET", "/subjects")
         assert f"{prefix}-j-value" in call(target, "GET", "/subjects?deleted=true")

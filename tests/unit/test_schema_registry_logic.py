@@ -206,3 +206,27 @@ def test_a_registry_url_with_a_password_is_shown_without_it():
     assert shown_url("http://registry:8081") == "http://registry:8081"
     with pytest.raises(TopicvaultError, match="unknown schema-registry setting"):
         RegistryClient("http://r", {"password": "x"})
+
+
+def test_a_resumed_restore_must_get_the_same_id_map(tmp_path):
+    from topicvault.core.local_store import LocalStore
+    from topicvault.source.restore_state import RestoreRecords
+    from topicvault.source.schema_registry import SCHEMA_IDS_NAME, save_id_map
+
+    records = RestoreRecords(LocalStore(str(tmp_path / "state")), LocalStore(str(tmp_path / "archive")))
+    save_id_map(records, "r1", {5: 6, 1: 2})
+    assert records.read("r1", SCHEMA_IDS_NAME) == {"restore_id": "r1", "ids": [[1, 2], [5, 6]]}
+    save_id_map(records, "r1", {1: 2, 5: 6})  # the same map: the resume goes on
+    with pytest.raises(TopicvaultError, match="restore r1 rewrote schema ids with another map"):
+        save_id_map(records, "r1", {1: 3, 5: 6})
+
+
+def test_a_saved_registry_changed_in_an_authenticated_commit_is_refused():
+    from topicvault.core.crypto import Unauthenticated
+
+    keyring = Keyring((FileKey("k", b"k" * 32, file_key_id(b"k" * 32)),))
+    record = CommitRecord(1, 1_000, (), (), schema_registry=SAVED)
+    body = json.loads(record.to_json(keyring))
+    body["schema_registry"]["subjects"]["orders-value"]["versions"][0]["schema"] = '"bytes"'
+    with pytest.raises(Unauthenticated):
+        read_commit(BackupState(), json.dumps(body).encode(), record.key, keyring)
