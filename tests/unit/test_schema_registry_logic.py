@@ -230,3 +230,24 @@ def test_a_saved_registry_changed_in_an_authenticated_commit_is_refused():
     body["schema_registry"]["subjects"]["orders-value"]["versions"][0]["schema"] = '"bytes"'
     with pytest.raises(Unauthenticated):
         read_commit(BackupState(), json.dumps(body).encode(), record.key, keyring)
+
+
+def test_rewrite_batch_matches_rewriting_record_by_record_on_a_large_batch():
+    import random
+
+    rng = random.Random(52)
+    id_map = {1: 1001, 3: 3, 7: 70}
+
+    def data() -> bytes | None:
+        kind = rng.randrange(5)
+        if kind == 0:
+            return None
+        if kind == 1:
+            return bytes(rng.randrange(256) for _ in range(rng.randrange(7)))
+        return b"\x00" + rng.choice([1, 3, 7, 9]).to_bytes(4, "big") + rng.randbytes(rng.randrange(300))
+
+    records = [Record("t", 0, offset, data(), data(), 0) for offset in range(120_000)]
+    rewritten, changed = rewrite_batch(records_to_batch(records), id_map)
+    expected = [(rewrite_schema_id(r.key, id_map), rewrite_schema_id(r.value, id_map)) for r in records]
+    assert list(zip(rewritten.column("key").to_pylist(), rewritten.column("value").to_pylist())) == expected
+    assert changed == sum(pair != (r.key, r.value) for pair, r in zip(expected, records)) > 0
