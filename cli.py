@@ -564,6 +564,11 @@ def restore(
         _print(report.restore_dry_run(restore_plan, as_json))
         if restore_plan.access is not None:
             _print(report.access_dry_run(restore_plan.access, as_json))
+        if schema_registry:
+            from .source.schema_registry import check_schema_id_mode, saved_registry
+
+            check_schema_id_mode(schema_ids)
+            _print(report.registry_dry_run(saved_registry(job, request.selection.until_ms), schema_ids))
         return
     registry = None
     if schema_registry:  # registered before any record; a refusal stops here

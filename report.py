@@ -393,6 +393,17 @@ def registry_restored(registry, mode: str) -> list[Line]:
     return [_err(f"schema registry: {plural(registry.versions, 'version')} registered ({mode}){said}")]
 
 
+def registry_dry_run(saved: dict | None, mode: str) -> list[Line]:
+    """What `restore --schema-registry --dry-run` would register (nothing is: the target is not asked)."""
+    if saved is None:
+        return [_err("schema registry: the archive saved none (as of --until): a restore with --schema-registry "
+                     "would stop")]
+    summary = registry_summary(saved)
+    return [_err(f"schema registry: would register {plural(summary['versions'], 'version')} of "
+                 f"{plural(summary['subjects'], 'subject')} ({mode}); the target registry is not asked in a dry run, "
+                 "so whether it keeps the ids shows only when it runs")]
+
+
 def ids_rewritten(result: RestoreResult, registry) -> list[Line]:
     """How many records `--schema-ids remap` changed (nothing without a registry restore)."""
     if registry is None or not registry.changed:

@@ -130,16 +130,24 @@ def save_id_map(records: RestoreRecords, restore_id: str, changed: dict[int, int
     records.write(restore_id, SCHEMA_IDS_NAME, body)
 
 
+def saved_registry(job, until_ms: int | None) -> dict | None:
+    """The registry the archive saved as of `until_ms` (None: none), checked (TopicvaultError when damaged)."""
+    from ..core.archive.checkpoints import load_state
+
+    saved = load_state(job.open_store(), job.keyring()).registry_at(until_ms)
+    try:
+        return check_saved(saved) if saved is not None else None
+    except ValueError as exc:
+        raise TopicvaultError(f"the saved schema registry is damaged ({exc}): nothing was restored") from None
+
+
 def registry_before_data(job, restore_id: str, until_ms: int | None, url: str, settings: dict[str, str],
                          mode: str) -> tuple[object, RegistryRestored]:
     """Restore the archive's registry (as of `until_ms`) into the target at `url` before any record
     (see restore_registry); with remap, save the id map (save_id_map). The restore job with its
     schema_id_map set, and what was done."""
-    from ..core.archive.checkpoints import load_state
-
     client = RegistryClient(url, settings)
-    saved = load_state(job.open_store(), job.keyring()).registry_at(until_ms)
-    restored = restore_registry(client, saved, check_schema_id_mode(mode))
+    restored = restore_registry(client, saved_registry(job, until_ms), check_schema_id_mode(mode))
     if mode == "remap":
         save_id_map(job.restore_records(), restore_id, restored.changed)
     return replace(job, schema_id_map=tuple(sorted(restored.changed.items()))), restored

@@ -229,6 +229,10 @@ def test_remap_restores_a_lost_registry_and_rewrites_the_ids_records_carry(boots
     with apicurio(tmp_path) as target:
         register(target, "decoy-value", '"string"')
         restored = f"{topic}.restored"
+        planned = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
+                          "--schema-registry", target, "--schema-ids", "remap", "--dry-run")
+        assert re.search(r"schema registry: would register \d+ versions of \d+ subjects \(remap\)", planned)
+        assert call(target, "GET", "/subjects?deleted=true") == ["decoy-value"]  # a dry run asks the target nothing
         refused = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
                           "--schema-registry", target, expect_exit=1)
         assert_one_line_error(refused, "gave other ids than the saved ones", f"{ids['a1']}→", "nothing was produced")
