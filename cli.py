@@ -95,17 +95,20 @@ MASTER = typer.Option(None, "--master", help="Spark master (default local[*]).")
 EXECUTOR = typer.Option(None, "--executor", help="spark, local (in this process, no JVM) or auto (default, or "
                         "$TOPICVAULT_EXECUTOR): local for up to 100,000 records and 64 MiB, without --master.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress output.")
+SCHEMA_REGISTRY = typer.Option(None, "--schema-registry", help="Schema registry URL (auth: the cluster profile): "
+                               "backup saves it whole, restore registers it (as of --until) before any record.")
 ENCRYPTION_KEY = typer.Option([], "--encryption-key", help="Client-side encryption key: file:///path (see `topicvault "
                               "keygen`) or kms://KEY_ID_OR_ALIAS. Repeatable for objects and commit records of older "
                               "keys; what is written is encrypted and authenticated with the first.")
 
 
 def _settings(config: Optional[str], cluster: Optional[str], store: Optional[str], bootstrap: Optional[str],
-              properties: list[str], uri: Optional[str], options: list[str], encryption_keys: list[str] = ()):
+              properties: list[str], uri: Optional[str], options: list[str], encryption_keys: list[str] = (),
+              schema_registry: Optional[str] = None):
     """Flags over TOPICVAULT_* environment over the config file's profiles."""
     from .core.profiles import resolve_flags
 
-    return resolve_flags(config, cluster, store, bootstrap, properties, uri, options, encryption_keys)
+    return resolve_flags(config, cluster, store, bootstrap, properties, uri, options, encryption_keys, schema_registry)
 
 
 def _refuse_by_follow(context: typer.Context, follow: bool, one_shot_only: Mapping[str, str],
@@ -144,6 +147,7 @@ def backup(
     encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
+    schema_registry: Optional[str] = SCHEMA_REGISTRY,
     master: Optional[str] = MASTER,
     executor: Optional[str] = EXECUTOR,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; read no records, write nothing."),
@@ -170,11 +174,14 @@ def backup(
     from .sink.backup import BackupJob, commit_unread, plan_run, run_one_backup
 
     executor_name(executor)  # a bad executor fails before any connection
-    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key)
+    settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, to, store_option, encryption_key,
+                         schema_registry)
     job = BackupJob(kafka=cluster_of(settings), store_uri=settings.location("--to"),
                     store_options=settings.store_option_pairs(), format_name=format_name, compression=compression,
                     key_template=key_template_of(key_template, time_partition),
-                    rotation=Rotation(max_records, max_bytes), encryption_keys=settings.encryption_keys)
+                    rotation=Rotation(max_records, max_bytes), encryption_keys=settings.encryption_keys,
+                    schema_registry_url=settings.schema_registry_url,
+                    schema_registry_settings=tuple(sorted(settings.schema_registry_settings.items())))
     _refuse_by_follow(context, follow, report.BACKUP_ONE_SHOT_ONLY, report.BACKUP_FOLLOW_ONLY)
     if follow:
         from .datasources import register  # the stream runs through topicvault's data sources
@@ -207,9 +214,8 @@ def restore(
     topic: List[str] = typer.Option([], "--topic", "-t", help="Source topic to restore (default: all)."),
     rename: List[str] = typer.Option([], "--rename", help="Restore topic OLD under NEW: OLD=NEW (repeatable)."),
     restore_id: Optional[str] = typer.Option(None, "--restore-id", help="Id to resume an interrupted restore."),
-    state: Optional[str] = typer.Option(None, "--state", help="Where the restore keeps its state and offset map "
-                                        "(a directory or s3:// URI; default: $TOPICVAULT_STATE_DIR, else "
-                                        "~/.local/state/topicvault). Never the archive, which is only read."),
+    state: Optional[str] = typer.Option(None, "--state", help="Where the restore keeps its state (a directory or "
+                                        "s3:// URI; default: $TOPICVAULT_STATE_DIR, else ~/.local/state/topicvault)."),
     import_state: Optional[str] = typer.Option(None, "--import-state", help="With --restore-id: first copy that "
                                                "restore's records from this folder (e.g. _topicvault/restores/ID/ "
                                                "of an older version) into --state, once."),
@@ -268,19 +274,19 @@ def restore(
     encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
     store_option: List[str] = STORE_OPTION,
+    schema_registry: Optional[str] = SCHEMA_REGISTRY,
     master: Optional[str] = MASTER,
     executor: Optional[str] = EXECUTOR,
+    schema_ids: str = typer.Option("preserve", "--schema-ids", help="With --schema-registry: preserve (the saved "
+                                   "ids, or stop before any record) or remap (new ids, rewritten in the records)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
-    follow: bool = typer.Option(False, "--follow", help="A warm standby: restore what the location holds, then "
-                                "keep restoring what lands in it until SIGTERM or Ctrl-C, which finish the running "
-                                "round first. Resume after a crash with the same --restore-id."),
-    poll_interval: Optional[float] = typer.Option(None, "--poll-interval", help="With --follow: seconds between "
-                                                  "looks for new commits or objects (default 10)."),
+    follow: bool = typer.Option(False, "--follow", help="A warm standby: keep restoring what lands in the location "
+                                "until SIGTERM or Ctrl-C (the round finishes); resume with the same --restore-id."),
+    poll_interval: Optional[float] = typer.Option(None, "--poll-interval", help="--follow: seconds between looks."),
     config: Optional[str] = CONFIG,
     cluster: Optional[str] = CLUSTER,
     store: Optional[str] = STORE,
-    as_json: bool = typer.Option(False, "--json", help="Print the plan or the final summary as JSON (with "
-                                 "--follow: one JSON line per round)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan or summary (--follow: each round) as JSON."),
     quiet: bool = QUIET,
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
@@ -291,13 +297,16 @@ def restore(
     from .source.object_reader import check_on_error
     from .source.restore import RestoreJob, RestoreRequest, parse_renames, plan_restore, run_one_restore
     from .source.restore_state import import_state as import_restore_state
+    from .source.schema_registry import RegistryRequest, registry_before_data, saved_registry
     from .source.selection import selection_of
     from .source.throttle import RateLimit
 
     rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
     executor_name(executor)  # so does a bad executor
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, from_uri, store_option,
-                         encryption_key)
+                         encryption_key, schema_registry)
+    registry = RegistryRequest.of(schema_registry and settings.schema_registry_url, settings.schema_registry_settings,
+                                  schema_ids)
     settings.keyring()  # an unreadable key file or unknown KMS key fails before anything else
     peers = peer_options_of(peer_fields, peer_value_encoding, peer_header_encoding, peer_key_encoding, peer_envelope)
     job = RestoreJob(cluster_of(settings), settings.location("--from"), settings.store_option_pairs(), layout=layout,
@@ -328,13 +337,16 @@ def restore(
     restore_plan = plan_restore(job, request)
     _print(report.restore_plan_notes(restore_plan))
     if dry_run:
-        _print(report.restore_dry_run(restore_plan, as_json))
+        saved = registry and saved_registry(job, request.selection.until_ms)
+        _print(report.restore_dry_run(restore_plan, as_json) + report.registry_dry_run(registry, saved))
         return
+    job, registered = registry_before_data(job, restore_plan.restore_id, request.selection.until_ms, registry)
+    _print(report.registry_restored(registered, schema_ids))
     choice = plan_executor(restore_plan, executor, master)
     _print(report.restore_started(restore_plan) + report.executor_chosen(choice, as_json or quiet))
     result = run_one_restore(job, restore_plan, choice, master, as_json or quiet)
     committed_groups = restore_planned_groups(job, restore_plan)
-    _print(report.access_restored(result))
+    _print(report.ids_rewritten(result, registered) + report.access_restored(result))
     _print(report.restore_summary(result, committed_groups, as_json, EXIT_SKIPPED))
     if result.skipped:
         raise typer.Exit(EXIT_SKIPPED)
@@ -361,8 +373,7 @@ def list_backup(
 @reports_errors
 def verify(
     uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
-    bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Also compare with "
-                                                    "the live topics of this cluster."),
+    bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-servers", "-b", help="Compare with this cluster."),
     topic: List[str] = typer.Option([], "--topic", "-t", help="Only this topic (repeatable)."),
     encryption_key: List[str] = ENCRYPTION_KEY,
     kafka_property: List[str] = KAFKA_PROPERTY,
@@ -371,13 +382,10 @@ def verify(
     cluster: Optional[str] = CLUSTER,
     store: Optional[str] = STORE,
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    strict: bool = typer.Option(False, "--strict", help="Also fail on a damaged file under _topicvault/ that "
-                                "readers work around (checkpoint, pointer, lease, saved restore state)."),
-    state: Optional[str] = typer.Option(None, "--state", help="Where restore records are kept (as restore "
-                                        "--state); their saved states of this archive are read too."),
+    strict: bool = typer.Option(False, "--strict", help="Also fail on damaged files readers work around."),
+    state: Optional[str] = typer.Option(None, "--state", help="Check the restore records kept there too."),
 ) -> None:
-    """Check every committed object (checksum, count, offsets) and every file under _topicvault/;
-    optionally compare with the live topics."""
+    """Check every committed object (checksum, count, offsets) and file under _topicvault/; -b: the live topics too."""
     from .core.kafka import cluster_of
     from .source.verify import verify_location
 
@@ -394,8 +402,7 @@ def verify(
 def inspect(
     uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
     object_key: Optional[str] = typer.Option(None, "--object", help="Print this object (key under the location)."),
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Print this topic's committed records "
-                                        "(default: every topic's, by name)."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Print this topic's records (default: all)."),
     partition: Optional[int] = typer.Option(None, "--partition", "-p", help="Only this partition."),
     offset: int = typer.Option(0, "--offset", help="Start at this offset."),
     limit: int = typer.Option(20, "--limit", help="Records to print at most."),
@@ -405,8 +412,7 @@ def inspect(
     store: Optional[str] = STORE,
     as_json: bool = typer.Option(False, "--json", help="One JSON object per record (bytes as base64)."),
 ) -> None:
-    """Print records of one object, of a topic(-partition), or (with neither) the first records of a backup,
-    like a console consumer."""
+    """Print records of one object, a topic(-partition), or the first of a backup, like a console consumer."""
     from .source.inspect import json_line, records_to_show, text_line
 
     settings = _settings(config, None, store, None, [], uri, store_option, encryption_key)
@@ -415,10 +421,8 @@ def inspect(
         typer.echo(json_line(record) if as_json else text_line(record))
 
 
-GRACE = typer.Option("24h", "--grace", help="Delete replaced/expired objects only this long after the commit that "
-                     "retired them, and uncommitted objects only this long after they were written (a running "
-                     "backup or compact holds a lease that protects its own): longer than your longest restore, "
-                     "DataFrame write and --follow micro-batch (e.g. 24h, 90m, 0s).")
+GRACE = typer.Option("24h", "--grace", help="Delete retired objects this long after their commit, uncommitted ones this "
+                     "long after written: longer than your longest restore or write (e.g. 24h, 90m, 0s).")
 
 
 @app.command("compact")
@@ -427,8 +431,7 @@ def compact_command(
     uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
     max_records: int = typer.Option(DEFAULT_MAX_RECORDS, "--max-records", help="Records per merged object at most."),
     max_bytes: int = typer.Option(DEFAULT_MAX_BYTES, "--max-bytes", help="Payload bytes per merged object at most."),
-    compression: Optional[str] = typer.Option(None, "--compression", help="Codec of merged objects (default: "
-                                              "their format's default)."),
+    compression: Optional[str] = typer.Option(None, "--compression", help="Codec of merged objects."),
     key_template: Optional[str] = typer.Option(None, "--key-template", help="The key template the backups used."),
     time_partition: Optional[str] = typer.Option(None, "--time-partition", help="day or hour, if the backups used it."),
     grace: str = GRACE,
@@ -459,9 +462,8 @@ def compact_command(
 @reports_errors
 def expire_command(
     uri: Optional[str] = typer.Argument(None, help="Backup location (or --store NAME)."),
-    before: str = typer.Option(..., "--before", help="Drop each partition's oldest whole objects whose records are "
-                               "all older than TIME and that were committed before TIME: ISO-8601, epoch ms, or an "
-                               "age such as 30d or 12h."),
+    before: str = typer.Option(..., "--before", help="Drop whole objects whose records are all older than TIME and "
+                               "committed before it: ISO-8601, epoch ms, or an age such as 30d or 12h."),
     grace: str = GRACE,
     encryption_key: List[str] = ENCRYPTION_KEY,
     store_option: List[str] = STORE_OPTION,
@@ -485,8 +487,7 @@ def expire_command(
 
 @app.command()
 @reports_errors
-def keygen(path: str = typer.Argument(..., help="File to create (never overwritten); keep it safe: "
-                                      "without it the archives it encrypted cannot be read.")) -> None:
+def keygen(path: str = typer.Argument(..., help="File to create (never overwritten); keep it safe.")) -> None:
     """Write a new random encryption key file (base64 of 32 bytes, owner-only) for --encryption-key file://PATH."""
     from .core.crypto import write_key_file
 
@@ -527,8 +528,7 @@ def demo(
 @reports_errors
 def sandbox(
     bucket: str = typer.Option("topicvault", "--bucket", help="Bucket to create on the S3 server."),
-    sample_records: int = typer.Option(1_000, "--sample-records", help="Records of the sample topic `orders` "
-                                       "(null keys, tombstones, repeated headers); 0: no such topic."),
+    sample_records: int = typer.Option(1_000, "--sample-records", help="Records of the sample topic `orders`."),
 ) -> None:
     """A single-node Apache Kafka and a local S3 server with a bucket, to try topicvault; until Ctrl-C."""
     from .source.demo import run_sandbox

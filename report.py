@@ -21,6 +21,7 @@ from .core.errors import TopicvaultError
 from .core.process import Interrupted
 from .core.profiles import scrub
 from .core.text import iso, plural, rate, show_text, table, terminal_text, to_json
+from .formats.schema_registry import check_saved, ids_lacking, registry_summary
 
 if TYPE_CHECKING:  # the CLI imports this module at start; the library's modules only when a command runs
     from .core.executor import ExecutorChoice
@@ -132,6 +133,7 @@ def listing(state: BackupState) -> dict:
         "encryption_keys": {key_id: count for key_id, count in sorted(Counter(
             o.key_id for ps in state.partitions.values() for o in ps.objects if o.key_id).items())},
         **_access_listing(state),
+        **_registry_listing(state),
     }
 
 
@@ -143,6 +145,44 @@ def _access_listing(state: BackupState) -> dict:
     history = state.access_history
     return {"access": {"summary": AccessState.from_json(state.access).summary(), "changes": len(history),
                        "first_time": iso(history[0]["read_ms"]), "last_time": iso(history[-1]["read_ms"])}}
+
+
+def _registry_listing(state: BackupState) -> dict:
+    """The saved schema registry (subjects, versions, newest change) and the schema ids the records
+    use that it lacks; nothing when no backup saved one and no record carries an id."""
+    used = state.schema_ids_used()
+    if not state.registry_history and not used:
+        return {}
+    saved = state.registry_at(None)
+    listing: dict = {"used_ids": len(used), "used_ids_lacking": ids_lacking(used, saved)}
+    if saved is not None:
+        try:
+            listing.update(registry_summary(check_saved(saved)))
+        except ValueError as exc:
+            listing["damaged"] = str(exc)
+        listing["changes"] = len(state.registry_history)
+        listing["last_time"] = iso(state.registry_history[-1]["read_ms"])
+    return {"schema_registry": listing}
+
+
+def _registry_lines(registry: dict | None) -> list[Line]:
+    """`ls`'s lines on the saved schema registry (see _registry_listing)."""
+    if registry is None:
+        return []
+    lines = []
+    if "damaged" in registry:
+        lines.append(_err(f"warning: the saved schema registry is damaged: {registry['damaged']}"))
+    elif "subjects" in registry:
+        deleted = f" ({registry['deleted_subjects']} soft-deleted)" if registry["deleted_subjects"] else ""
+        lines.append(_out(f"schema registry: {plural(registry['subjects'], 'subject')}{deleted}, "
+                          f"{plural(registry['versions'], 'version')}, {plural(registry['ids'], 'schema id')}; "
+                          f"saved {plural(registry['changes'], 'time')}, newest change {registry['last_time']}"))
+    lacking = registry["used_ids_lacking"]
+    if lacking:
+        shown = ", ".join(map(str, lacking[:20])) + (", …" if len(lacking) > 20 else "")
+        where = "the saved schema registry lacks" if "subjects" in registry else "no schema registry was saved for"
+        lines.append(_out(f"schema ids used by records that {where}: {shown} (back up with --schema-registry URL)"))
+    return lines
 
 
 # --- backup ------------------------------------------------------------------------------------
@@ -357,6 +397,38 @@ def restore_summary(result: RestoreResult, committed_groups: list[GroupOffset] |
     return lines
 
 
+def registry_restored(registry, mode: str) -> list[Line]:
+    """What `restore --schema-registry` registered (a source.schema_registry.RegistryRestored; None: nothing asked)."""
+    if registry is None:
+        return []
+    changed = registry.changed
+    said = (f"; {plural(len(changed), 'schema id')} changed, rewritten in the records (map saved with the restore)"
+            if changed else "; every schema id kept")
+    return [_err(f"schema registry: {plural(registry.versions, 'version')} registered ({mode}){said}")]
+
+
+def registry_dry_run(registry, saved: dict | None) -> list[Line]:
+    """What `restore --schema-registry --dry-run` would register (nothing is: the target is not asked);
+    `registry`: a source.schema_registry.RegistryRequest, None when not asked (nothing said)."""
+    if registry is None:
+        return []
+    mode = registry.mode
+    if saved is None:
+        return [_err("schema registry: the archive saved none (as of --until): a restore with --schema-registry "
+                     "would stop")]
+    summary = registry_summary(saved)
+    return [_err(f"schema registry: would register {plural(summary['versions'], 'version')} of "
+                 f"{plural(summary['subjects'], 'subject')} ({mode}); the target registry is not asked in a dry run, "
+                 "so whether it keeps the ids shows only when it runs")]
+
+
+def ids_rewritten(result: RestoreResult, registry) -> list[Line]:
+    """How many records `--schema-ids remap` changed (nothing without a registry restore)."""
+    if registry is None or not registry.changed:
+        return []
+    return [_err(f"schema ids rewritten in {plural(result.ids_rewritten, 'record')} (the others are byte-exact)")]
+
+
 def restore_following(store_uri: str, poll_interval_s: float) -> Line:
     """The first line of `restore --follow` (on stderr: stdout carries the rounds)."""
     return _err(f"following {store_uri} (looking for new data every {poll_interval_s:g} s); SIGTERM or Ctrl-C stops")
@@ -446,6 +518,7 @@ def ls(state: BackupState, as_json: bool, conditional_writes: str | None = None)
         lines.append(_out(f"cluster access: {access['summary']}; saved {access['changes']} time"
                           f"{'s' * (access['changes'] != 1)} from {access['first_time']} to {access['last_time']} "
                           "(restore --cluster-state; client quotas and SCRAM passwords are not saved)"))
+    lines += _registry_lines(data.get("schema_registry"))
     lines += [_out(f"lost: {note}") for note in data["lost"]]
     if data["encryption_keys"]:
         lines.append(_out("encrypted: " + ", ".join(f"{n} objects with key {k}"
@@ -577,6 +650,7 @@ BACKUP_ONE_SHOT_ONLY = {
     "as_json": "--json prints a one-shot backup's plan or summary, --follow prints a line per micro-batch: drop "
                "--json (--metrics-port serves a follower's figures)",
     "quiet": "--quiet hides a one-shot backup's progress, --follow prints a line per micro-batch: drop --quiet",
+    "schema_registry": "--schema-registry is saved by a one-shot backup: run one beside the follower to save it",
     "executor": "--executor chooses where a one-shot run's tasks run, --follow always runs on Spark: drop --executor",
 }
 BACKUP_FOLLOW_ONLY = {
@@ -590,6 +664,8 @@ RESTORE_ONE_SHOT_ONLY = {
     "executor": BACKUP_ONE_SHOT_ONLY["executor"],
     "cluster_state": "--cluster-state works with a one-shot restore, not --follow: restore the cluster state once, "
                      "then start the standby",
+    "schema_registry": "--schema-registry works with a one-shot restore, not --follow: restore the registry (and "
+                       "the data) once, then start the standby",
 }
 RESTORE_FOLLOW_ONLY = {"poll_interval": "--poll-interval works with --follow: add --follow"}
 

@@ -33,4 +33,11 @@ bash ci/kafka-jars.sh >/dev/null
 bash ci/spark-kafka-jars.sh >/dev/null
 # Kafka Connect and the Aiven S3 sink's plugin folder, for the real-peer tests (cached).
 bash ci/connect-jars.sh >/dev/null
+# Apicurio Registry, the real schema registry of the schema-registry tests (Maven Central, cached).
+# It needs Java 21 or newer: the machines ship a Temurin JDK 25 beside the default Java 17.
+bash ci/apicurio.sh >/dev/null
+if ! ls -d /usr/lib/jvm/*2[1-9]* /usr/lib/jvm/*[3-9][0-9]* >/dev/null 2>&1 && [ -z "${TOPICVAULT_JAVA21_HOME:-}" ]; then
+    echo "setup: warning: no Java 21 or newer under /usr/lib/jvm: the schema-registry tests need one" \
+         "(set TOPICVAULT_JAVA21_HOME)" >&2
+fi
 echo "setup: .venv ready ($(.venv/bin/python --version))"

@@ -9,6 +9,10 @@ Precedence, highest first: command-line flags, environment variables, the profil
     "sasl.mechanism" = "SCRAM-SHA-512"
     "sasl.username" = "backup"
     "sasl.password" = "${KAFKA_PASSWORD}"      # taken from the environment when used
+    [clusters.prod.schema_registry]             # backup/restore --schema-registry (core.schema_registry)
+    url = "https://registry.internal:8081"
+    basic_auth_user = "backup"
+    basic_auth_password = "${REGISTRY_PASSWORD}"
 
     [stores.archive]
     uri = "s3://kafka-archive/prod"
@@ -18,7 +22,8 @@ Precedence, highest first: command-line flags, environment variables, the profil
 
 Environment: TOPICVAULT_CONFIG (file), TOPICVAULT_BOOTSTRAP_SERVERS, TOPICVAULT_STORE_URI,
 TOPICVAULT_KAFKA_<PROPERTY> (dots as underscores: TOPICVAULT_KAFKA_SASL_PASSWORD) and
-TOPICVAULT_STORE_<OPTION> (TOPICVAULT_STORE_ENDPOINT_URL), TOPICVAULT_ENCRYPTION_KEY. A store profile's
+TOPICVAULT_STORE_<OPTION> (TOPICVAULT_STORE_ENDPOINT_URL), TOPICVAULT_ENCRYPTION_KEY,
+TOPICVAULT_SCHEMA_REGISTRY_<SETTING> (TOPICVAULT_SCHEMA_REGISTRY_URL, …_BEARER_TOKEN). A store profile's
 `encryption_key = "file:///…"` (or a list, the first encrypting) is its client-side key. Secrets are never printed: see `redact`.
 """
 
@@ -61,6 +66,10 @@ class Settings:
     # Client-side encryption keys (core.crypto specs): the store profile's `encryption_key`
     # (a string or a list), TOPICVAULT_ENCRYPTION_KEY (comma-separated), or --encryption-key.
     encryption_keys: tuple[str, ...] = ()
+    # The schema registry (--schema-registry, the cluster profile's `schema_registry` table or
+    # TOPICVAULT_SCHEMA_REGISTRY_*): its URL and settings (core.schema_registry.SETTINGS).
+    schema_registry_url: str | None = None
+    schema_registry_settings: dict[str, str] = field(default_factory=dict)
 
     def location(self, flag: str) -> str:
         """The backup location's URI; a one-line error naming `flag` (the command's) when none was given."""
@@ -87,6 +96,8 @@ class Settings:
             "store_uri": self.store_uri,
             "store_options": redact(self.store_options),
             "encryption_keys": list(self.encryption_keys),  # names of keys (paths, KMS ids), never key bytes
+            "schema_registry_url": self.schema_registry_url,
+            "schema_registry_settings": redact(self.schema_registry_settings),
         }
 
 
@@ -224,11 +235,12 @@ def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
 
 def resolve_flags(config_file: str | None, cluster: str | None, store: str | None, bootstrap_servers: str | None,
                   properties: Iterable[str], store_uri: str | None, options: Iterable[str],
-                  encryption_keys: Iterable[str] = ()) -> Settings:
+                  encryption_keys: Iterable[str] = (), schema_registry_url: str | None = None) -> Settings:
     """resolve() from the command line's flags: -X and -S as key=value pairs (a bad one is a one-line error)."""
     return resolve(config_file=config_file, cluster=cluster, store=store, bootstrap_servers=bootstrap_servers,
                    kafka_properties=parse_properties(list(properties)), store_uri=store_uri,
-                   store_options=parse_properties(list(options)), encryption_keys=tuple(encryption_keys))
+                   store_options=parse_properties(list(options)), encryption_keys=tuple(encryption_keys),
+                   schema_registry_url=schema_registry_url)
 
 
 def resolve(
@@ -241,6 +253,7 @@ def resolve(
     store_uri: str | None = None,
     store_options: Mapping[str, str] | None = None,
     encryption_keys: tuple[str, ...] = (),
+    schema_registry_url: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Settings:
     """Merge flags, environment and profiles (in that order of precedence) into one Settings."""
@@ -250,6 +263,10 @@ def resolve(
     cluster_profile = _section(config, "clusters", cluster, path)
     store_profile = _section(config, "stores", store, path)
 
+    registry = {k: _expand(v, env, k) for k, v in _flatten(cluster_profile.get("schema_registry", {})).items()}
+    registry.update({k.replace(".", "_"): v for k, v in _prefixed(env, "TOPICVAULT_SCHEMA_REGISTRY_").items()})
+    registry_url = schema_registry_url or registry.pop("url", None)
+    registry.pop("url", None)
     properties = {k: _expand(v, env, k) for k, v in _flatten(cluster_profile.get("properties", {})).items()}
     typed = set(kafka_properties or {})  # given with -X: the user's own choice, whatever else names it
     _check_no_code_running(properties.keys() - typed, f"the profile {path}")
@@ -276,4 +293,5 @@ def resolve(
     uri = store_uri or env_uri or (_expand(store_profile["uri"], env, "uri") if "uri" in store_profile else None)
     remember_secrets(properties)
     remember_secrets(options)
-    return Settings(servers, properties, uri, options, keys)
+    remember_secrets(registry)
+    return Settings(servers, properties, uri, options, keys, registry_url, registry)

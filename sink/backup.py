@@ -39,8 +39,10 @@ from ..core.locations import open_store
 from ..core.process import interrupt_says
 from ..core.progress import ProgressMonitor, counted
 from ..core.rotation import DEFAULT_MAX_BYTES, Rotation
+from ..core.schema_registry import RegistryClient
 from ..core.spark import run_tasks
 from ..formats import resolve_format
+from ..formats.schema_registry import changed_registry
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
 from .objects import PartitionObjects
@@ -68,10 +70,16 @@ class BackupJob:
     # The first encrypts new objects and authenticates the commit; the others vouch for older
     # commit records they authenticated (after a key rotation).
     encryption_keys: tuple[str, ...] = ()
+    # --schema-registry URL and its settings (core.schema_registry.SETTINGS): read whole by the
+    # plan and saved by the commit when it changed (issue #52); None: not saved.
+    schema_registry_url: str | None = None
+    schema_registry_settings: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         check_backup_properties(self.kafka)  # before a Spark session starts or anything is written
         self.keyring()  # an unreadable key file or unknown KMS key fails here, before anything is written
+        if self.schema_registry_url is not None:  # a URL that is none, or an unknown setting, fails here too
+            RegistryClient(self.schema_registry_url, dict(self.schema_registry_settings))
 
     def keyring(self) -> Keyring | None:
         """The keys: the first encrypts new objects (None: not encrypted)."""
@@ -206,9 +214,17 @@ def plan_run(
         selected, offsets, topic_ids=ids,
         topic_settings={t: s.to_json() for t, s in topic_settings(job.kafka, selected).items()},
         groups=groups, warnings=warnings + access_warnings, log_ends=log_ends, access=access.to_json(),
-        held_since=held_since,
+        held_since=held_since, schema_registry=_read_registry(job),
     )
     return plan_backup(cluster, state, records_per_task, job.store_uri)
+
+
+def _read_registry(job: BackupJob) -> dict | None:
+    """The whole schema registry of `--schema-registry` (None when not given); RegistryError stops
+    the backup before anything is written."""
+    if job.schema_registry_url is None:
+        return None
+    return RegistryClient(job.schema_registry_url, dict(job.schema_registry_settings)).read_all()
 
 
 # How long a backup waits for the first records open transactions hold back (only to say since when).
@@ -308,6 +324,7 @@ def commit_backup(job: BackupJob, backup_plan: BackupPlan, extent: ReadExtent | 
             lost=tuple(backup_plan.lost),
             last_records=extent.last_records or None,
             access=changed_access(state.access, backup_plan.access),
+            schema_registry=changed_registry(state.registry_at(None), backup_plan.schema_registry),
         )
 
     build(state)  # fails before the crash point below when the ranges no longer continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import Counter
 from concurrent.futures import Future
 from typing import Callable, Iterable
 
@@ -29,6 +30,7 @@ from ..core.faults import crash_after, crash_now
 from ..core.rotation import Rotation, cut_points
 from ..core.store import ObjectStore
 from ..formats import ObjectFormat
+from ..formats.schema_registry import count_schema_ids
 from ..keys import KeyCodec
 
 
@@ -151,6 +153,7 @@ class _OpenObject:
         self.last_offset = 0
         self.min_timestamp_ms = 0
         self.max_timestamp_ms = 0
+        self.schema_ids: Counter = Counter()  # schema id -> keys and values in the wire format
 
     def add(self, batch: pa.RecordBatch, sizes: list[int]) -> None:
         """Append records; `sizes` holds each one's payload bytes."""
@@ -166,6 +169,7 @@ class _OpenObject:
         self.last_offset = batch.column("offset")[-1].as_py()
         self.records += batch.num_rows
         self.payload += sum(sizes)
+        self.schema_ids.update(count_schema_ids(batch))
         self.writer.add(batch, sizes)
 
     def store(self, store: ObjectStore, codec: KeyCodec, run_id: str, keyring: Keyring | None) -> ObjectEntry:
@@ -192,6 +196,7 @@ class _OpenObject:
             max_timestamp_ms=self.max_timestamp_ms,
             sha256=hashlib.sha256(data).hexdigest(),
             key_id=keyring.sealing.key_id if keyring is not None else None,
+            schema_ids=tuple(sorted(self.schema_ids.items())),
         )
 
 

@@ -9,6 +9,7 @@ from ..core.access import changed_access
 from ..core.archive.commits import BackupState, ObjectEntry, PartitionRange, check_topic_ids
 from ..core.errors import TopicvaultError
 from ..core.text import iso, plural
+from ..formats.schema_registry import changed_registry
 from .kafka_reader import OffsetRange
 
 DEFAULT_RECORDS_PER_TASK = 1_000_000
@@ -45,6 +46,8 @@ class BackupPlan:
     lost: list[PartitionRange] = field(default_factory=list)  # offsets retention deleted before they were read
     records_per_task: int = DEFAULT_RECORDS_PER_TASK  # at most this many offsets in one Spark task
     access: dict | None = None  # the cluster's ACLs and SCRAM users (core.access.AccessState.to_json); None: not read
+    # The schema registry (formats.schema_registry's saved form) when it differs from the saved one; None: not saved.
+    schema_registry: dict | None = None
 
     @property
     def records(self) -> int:
@@ -91,6 +94,7 @@ class ClusterRead:
     log_ends: Mapping[tuple[str, int], int] | None = None
     access: dict | None = None
     held_since: Mapping[tuple[str, int], int] | None = None
+    schema_registry: dict | None = None  # formats.schema_registry's saved form; None: not read
 
 
 def plan_backup(cluster: ClusterRead, state: BackupState, records_per_task: int = DEFAULT_RECORDS_PER_TASK,
@@ -141,11 +145,13 @@ def plan_backup(cluster: ClusterRead, state: BackupState, records_per_task: int 
             ranges[0] = replace(ranges[0], check=last)
         tasks.extend(ranges)
     topic_settings = dict(cluster.topic_settings or {})
+    registry = changed_registry(state.registry_at(None), cluster.schema_registry)
     return BackupPlan(partitions=partitions, tasks=tasks, topics=dict(topics), warnings=warnings,
                       topic_settings=topic_settings, groups=groups,
                       state_changed=_state_changed(state, topics, topic_settings, groups)
-                      or changed_access(state.access, access) is not None,
-                      topic_ids=dict(cluster.topic_ids or {}), lost=lost, records_per_task=records_per_task, access=access)
+                      or changed_access(state.access, access) is not None or registry is not None,
+                      topic_ids=dict(cluster.topic_ids or {}), lost=lost, records_per_task=records_per_task, access=access,
+                      schema_registry=registry)
 
 
 def _state_changed(

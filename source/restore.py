@@ -40,6 +40,7 @@ from ..core.progress import ProgressMonitor, counted
 from ..core.spark import check_no_speculation, run_tasks, task_attempt
 from ..core.store import ObjectStore
 from ..formats.peers import NATIVE, Layout, PeerOptions
+from ..formats.schema_registry import rewrite_batch
 from .access import read_cluster_access
 from .kafka_writer import ProduceResult, WrittenPrefix, count_records, partition_ends, produce_streams, target_offsets
 from .object_reader import SkippedObject, check_keys_open
@@ -107,6 +108,9 @@ class RestoreJob:
     on_error: str = "stop"  # or "skip": leave out objects that cannot be read (object_reader.check_on_error)
     rate: RateLimit = RateLimit()  # the whole restore's; run_restore shares it among the tasks
     encryption_keys: tuple[str, ...] = ()  # --encryption-key specs; each worker loads them (core.crypto)
+    # restore --schema-ids remap: (saved id, target id) of each schema id the target registry changed;
+    # every key and value carrying one in the wire format is rewritten (source.schema_registry).
+    schema_id_map: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         # The default state location is resolved here, where the job is built (the driver): tasks
@@ -145,6 +149,8 @@ class TaskResult:
     offset_map: OffsetMap
     peer_report: PeerReadReport | None = None  # duplicates and gaps a peer archive's partition held
     skipped: tuple[SkippedObject, ...] = ()  # objects left out (--on-error skip), in offset order
+    # Records whose key or value had its schema id rewritten (--schema-ids remap), already present ones included.
+    ids_rewritten: int = 0
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,10 @@ class RestoreResult:
     @property
     def timestamps_replaced(self) -> int:
         return sum(r.timestamps_replaced for r in self.results)
+
+    @property
+    def ids_rewritten(self) -> int:
+        return sum(r.ids_rewritten for r in self.results)
 
     @property
     def skipped(self) -> list[SkippedObject]:
@@ -294,6 +304,7 @@ class _Stream:
     taken: OffsetMap  # the source offsets of the records selected (holes are added by _finish)
     left_out: list  # SkippedObject: objects this attempt left out (--on-error skip), in offset order
     peer: PeerTally | None
+    rewritten: list[int] = field(default_factory=lambda: [0])  # records whose schema ids were rewritten
 
 
 def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: RateLimit = RateLimit()) -> _Stream:
@@ -332,9 +343,24 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: Ra
                              [(h.first_offset, h.last_offset) for h in task.earlier_holes])
     if task.restored_before:
         selected = check_as_restored(selected, task, present)
+    rewritten = [0]
+    # Rewritten before the target's records are compared with them (skip_records): they hold the new ids.
+    selected = _with_ids_rewritten(selected, dict(job.schema_id_map), rewritten)
     batches = _prefix_checked(skip_records(recording(selected, taken), present, written.tail), task, present)
     batches = counted(in_pieces(batches, rate), job.progress_dir, f"{task.target_topic}-{task.partition}")
-    return _Stream(batches, taken, left_out, peer)
+    return _Stream(batches, taken, left_out, peer, rewritten)
+
+
+def _with_ids_rewritten(batches: Iterator, id_map: dict[int, int], rewritten: list[int]) -> Iterator:
+    """The batches with mapped schema ids rewritten (formats.schema_registry.rewrite_batch); the
+    records changed are added to rewritten[0]. Without a map, the batches themselves."""
+    if not id_map:
+        yield from batches
+        return
+    for batch in batches:
+        batch, changed = rewrite_batch(batch, id_map)
+        rewritten[0] += changed
+        yield batch
 
 
 def check_as_restored(batches: Iterator, task: RestoreTask, present: int) -> Iterator:
@@ -422,7 +448,7 @@ def _finish(job: RestoreJob, task: RestoreTask, present: int, stream: "_Stream",
     return TaskResult(
         task.target_topic, task.partition, present, produced.records, produced.bytes, produced.timestamps_replaced,
         offset_map, stream.peer.report() if stream.peer is not None else None,
-        (*task.earlier_holes, *stream.left_out),
+        (*task.earlier_holes, *stream.left_out), stream.rewritten[0],
     )
 
 

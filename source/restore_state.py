@@ -77,6 +77,7 @@ _LEGACY_FIELDS = {
     "offset-map": ("restore_id", "partitions"),
     "hole": ("key", "topic", "partition", "first_offset", "last_offset", "records", "reason"),
     "peer-objects": ("objects", "left_out"),
+    "schema-ids": (),  # restore --schema-ids remap (source.schema_registry): always written with a check
 }
 # Why a resume refuses a record that fails its check, and what to do.
 RESUME_ADVICE = "this restore cannot be resumed from it: restore with a new --restore-id"

@@ -12,13 +12,14 @@ import os
 
 import pytest
 from harness_broker import *  # noqa: F401,F403  (bootstrap, broker_kind)
+from harness_registry import *  # noqa: F401,F403  (schema_registry: one Apicurio per test module)
 from harness_s3 import *  # noqa: F401,F403  (s3_endpoint, s3_uri)
 from harness_spark import *  # noqa: F401,F403  (spark)
 
 # The pure-logic tier's folder (`make unit`); tests/integration/ holds those that start a service.
 UNIT_FOLDER = "tests/unit/"
 # A test that asks for any of these (directly or through another fixture) starts a real service.
-SERVICE_FIXTURES = frozenset({"bootstrap", "spark", "s3_endpoint", "s3_uri", "proxied_broker"})
+SERVICE_FIXTURES = frozenset({"bootstrap", "spark", "s3_endpoint", "s3_uri", "proxied_broker", "schema_registry"})
 
 
 @pytest.fixture

@@ -82,12 +82,24 @@ class ObjectEntry:
     sha256: str  # of the stored bytes (the encrypted container, when encrypted)
     # Which key wrapped the object's data key (core.crypto key id); None: not encrypted.
     key_id: str | None = None
+    # (schema id, keys and values carrying it) for the object's records in the schema registry's
+    # wire format (formats.schema_registry.count_schema_ids), ascending by id; () when none does.
+    schema_ids: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        # From JSON the pairs arrive as lists: the same entry must compare and hash the same.
+        if self.schema_ids and not isinstance(self.schema_ids[0], tuple):
+            object.__setattr__(self, "schema_ids", tuple((int(i), int(n)) for i, n in self.schema_ids))
 
     def to_json(self) -> dict:
-        """As stored in a commit record; key_id only when set, so unencrypted entries stay as before."""
+        """As stored in a commit record; key_id and schema_ids only when set, so other entries stay as before."""
         body = asdict(self)
         if self.key_id is None:
             del body["key_id"]
+        if self.schema_ids:
+            body["schema_ids"] = [list(pair) for pair in self.schema_ids]
+        else:
+            del body["schema_ids"]
         return body
 
 
@@ -159,6 +171,9 @@ class CommitRecord:
     # The cluster's ACL bindings and SCRAM users (core.access.AccessState.to_json), in the commits
     # whose run found them changed; a part left out was not read.
     access: dict | None = None
+    # The schema registry (formats.schema_registry's saved form), in the commits whose run found
+    # it changed; kept as plain JSON here, checked where it is used.
+    schema_registry: dict | None = None
 
     @property
     def key(self) -> str:
@@ -201,6 +216,8 @@ class CommitRecord:
             body["forgotten"] = list(self.forgotten)
         if self.access is not None:
             body["access"] = self.access
+        if self.schema_registry is not None:
+            body["schema_registry"] = self.schema_registry
         if self.last_records:
             body["last_records"] = {where: list(record) for where, record in self.last_records.items()}
         if keyring is not None:
@@ -243,6 +260,7 @@ class CommitRecord:
                 if "last_records" in body else None,
                 authenticated_from=int(body.get("authenticated_from", 0)),
                 access=check_access_json(body["access"]) if "access" in body else None,
+                schema_registry=_registry_json(body["schema_registry"]) if "schema_registry" in body else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -275,7 +293,19 @@ def read_commit(state: BackupState, data: bytes, key: str, keyring: Keyring | No
             log.warning("warning: commit record %s is not authenticated: the ACLs and SCRAM users it saved are "
                         "ignored with keys given (restore --cluster-state restores none of them)", key)
             record = dataclasses.replace(record, access=None)
+        if auth is None and record.schema_registry is not None:
+            log.warning("warning: commit record %s is not authenticated: the schema registry it saved is ignored "
+                        "with keys given", key)
+            record = dataclasses.replace(record, schema_registry=None)
     return record
+
+
+def _registry_json(body: object) -> dict:
+    """A saved schema registry as a commit record carries it: an object (its parts are checked
+    by formats.schema_registry.check_saved where they are used)."""
+    if not isinstance(body, dict):
+        raise ValueError("schema_registry is not an object")
+    return body
 
 
 def _check_authenticated_order(state: BackupState, record: CommitRecord, key: str, authenticated: bool) -> None:
@@ -427,6 +457,9 @@ class BackupState:
     # change of them: [{"read_ms": commit time, "access": {...}}], oldest first.
     access: dict = field(default_factory=dict)
     access_history: list[dict] = field(default_factory=list)
+    # Every saved schema registry (CommitRecord.schema_registry), each as of its commit:
+    # [{"read_ms": commit time, "registry": {...}}], oldest first; the last is the latest.
+    registry_history: list[dict] = field(default_factory=list)
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -474,6 +507,8 @@ class BackupState:
             self._apply_groups(record)
         if record.access is not None:
             self._apply_access(record)
+        if record.schema_registry is not None:
+            self.registry_history.append({"read_ms": record.created_ms, "registry": record.schema_registry})
         if record.kind == "backup":  # compact and expire back nothing up: the follower's last batch stays
             self.last_stream = record.stream
         if record.authenticated_from and not self.authenticated_from:
@@ -555,6 +590,20 @@ class BackupState:
             return self.access or None
         earlier = [h for h in self.access_history if h["read_ms"] <= at_ms]
         return earlier[-1]["access"] if earlier else None
+
+    def registry_at(self, at_ms: int | None) -> dict | None:
+        """The saved schema registry as of `at_ms` (None: the latest); None when none was saved by then."""
+        earlier = [h for h in self.registry_history if at_ms is None or h["read_ms"] <= at_ms]
+        return earlier[-1]["registry"] if earlier else None
+
+    def schema_ids_used(self) -> dict[int, int]:
+        """Schema id -> keys and values carrying it, over every object the state holds."""
+        used: dict[int, int] = {}
+        for state in self.partitions.values():
+            for entry in state.objects:
+                for schema_id, count in entry.schema_ids:
+                    used[schema_id] = used.get(schema_id, 0) + count
+        return used
 
     def group_offsets_on(self, topics: Iterable[str]) -> dict[tuple[str, str], dict]:
         """The latest saved offsets of every group on these topics, by (group, topic)."""

@@ -1,0 +1,262 @@
+"""Schema registry in the backup (issue #52) against a real Apicurio Registry, a real Kafka and Spark.
+
+One Apicurio per module (harness_registry; 13-40 s to start): every test names its own subjects.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+from clitools import assert_one_line_error, run_cli
+from harness_s3 import free_port
+from kafkatools import consume_all, produce_records
+from topicvault.core.archive.checkpoints import load_state
+from topicvault.core.envelope import Record
+from topicvault.core.locations import open_store
+
+HEADERS = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
+AVRO_A1 = {"type": "record", "name": "A", "fields": [{"name": "x", "type": "int"}]}
+AVRO_A2 = {**AVRO_A1, "fields": [*AVRO_A1["fields"], {"name": "y", "type": "string", "default": ""}]}
+JSON_SCHEMA = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+               "properties": {"n": {"type": "string"}}}
+AVRO_D = {"type": "record", "name": "D", "fields": [{"name": "a", "type": "A"}]}
+PROTO = 'syntax = "proto3";\nmessage C { int32 x = 1; }\n'
+
+
+def register(url: str, subject: str, schema: str, schema_type: str = "AVRO", references: list | None = None) -> int:
+    body = {"schema": schema, "schemaType": schema_type, "references": references or []}
+    answer = requests.post(f"{url}/subjects/{subject}/versions", json=body, headers=HEADERS, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["id"]
+
+
+def call(url: str, method: str, path: str, body: dict | None = None) -> object:
+    answer = requests.request(method, url + path, json=body, headers=HEADERS, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def populate(url: str, prefix: str) -> dict[str, int]:
+    """Three live subjects (two Avro versions, a reference, Protobuf), one soft-deleted JSON Schema
+    subject, a per-subject compatibility: the ids by name."""
+    ids = {"a1": register(url, f"{prefix}-a-value", json.dumps(AVRO_A1)),
+           "a2": register(url, f"{prefix}-a-value", json.dumps(AVRO_A2))}
+    ids["d"] = register(url, f"{prefix}-d-value", json.dumps(AVRO_D),
+                        references=[{"name": "A", "subject": f"{prefix}-a-value", "version": 1}])
+    ids["c"] = register(url, f"{prefix}-c-key", PROTO, "PROTOBUF")
+    ids["j"] = register(url, f"{prefix}-j-value", json.dumps(JSON_SCHEMA), "JSON")
+    call(url, "DELETE", f"/subjects/{prefix}-j-value")
+    call(url, "PUT", f"/config/{prefix}-a-value", {"compatibility": "FULL"})
+    return ids
+
+
+def wire(schema_id: int, payload: bytes) -> bytes:
+    return b"\x00" + schema_id.to_bytes(4, "big") + payload
+
+
+def test_backup_saves_the_registry_when_it_changes_and_ls_names_missing_ids(bootstrap, topic_factory, schema_registry,
+                                                                          tmp_path: Path):
+    prefix = f"s{uuid.uuid4().hex[:6]}"
+    ids = populate(schema_registry, prefix)
+    topic = topic_factory(1)
+    unknown = max(ids.values()) + 1000
+    pairs = [(None, wire(ids["a1"], b"\x02")), (None, wire(ids["a2"], b"\x02\x00")), (wire(ids["c"], b"\x00\x08\x01"),
+             wire(ids["a2"], b"\x04\x00")), (b"plain", b"not in the wire format"), (None, wire(unknown, b"?")),
+             (None, None)]
+    produce_records(bootstrap, topic, [Record(topic, 0, i, k, v, 1_700_000_000_000 + i) for i, (k, v) in enumerate(pairs)])
+    location = str(tmp_path / "archive")
+
+    run_cli("backup", "-b", bootstrap, "--to", location, "--topic", topic, "--schema-registry", schema_registry)
+
+    state = load_state(open_store(location))
+    saved = state.registry_at(None)
+    subjects = {name: s for name, s in saved["subjects"].items() if name.startswith(prefix)}
+    assert sorted(subjects) == sorted(f"{prefix}-{s}" for s in ("a-value", "d-value", "c-key", "j-value"))
+    a = subjects[f"{prefix}-a-value"]
+    assert [(v["version"], v["id"], v["schemaType"]) for v in a["versions"]] == [(1, ids["a1"], "AVRO"),
+                                                                                 (2, ids["a2"], "AVRO")]
+    assert json.loads(a["versions"][1]["schema"]) == AVRO_A2 and a["config"] == "FULL"
+    assert subjects[f"{prefix}-d-value"]["versions"][0]["references"] == [
+        {"name": "A", "subject": f"{prefix}-a-value", "version": 1}]
+    assert subjects[f"{prefix}-c-key"]["versions"][0]["schemaType"] == "PROTOBUF"
+    j = subjects[f"{prefix}-j-value"]
+    assert j["deleted"] and [(v["id"], v["schemaType"], v["deleted"]) for v in j["versions"]] == [(ids["j"], "JSON", True)]
+    assert json.loads(j["versions"][0]["schema"]) == JSON_SCHEMA
+    assert state.schema_ids_used() == {ids["a1"]: 1, ids["a2"]: 2, ids["c"]: 1, unknown: 1}
+
+    listing = run_cli("ls", location)
+    assert f"schema ids used by records that the saved schema registry lacks: {unknown} " in listing
+    assert "soft-deleted" in listing and "saved 1 time" in listing
+
+    # Unchanged registry, no new records: nothing is committed. A new version: saved again.
+    run_cli("backup", "-b", bootstrap, "--to", location, "--topic", topic, "--schema-registry", schema_registry)
+    assert load_state(open_store(location)).last_sequence == 1
+    avro_a3 = {**AVRO_A2, "fields": [*AVRO_A2["fields"], {"name": "z", "type": "long", "default": 0}]}
+    ids["a3"] = register(schema_registry, f"{prefix}-a-value", json.dumps(avro_a3))
+    run_cli("backup", "-b", bootstrap, "--to", location, "--topic", topic, "--schema-registry", schema_registry)
+    state = load_state(open_store(location))
+    assert state.last_sequence == 2 and len(state.registry_history) == 2
+    assert [v["id"] for v in state.registry_at(None)["subjects"][f"{prefix}-a-value"]["versions"]][-1] == ids["a3"]
+    first_saved_ms = state.registry_history[0]["read_ms"]
+    assert state.registry_at(first_saved_ms) == saved  # as of --until before the change: the first
+
+
+def test_an_unreachable_registry_stops_the_backup_before_anything_is_written(bootstrap, topic_factory, tmp_path: Path):
+    topic = topic_factory(1)
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, wire(1, b"x"), 1_700_000_000_000)])
+    location = tmp_path / "archive"
+    url = f"http://user:s3cr3t@127.0.0.1:{free_port()}/apis/ccompat/v7"
+
+    output = run_cli("backup", "-b", bootstrap, "--to", str(location), "--topic", topic, "--schema-registry", url,
+                     expect_exit=1)
+
+    assert_one_line_error(output, "schema registry http://***@127.0.0.1", "GET /subjects")
+    assert "s3cr3t" not in output
+    assert not list(location.rglob("*.json"))
+
+
+@pytest.mark.parametrize("url", ["registry:8081", "ftp://registry/"])
+def test_a_registry_url_that_is_no_http_url_is_refused(bootstrap, topic_factory, tmp_path: Path, url: str):
+    topic = topic_factory(1)
+    output = run_cli("backup", "-b", bootstrap, "--to", str(tmp_path / "a"), "--topic", topic, "--schema-registry", url,
+                     expect_exit=1)
+    assert_one_line_error(output, f"--schema-registry {url} is no http:// or https:// URL")
+
+
+STANDIN_SAVED = {
+    "config": "BACKWARD", "mode": "READWRITE",
+    "subjects": {
+        "a-value": {"deleted": False, "config": "FULL", "mode": None, "versions": [
+            {"version": 1, "id": 21, "schemaType": "AVRO", "schema": json.dumps(AVRO_A1), "references": [],
+             "deleted": False},
+            {"version": 2, "id": 23, "schemaType": "AVRO", "schema": json.dumps(AVRO_A2), "references": [],
+             "deleted": False}]},
+        "d-value": {"deleted": False, "config": None, "mode": None, "versions": [
+            {"version": 1, "id": 22, "schemaType": "AVRO", "schema": '{"type":"record","name":"D","fields":[]}',
+             "references": [{"name": "A", "subject": "a-value", "version": 1}], "deleted": False}]},
+        "j-value": {"deleted": True, "config": None, "mode": None, "versions": [
+            {"version": 1, "id": 30, "schemaType": "JSON", "schema": json.dumps(JSON_SCHEMA), "references": [],
+             "deleted": True}]},
+    },
+}
+
+
+@pytest.mark.network
+def test_preserve_keeps_every_id_on_a_registry_that_honours_them():
+    from registry_standin import standin_registry
+    from topicvault.core.schema_registry import RegistryClient
+    from topicvault.source.schema_registry import restore_registry
+
+    with standin_registry() as (url, registry):
+        restored = restore_registry(RegistryClient(url), STANDIN_SAVED, "preserve")
+
+    assert restored.changed == {} and restored.versions == 4
+    assert {s: [i for i, _ in v] for s, v in registry.subjects.items()} == {"a-value": [21, 23], "d-value": [22],
+                                                                          "j-value": [30]}
+    registered = [(path, body["id"]) for method, path, body in registry.requests if path.endswith("/versions")]
+    assert registered == [("/subjects/a-value/versions", 21), ("/subjects/a-value/versions", 23),
+                          ("/subjects/d-value/versions", 22), ("/subjects/j-value/versions", 30)]
+    modes = [body["mode"] for method, path, body in registry.requests if path == "/mode" and method == "PUT"]
+    assert modes == ["IMPORT", "READWRITE"] and registry.mode == "READWRITE"
+    assert registry.deleted == {"j-value"}
+    assert registry.configs == {"a-value": "FULL", "d-value": "NONE", "j-value": "NONE", "": "BACKWARD"}
+
+
+def decoded(url: str, data: bytes) -> object:
+    """A wire-format key or value decoded as a registry-aware consumer does: the schema fetched by
+    the id in its header from the registry at `url`, the payload read with it (Avro: fastavro; JSON
+    Schema: parsed and validated; Protobuf: no decoder here, so its schema text and payload bytes)."""
+    import io
+
+    import fastavro
+    import jsonschema
+
+    schema_id = int.from_bytes(data[1:5], "big")
+    schema = call(url, "GET", f"/schemas/ids/{schema_id}")
+    kind = schema.get("schemaType", "AVRO")
+    if kind == "AVRO":
+        named = {}
+        for reference in schema.get("references", []):
+            referenced = call(url, "GET", f"/subjects/{reference['subject']}/versions/{reference['version']}")
+            fastavro.parse_schema(json.loads(referenced["schema"]), named_schemas=named)
+        parsed = fastavro.parse_schema(json.loads(schema["schema"]), named_schemas=named)
+        return fastavro.schemaless_reader(io.BytesIO(data[5:]), parsed)
+    if kind == "JSON":
+        value = json.loads(data[5:])
+        jsonschema.validate(value, json.loads(schema["schema"]))
+        return value
+    return kind, schema["schema"], data[5:]
+
+
+def avro(schema: dict, value: dict, *referenced: dict) -> bytes:
+    import io
+
+    import fastavro
+
+    named: dict = {}
+    for schema_referenced in referenced:
+        fastavro.parse_schema(schema_referenced, named_schemas=named)
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema, named_schemas=named), value)
+    return out.getvalue()
+
+
+def test_remap_restores_a_lost_registry_and_rewrites_the_ids_records_carry(bootstrap, topic_factory, schema_registry,
+                                                                          tmp_path: Path):
+    from harness_registry import apicurio
+
+    prefix = f"r{uuid.uuid4().hex[:6]}"
+    ids = populate(schema_registry, prefix)
+    topic = topic_factory(1)
+    pairs = [(None, wire(ids["a1"], avro(AVRO_A1, {"x": 1}))),
+             (None, wire(ids["a2"], avro(AVRO_A2, {"x": 2, "y": "two"}))),
+             (wire(ids["c"], b"\x00\x08\x07"), wire(ids["j"], json.dumps({"n": "deleted subject"}).encode())),
+             (b"plain key", b"\x00\x00"), (None, None),
+             (None, wire(ids["d"], avro(AVRO_D, {"a": {"x": 5}}, AVRO_A1)))]  # through a reference
+    records = [Record(topic, 0, i, k, v, 1_700_000_000_000 + i) for i, (k, v) in enumerate(pairs)]
+    produce_records(bootstrap, topic, records)
+    expected = [tuple(decoded(schema_registry, d) if d and len(d) >= 5 and d[0] == 0 else d for d in pair)
+                for pair in pairs]
+    location = str(tmp_path / "archive")
+    run_cli("backup", "-b", bootstrap, "--to", location, "--topic", topic, "--schema-registry", schema_registry)
+
+    # The source registry is lost; the new one already holds a schema, so it gives other ids.
+    with apicurio(tmp_path) as target:
+        register(target, "decoy-value", '"string"')
+        restored = f"{topic}.restored"
+        planned = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
+                          "--schema-registry", target, "--schema-ids", "remap", "--dry-run")
+        assert re.search(r"schema registry: would register \d+ versions of \d+ subjects \(remap\)", planned)
+        assert call(target, "GET", "/subjects?deleted=true") == ["decoy-value"]  # a dry run asks the target nothing
+        refused = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
+                          "--schema-registry", target, expect_exit=1)
+        assert_one_line_error(refused, "gave other ids than the saved ones", f"{ids['a1']}→", "nothing was produced")
+        output = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
+                         "--schema-registry", target, "--schema-ids", "remap")
+        rewritten = int(re.search(r"schema ids rewritten in (\d+) records?", output).group(1))
+
+        got = consume_all(bootstrap, restored)[0]
+        assert len(got) == len(records)
+        # The target gave some schemas other ids (the decoy took one): those records, and only they, changed.
+        assert rewritten == sum((r.key, r.value) != (s.key, s.value) for r, s in zip(got, records)) > 0
+        for record, source, want in zip(got, records, expected):
+            for data, original, value in zip((record.key, record.value), (source.key, source.value), want):
+                if original is None or len(original) < 5 or original[0] != 0:
+                    assert data == original  # not in the wire format: byte-exact
+                else:
+                    assert data[5:] == original[5:]
+                    assert decoded(target, data) == value  # Protobuf: the same schema text and payload
+        # Run again with its id (a resume): the target's records, rewritten, are found to be the archive's.
+        restore_id = re.search(r"restore id (\S+):", output).group(1)
+        again = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
+                        "--schema-registry", target, "--schema-ids", "remap", "--restore-id", restore_id)
+        assert "restored 0 records" in again and f"{len(records)} were already there" in again
+        assert [(r.key, r.value) for r in consume_all(bootstrap, restored)[0]] == [(r.key, r.value) for r in got]
+        assert call(target, "GET", f"/config/{prefix}-a-value")["compatibilityLevel"] == "FULL"
+        assert f"{prefix}-j-value" not in call(target, "GET", "/subjects")
+        assert f"{prefix}-j-value" in call(target, "GET", "/subjects?deleted=true")

@@ -1,0 +1,253 @@
+"""Schema registry in the backup (issue #52), pure parts: the saved form, schema ids in records, the
+commit record and state that carry them, and what a backup plan saves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from topicvault.core.archive.checkpoints import _decode, _encode
+from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, read_commit
+from topicvault.core.crypto import FileKey, Keyring, file_key_id
+from topicvault.core.envelope import Record, records_to_batch
+from topicvault.core.errors import TopicvaultError
+from topicvault.core.profiles import resolve, scrub
+from topicvault.core.schema_registry import RegistryClient, shown_url
+from topicvault.formats.schema_registry import (
+    check_saved,
+    count_schema_ids,
+    describe_ids,
+    differing_ids,
+    ids_lacking,
+    registration_order,
+    registry_summary,
+    renumbered_references,
+    rewrite_batch,
+    rewrite_schema_id,
+    schema_id,
+)
+from topicvault.sink.plan import ClusterRead, plan_backup
+from topicvault.source.schema_registry import check_schema_id_mode
+
+SAVED = {
+    "config": "BACKWARD", "mode": "READWRITE",
+    "subjects": {
+        "orders-value": {"deleted": False, "config": "FULL", "mode": None, "versions": [
+            {"version": 1, "id": 1, "schemaType": "AVRO", "schema": '"string"', "references": [], "deleted": False},
+            {"version": 2, "id": 4, "schemaType": "AVRO", "schema": '"int"', "references": [
+                {"name": "x", "subject": "x-value", "version": 1}], "deleted": False}]},
+        "gone-value": {"deleted": True, "config": None, "mode": None, "versions": [
+            {"version": 1, "id": 2, "schemaType": "JSON", "schema": "{}", "references": [], "deleted": True}]},
+    },
+}
+
+
+def wire(schema: int, payload: bytes = b"payload") -> bytes:
+    return b"\x00" + schema.to_bytes(4, "big") + payload
+
+
+def test_schema_id_reads_the_wire_format_and_nothing_else():
+    assert schema_id(wire(7)) == 7
+    assert schema_id(wire(2**31 - 1, b"")) == 2**31 - 1
+    for other in (None, b"", b"\x00\x00\x00\x07", b"\x01\x00\x00\x00\x07x", b"plain text"):
+        assert schema_id(other) is None
+
+
+def test_rewrite_changes_only_the_four_id_bytes_of_mapped_ids():
+    assert rewrite_schema_id(wire(7, b"\x00\xff rest"), {7: 70_000}) == wire(70_000, b"\x00\xff rest")
+    for untouched in (wire(8), b"\x00\x00\x00", b"text", None, b"\x01" + wire(7)[1:]):
+        assert rewrite_schema_id(untouched, {7: 9}) is untouched  # byte-exact: the same object
+    assert rewrite_schema_id(wire(7), {7: 7}) == wire(7)
+
+
+def test_count_schema_ids_counts_keys_and_values_of_a_batch():
+    pairs = [(wire(1), wire(4)), (None, wire(4)), (b"k", b"\x00\x00"), (wire(2), None), (b"\x05" + wire(9)[1:], b"")]
+    records = [Record("t", 0, offset, key, value, 0) for offset, (key, value) in enumerate(pairs)]
+    assert dict(count_schema_ids(records_to_batch(records))) == {1: 1, 4: 2, 2: 1}
+    assert count_schema_ids(records_to_batch([Record("t", 0, 0, b"k", b"v", 0)])) == {}
+
+
+def test_check_saved_accepts_the_saved_form_and_names_what_is_wrong():
+    assert check_saved(SAVED) is SAVED
+    assert registry_summary(SAVED) == {"subjects": 2, "deleted_subjects": 1, "versions": 3, "ids": 3}
+    bad_cases = [
+        ([], "not an object"),
+        ({**SAVED, "config": "SOMETIMES"}, "global compatibility"),
+        ({**SAVED, "subjects": {"s": {"versions": [{"version": 1, "id": -1, "schemaType": "AVRO", "schema": ""}]}}},
+         "valid version number and id"),
+        ({**SAVED, "subjects": {"s": {"versions": [{"version": 1, "id": 3, "schemaType": "XML", "schema": ""}]}}},
+         "schema type"),
+        ({**SAVED, "subjects": {"s": {"versions": [{"version": 1, "id": 3, "schemaType": "AVRO", "schema": "",
+                                                    "references": [{"name": "n"}]}]}}}, "malformed reference"),
+    ]
+    for body, needle in bad_cases:
+        with pytest.raises(ValueError, match=needle):
+            check_saved(body)
+
+
+def test_ids_lacking_names_the_used_ids_the_saved_registry_does_not_hold():
+    assert ids_lacking({1: 5, 3: 2, 4: 1, 99: 1}, SAVED) == [3, 99]
+    assert ids_lacking({5: 1}, None) == [5]
+
+
+def _entry(offset: int, schema_ids=()) -> ObjectEntry:
+    return ObjectEntry(f"t/{offset}", "t", 0, offset, offset + 9, 10, 100, 0, 0, "00", schema_ids=schema_ids)
+
+
+def test_commit_record_carries_the_registry_and_object_schema_ids_through_json_and_checkpoints():
+    record = CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 20),),
+                          (_entry(0, ((1, 3), (4, 7))), _entry(10)), schema_registry=SAVED)
+    back = CommitRecord.from_json(record.to_json(), record.key)
+    assert back == record
+    assert "schema_ids" not in record.objects[1].to_json()  # entries without ids stay as before
+    state = BackupState()
+    state.apply(back, back.key)
+    assert state.schema_ids_used() == {1: 3, 4: 7}
+    assert _decode(_encode(state, BackupState), BackupState) == state
+
+
+def test_registry_as_of_a_time_is_the_newest_saved_by_then():
+    state = BackupState()
+    newer = {**SAVED, "config": "NONE"}
+    for sequence, (created, registry) in enumerate([(1_000, SAVED), (2_000, None), (3_000, newer)], start=1):
+        state.apply(CommitRecord(sequence, created, (), (), schema_registry=registry), "k")
+    assert state.registry_at(None) == newer
+    assert state.registry_at(2_999) == SAVED
+    assert state.registry_at(999) is None
+
+
+def test_a_backup_plan_saves_the_registry_only_when_it_changed():
+    state = BackupState()
+    state.apply(CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 5),), (), schema_registry=SAVED), "k")
+    offsets = {("t", 0): (0, 5)}
+    same = plan_backup(ClusterRead({"t": 1}, offsets, schema_registry=SAVED), state)
+    assert same.schema_registry is None and not same.needs_commit
+    changed = {**SAVED, "mode": "READONLY"}
+    plan = plan_backup(ClusterRead({"t": 1}, offsets, schema_registry=changed), state)
+    assert plan.schema_registry == changed and plan.needs_commit
+    assert plan_backup(ClusterRead({"t": 1}, offsets), state).schema_registry is None  # not read: nothing saved
+
+
+def test_a_malformed_saved_registry_or_schema_ids_make_the_commit_unreadable():
+    record = CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 20),), (_entry(0, ((1, 1),)),))
+    bad_registry = {**json.loads(record.to_json()), "schema_registry": []}
+    bad_ids = json.loads(record.to_json())
+    bad_ids["objects"][0]["schema_ids"] = [["x", 1]]
+    for body in (bad_registry, bad_ids):
+        with pytest.raises(TopicvaultError, match="unreadable"):
+            CommitRecord.from_json(json.dumps(body).encode(), record.key)
+
+
+def test_an_unauthenticated_commit_read_with_a_key_carries_no_registry():
+    keyring = Keyring((FileKey("k", b"k" * 32, file_key_id(b"k" * 32)),))
+    record = CommitRecord(1, 1_000, (), (), schema_registry=SAVED)
+    assert read_commit(BackupState(), record.to_json(keyring), record.key, keyring).schema_registry == SAVED
+    assert read_commit(BackupState(), record.to_json(), record.key, keyring).schema_registry is None
+
+
+def test_registration_order_puts_references_and_earlier_versions_first():
+    saved = {"subjects": {
+        "a": {"versions": [{"version": 2, "id": 5, "references": [{"name": "z", "subject": "z", "version": 1}]},
+                           {"version": 1, "id": 1}]},
+        "z": {"versions": [{"version": 1, "id": 9, "references": [{"name": "a", "subject": "a", "version": 1}]}]}}}
+    assert [(s, v["version"]) for s, v in registration_order(saved)] == [("a", 1), ("z", 1), ("a", 2)]
+    saved["subjects"]["a"]["versions"][1]["references"] = [{"name": "z", "subject": "z", "version": 1}]
+    with pytest.raises(ValueError, match="cycle"):
+        registration_order(saved)
+    with pytest.raises(ValueError, match="not saved"):
+        registration_order({"subjects": {"a": {"versions": [
+            {"version": 1, "id": 1, "references": [{"name": "q", "subject": "q", "version": 3}]}]}}})
+
+
+def test_renumbered_references_and_differing_ids():
+    version = {"references": [{"name": "n", "subject": "s", "version": 2}, {"name": "m", "subject": "t", "version": 1}]}
+    assert renumbered_references(version, {("s", 2): 1}) == [{"name": "n", "subject": "s", "version": 1},
+                                                              {"name": "m", "subject": "t", "version": 1}]
+    assert differing_ids({1: 1, 4: 2, 3: 7}) == {3: 7, 4: 2}
+    assert describe_ids({i: i + 100 for i in range(12)}, limit=2) == "0→100, 1→101, … (12 in all)"
+
+
+def test_rewrite_batch_changes_only_records_carrying_a_mapped_id():
+    pairs = [(wire(1), wire(4, b"v")), (b"plain", wire(4)), (None, None), (wire(2), b"\x00"), (b"k", wire(9))]
+    batch = records_to_batch([Record("t", 0, offset, key, value, 5) for offset, (key, value) in enumerate(pairs)])
+    rewritten, changed = rewrite_batch(batch, {1: 11, 4: 44})
+    assert changed == 2
+    assert rewritten.column("key").to_pylist() == [wire(11), b"plain", None, wire(2), b"k"]
+    assert rewritten.column("value").to_pylist() == [wire(44, b"v"), wire(44), None, b"\x00", wire(9)]
+    for name in ("topic", "partition", "offset", "timestamp", "timestampType", "headers"):
+        assert rewritten.column(name).equals(batch.column(name))
+    assert rewrite_batch(batch, {}) == (batch, 0)
+    assert rewrite_batch(batch, {77: 78})[1] == 0
+
+
+def test_schema_id_modes():
+    assert check_schema_id_mode("remap") == "remap"
+    with pytest.raises(TopicvaultError, match="bad --schema-ids 'keep'"):
+        check_schema_id_mode("keep")
+
+
+def test_registry_settings_come_from_the_cluster_profile_or_the_environment_and_are_redacted(tmp_path):
+    path = tmp_path / "topicvault.toml"
+    path.write_text('[clusters.prod]\nbootstrap_servers = "b:9092"\n[clusters.prod.schema_registry]\n'
+                    'url = "https://registry:8081"\nbasic_auth_user = "backup"\nbasic_auth_password = "${RP}"\n')
+    settings = resolve(config_file=str(path), cluster="prod", env={"RP": "reg-pw-1"})
+    assert settings.schema_registry_url == "https://registry:8081"
+    assert settings.schema_registry_settings == {"basic_auth_user": "backup", "basic_auth_password": "reg-pw-1"}
+    assert settings.redacted()["schema_registry_settings"] == {"basic_auth_user": "backup", "basic_auth_password": "***"}
+    assert scrub("refused reg-pw-1") == "refused ***"
+    env = {"TOPICVAULT_SCHEMA_REGISTRY_URL": "http://r:8081", "TOPICVAULT_SCHEMA_REGISTRY_BEARER_TOKEN": "tok-2"}
+    settings = resolve(env=env, schema_registry_url="http://flag:8081")
+    assert settings.schema_registry_url == "http://flag:8081"  # the flag first
+    assert settings.redacted()["schema_registry_settings"] == {"bearer_token": "***"}
+
+
+def test_a_registry_url_with_a_password_is_shown_without_it():
+    assert shown_url("https://user:pw-3@registry:8081/apis") == "https://***@registry:8081/apis"
+    assert shown_url("http://registry:8081") == "http://registry:8081"
+    with pytest.raises(TopicvaultError, match="unknown schema-registry setting"):
+        RegistryClient("http://r", {"password": "x"})
+
+
+def test_a_resumed_restore_must_get_the_same_id_map(tmp_path):
+    from topicvault.core.local_store import LocalStore
+    from topicvault.source.restore_state import RestoreRecords
+    from topicvault.source.schema_registry import SCHEMA_IDS_NAME, save_id_map
+
+    records = RestoreRecords(LocalStore(str(tmp_path / "state")), LocalStore(str(tmp_path / "archive")))
+    save_id_map(records, "r1", {5: 6, 1: 2})
+    assert records.read("r1", SCHEMA_IDS_NAME) == {"restore_id": "r1", "ids": [[1, 2], [5, 6]]}
+    save_id_map(records, "r1", {1: 2, 5: 6})  # the same map: the resume goes on
+    with pytest.raises(TopicvaultError, match="restore r1 rewrote schema ids with another map"):
+        save_id_map(records, "r1", {1: 3, 5: 6})
+
+
+def test_a_saved_registry_changed_in_an_authenticated_commit_is_refused():
+    from topicvault.core.crypto import Unauthenticated
+
+    keyring = Keyring((FileKey("k", b"k" * 32, file_key_id(b"k" * 32)),))
+    record = CommitRecord(1, 1_000, (), (), schema_registry=SAVED)
+    body = json.loads(record.to_json(keyring))
+    body["schema_registry"]["subjects"]["orders-value"]["versions"][0]["schema"] = '"bytes"'
+    with pytest.raises(Unauthenticated):
+        read_commit(BackupState(), json.dumps(body).encode(), record.key, keyring)
+
+
+def test_rewrite_batch_matches_rewriting_record_by_record_on_a_large_batch():
+    import random
+
+    rng = random.Random(52)
+    id_map = {1: 1001, 3: 3, 7: 70}
+
+    def data() -> bytes | None:
+        kind = rng.randrange(5)
+        if kind == 0:
+            return None
+        if kind == 1:
+            return bytes(rng.randrange(256) for _ in range(rng.randrange(7)))
+        return b"\x00" + rng.choice([1, 3, 7, 9]).to_bytes(4, "big") + rng.randbytes(rng.randrange(300))
+
+    records = [Record("t", 0, offset, data(), data(), 0) for offset in range(120_000)]
+    rewritten, changed = rewrite_batch(records_to_batch(records), id_map)
+    expected = [(rewrite_schema_id(r.key, id_map), rewrite_schema_id(r.value, id_map)) for r in records]
+    assert list(zip(rewritten.column("key").to_pylist(), rewritten.column("value").to_pylist())) == expected
+    assert changed == sum(pair != (r.key, r.value) for pair, r in zip(expected, records)) > 0
