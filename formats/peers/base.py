@@ -203,9 +203,9 @@ HINT_KINDS = ("headers", "values", "envelope", "typed")
 
 
 def is_base64(text: Any) -> bool:
-    """Whether `text` is a non-empty string of strict base64."""
+    """Whether `text` is a string of strict base64 (the empty string is: the bytes b"")."""
     try:
-        return isinstance(text, str) and bool(text) and b64(text, "") is not None
+        return isinstance(text, str) and b64(text, "") is not None
     except CorruptObject:
         return False
 
@@ -214,7 +214,7 @@ def headers_hint(layout: str, key: str, values: list[Any], options: PeerOptions)
     """Header values stored as text (read as text by default): a note when every one is base64, as
     header.converter=ByteArrayConverter writes them."""
     values = [v for v in values if v is not None]
-    if options.header_encoding is not None or not values:
+    if options.header_encoding is not None or not any(values):  # empty values say nothing either way
         return {}
     if not all(is_base64(v) for v in values):
         return {"headers": None}
@@ -227,7 +227,7 @@ def values_hint(layout: str, key: str, nodes: list[Any], options: PeerOptions) -
     """Values stored as JSON strings: a note when every one is base64 (as ByteArrayConverter writes
     them) while the restore reads them as text or JSON text."""
     nodes = [n for n in nodes if n is not None]
-    if not nodes or not all(isinstance(n, str) for n in nodes):
+    if not any(nodes) or not all(isinstance(n, str) for n in nodes):
         return {}
     if options.value_encoding == "base64" or not all(is_base64(n) for n in nodes):
         return {"values": None}

@@ -74,7 +74,48 @@ def _neighbours(value: float, single: bool) -> tuple[Fraction, Fraction, bool]:
 
 
 def _shortest_decimal(value: float, single: bool) -> tuple[str, int]:
-    """Digits (no trailing zeros) and exponent of the decimal Java picks for a positive finite float."""
+    """Digits (no trailing zeros) and exponent of the decimal Java picks for a positive finite float.
+
+    Fast where the answer is plainly the shortest round-trip decimal: Python's repr for a double;
+    for a float32 the correctly rounded decimal of the fewest digits that reads back as the same
+    float32, checked exactly. Subnormals (where Java may prefer two digits to one, 4.9E-324) and
+    float32 powers of two (whose lower neighbour is closer) take the exact search."""
+    bits = struct.unpack(">I", struct.pack(">f", value))[0] if single else 0
+    if single and value >= 1.1754943508222875e-38 and bits & 0x7FFFFF:
+        # The midpoints to the neighbouring float32s are exact doubles; rounding a decimal to a double
+        # is monotone, so a double strictly between them means the decimal is too. On a midpoint: exact check.
+        below = struct.unpack(">f", struct.pack(">I", bits - 1))[0]
+        low, high = (value + below) / 2, value + (value - below) / 2
+        if bits & 0x7FFFFF != 0x7FFFFF:
+            high = (value + struct.unpack(">f", struct.pack(">I", bits + 1))[0]) / 2
+        for digits in range(1, 10):
+            text = f"{value:.{digits - 1}e}"
+            read = float(text)
+            if low < read < high or (read in (low, high) and _rounds_to(Fraction(decimal.Decimal(text)), value, True)):
+                return _digits_of(text)
+    elif not single and value >= 2.2250738585072014e-308:
+        return _digits_of(repr(value))
+    return _exact_shortest(value, single)
+
+
+def _digits_of(text: str) -> tuple[str, int]:
+    """A decimal's text as (digits without trailing zeros, exponent): its value is 0.digits x 10**exponent."""
+    _, digits, exponent = decimal.Decimal(text).as_tuple()
+    numeral = "".join(map(str, digits))
+    stripped = numeral.rstrip("0") or "0"
+    return stripped, int(exponent) + len(numeral)
+
+
+def _rounds_to(candidate: Fraction, value: float, single: bool) -> bool:
+    """Whether the decimal `candidate` reads back as `value` under round-half-even (exact arithmetic)."""
+    exact = Fraction(value)
+    below, above, even = _neighbours(value, single)
+    low, high = (exact + below) / 2, (exact + above) / 2
+    return low <= candidate <= high if even else low < candidate < high
+
+
+def _exact_shortest(value: float, single: bool) -> tuple[str, int]:
+    """The javadoc's selection, searched with exact fractions (slow: for the few values the fast path leaves)."""
     exact = Fraction(value)
     below, above, even = _neighbours(value, single)
     low, high = (exact + below) / 2, (exact + above) / 2

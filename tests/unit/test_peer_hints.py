@@ -105,3 +105,13 @@ def test_decoding_errors_name_the_dataframe_option_on_the_dataframe_reader(tmp_p
         restored(tmp_path, "aiven", PeerOptions(wording=DATAFRAME_WORDING))
     with pytest.raises(CorruptObject, match="set --peer-value-encoding none or --peer-header-encoding text"):
         restored(tmp_path, "aiven")
+
+
+def test_empty_header_values_count_as_base64_but_alone_say_nothing(tmp_path):
+    # ByteArrayConverter writes an empty header value as "", which is base64 of b"" (the real sink's archives hold them).
+    (tmp_path / "t-0-0").write_bytes(json.dumps({"value": None, "offset": 0, "headers": [
+        {"key": "e", "value": ""}, {"key": "b", "value": B64}]}).encode())
+    assert len(hints(tmp_path, "aiven")) == 1
+    (tmp_path / "t-0-0").write_bytes(json.dumps({"value": None, "offset": 0,
+                                                 "headers": [{"key": "e", "value": ""}]}).encode())
+    assert hints(tmp_path, "aiven") == []
