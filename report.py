@@ -150,7 +150,7 @@ def _access_listing(state: BackupState) -> dict:
 def _registry_listing(state: BackupState) -> dict:
     """The saved schema registry (subjects, versions, newest change) and the schema ids the records
     use that it lacks; nothing when no backup saved one and no record carries an id."""
-    used = state.schema_ids_used()
+    used = state.schema_ids
     if not state.registry_history and not used:
         return {}
     saved = state.registry_at(None)

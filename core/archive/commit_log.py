@@ -119,8 +119,13 @@ def backup_record(
                 f"another backup committed {r.topic}[{r.partition}] up to {committed} while this one ran: "
                 "nothing of this run was committed; run the backup again"
             )
-    return CommitRecord(state.last_sequence + 1, int(time.time() * 1000), ranges, tuple(objects),
-                        authenticated_from=state.authenticated_from, **fields)
+    objects = tuple(objects)
+    schema_ids: dict[int, int] = {}
+    for entry in objects:  # the objects' own counts, summed: the commit is what keeps them
+        for schema_id, count in entry.schema_ids:
+            schema_ids[schema_id] = schema_ids.get(schema_id, 0) + count
+    return CommitRecord(state.last_sequence + 1, int(time.time() * 1000), ranges, objects,
+                        authenticated_from=state.authenticated_from, schema_ids=schema_ids or None, **fields)
 
 
 def maintenance_record(state: BackupState, kind: str, removed: Iterable[RemovedObject], *,

@@ -83,23 +83,17 @@ class ObjectEntry:
     # Which key wrapped the object's data key (core.crypto key id); None: not encrypted.
     key_id: str | None = None
     # (schema id, keys and values carrying it) for the object's records in the schema registry's
-    # wire format (formats.schema_registry.count_schema_ids), ascending by id; () when none does.
+    # wire format (formats.schema_registry.count_schema_ids), ascending by id. Held in memory only:
+    # backup_record sums them into the commit's `schema_ids`, and an entry's JSON leaves them out,
+    # so a topicvault before them still reads the commit (it refuses unknown entry fields).
     schema_ids: tuple[tuple[int, int], ...] = ()
 
-    def __post_init__(self) -> None:
-        # From JSON the pairs arrive as lists: the same entry must compare and hash the same.
-        if self.schema_ids and not isinstance(self.schema_ids[0], tuple):
-            object.__setattr__(self, "schema_ids", tuple((int(i), int(n)) for i, n in self.schema_ids))
-
     def to_json(self) -> dict:
-        """As stored in a commit record; key_id and schema_ids only when set, so other entries stay as before."""
+        """As stored in a commit record; key_id only when set, so unencrypted entries stay as before."""
         body = asdict(self)
+        del body["schema_ids"]
         if self.key_id is None:
             del body["key_id"]
-        if self.schema_ids:
-            body["schema_ids"] = [list(pair) for pair in self.schema_ids]
-        else:
-            del body["schema_ids"]
         return body
 
 
@@ -174,6 +168,9 @@ class CommitRecord:
     # The schema registry (formats.schema_registry's saved form), in the commits whose run found
     # it changed; kept as plain JSON here, checked where it is used.
     schema_registry: dict | None = None
+    # Schema id -> keys and values carrying it in the wire format among the records this commit's
+    # objects hold (from ObjectEntry.schema_ids); a backup's only, so ids are counted once.
+    schema_ids: dict[int, int] | None = None
 
     @property
     def key(self) -> str:
@@ -218,6 +215,8 @@ class CommitRecord:
             body["access"] = self.access
         if self.schema_registry is not None:
             body["schema_registry"] = self.schema_registry
+        if self.schema_ids:
+            body["schema_ids"] = {str(i): n for i, n in sorted(self.schema_ids.items())}
         if self.last_records:
             body["last_records"] = {where: list(record) for where, record in self.last_records.items()}
         if keyring is not None:
@@ -261,6 +260,7 @@ class CommitRecord:
                 authenticated_from=int(body.get("authenticated_from", 0)),
                 access=check_access_json(body["access"]) if "access" in body else None,
                 schema_registry=_registry_json(body["schema_registry"]) if "schema_registry" in body else None,
+                schema_ids=_schema_ids_json(body["schema_ids"]) if "schema_ids" in body else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             raise TopicvaultError(f"commit record {key} is unreadable ({exc}): the backup state is damaged") from None
@@ -298,6 +298,16 @@ def read_commit(state: BackupState, data: bytes, key: str, keyring: Keyring | No
                         "with keys given", key)
             record = dataclasses.replace(record, schema_registry=None)
     return record
+
+
+def _schema_ids_json(body: object) -> dict[int, int]:
+    """A commit's schema id counts: {"id": count}, ids of 0..2^31-1, counts positive."""
+    if not isinstance(body, dict):
+        raise ValueError("schema_ids is not an object")
+    counts = {int(i): n for i, n in body.items()}
+    if any(not 0 <= i < 2**31 or not isinstance(n, int) or n < 1 for i, n in counts.items()):
+        raise ValueError("schema_ids holds an id or a count out of range")
+    return counts
 
 
 def _registry_json(body: object) -> dict:
@@ -460,6 +470,9 @@ class BackupState:
     # Every saved schema registry (CommitRecord.schema_registry), each as of its commit:
     # [{"read_ms": commit time, "registry": {...}}], oldest first; the last is the latest.
     registry_history: list[dict] = field(default_factory=list)
+    # Schema id -> keys and values carrying it, over every backup commit (CommitRecord.schema_ids):
+    # records once backed up, expired ones too.
+    schema_ids: dict[int, int] = field(default_factory=dict)
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         """The committed end (next offset to back up) of a topic-partition, if backed up before."""
@@ -509,6 +522,8 @@ class BackupState:
             self._apply_access(record)
         if record.schema_registry is not None:
             self.registry_history.append({"read_ms": record.created_ms, "registry": record.schema_registry})
+        for schema_id, count in (record.schema_ids or {}).items():
+            self.schema_ids[schema_id] = self.schema_ids.get(schema_id, 0) + count
         if record.kind == "backup":  # compact and expire back nothing up: the follower's last batch stays
             self.last_stream = record.stream
         if record.authenticated_from and not self.authenticated_from:
@@ -595,15 +610,6 @@ class BackupState:
         """The saved schema registry as of `at_ms` (None: the latest); None when none was saved by then."""
         earlier = [h for h in self.registry_history if at_ms is None or h["read_ms"] <= at_ms]
         return earlier[-1]["registry"] if earlier else None
-
-    def schema_ids_used(self) -> dict[int, int]:
-        """Schema id -> keys and values carrying it, over every object the state holds."""
-        used: dict[int, int] = {}
-        for state in self.partitions.values():
-            for entry in state.objects:
-                for schema_id, count in entry.schema_ids:
-                    used[schema_id] = used.get(schema_id, 0) + count
-        return used
 
     def group_offsets_on(self, topics: Iterable[str]) -> dict[tuple[str, str], dict]:
         """The latest saved offsets of every group on these topics, by (group, topic)."""

@@ -87,7 +87,7 @@ def test_backup_saves_the_registry_when_it_changes_and_ls_names_missing_ids(boot
     j = subjects[f"{prefix}-j-value"]
     assert j["deleted"] and [(v["id"], v["schemaType"], v["deleted"]) for v in j["versions"]] == [(ids["j"], "JSON", True)]
     assert json.loads(j["versions"][0]["schema"]) == JSON_SCHEMA
-    assert state.schema_ids_used() == {ids["a1"]: 1, ids["a2"]: 2, ids["c"]: 1, unknown: 1}
+    assert state.schema_ids == {ids["a1"]: 1, ids["a2"]: 2, ids["c"]: 1, unknown: 1}
 
     listing = run_cli("ls", location)
     assert f"schema ids used by records that the saved schema registry lacks: {unknown} " in listing

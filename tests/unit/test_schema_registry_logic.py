@@ -7,6 +7,7 @@ import json
 
 import pytest
 from topicvault.core.archive.checkpoints import _decode, _encode
+from topicvault.core.archive.commit_log import backup_record
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, read_commit
 from topicvault.core.crypto import FileKey, Keyring, file_key_id
 from topicvault.core.envelope import Record, records_to_batch
@@ -94,15 +95,19 @@ def _entry(offset: int, schema_ids=()) -> ObjectEntry:
     return ObjectEntry(f"t/{offset}", "t", 0, offset, offset + 9, 10, 100, 0, 0, "00", schema_ids=schema_ids)
 
 
-def test_commit_record_carries_the_registry_and_object_schema_ids_through_json_and_checkpoints():
-    record = CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 20),),
-                          (_entry(0, ((1, 3), (4, 7))), _entry(10)), schema_registry=SAVED)
+def test_a_backup_commit_sums_its_objects_schema_ids_and_carries_them_through_json_and_checkpoints():
+    record = backup_record(BackupState(), (PartitionRange("t", 0, 0, 20),),
+                           (_entry(0, ((1, 3), (4, 7))), _entry(10, ((4, 1),))), schema_registry=SAVED)
+    assert record.schema_ids == {1: 3, 4: 8}
+    # An entry's JSON is what a topicvault before schema ids reads (it refuses unknown entry fields).
+    assert set(record.objects[0].to_json()) == {"key", "topic", "partition", "first_offset", "last_offset", "records",
+                                                "bytes", "min_timestamp_ms", "max_timestamp_ms", "sha256"}
     back = CommitRecord.from_json(record.to_json(), record.key)
-    assert back == record
-    assert "schema_ids" not in record.objects[1].to_json()  # entries without ids stay as before
+    assert (back.schema_ids, back.schema_registry) == ({1: 3, 4: 8}, SAVED)
     state = BackupState()
     state.apply(back, back.key)
-    assert state.schema_ids_used() == {1: 3, 4: 7}
+    state.apply(backup_record(state, (PartitionRange("t", 0, 20, 30),), (_entry(20, ((4, 2), (9, 1))),)), "k2")
+    assert state.schema_ids == {1: 3, 4: 10, 9: 1}
     assert _decode(_encode(state, BackupState), BackupState) == state
 
 
@@ -129,11 +134,11 @@ def test_a_backup_plan_saves_the_registry_only_when_it_changed():
 
 
 def test_a_malformed_saved_registry_or_schema_ids_make_the_commit_unreadable():
-    record = CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 20),), (_entry(0, ((1, 1),)),))
+    record = CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 20),), (_entry(0),))
     bad_registry = {**json.loads(record.to_json()), "schema_registry": []}
-    bad_ids = json.loads(record.to_json())
-    bad_ids["objects"][0]["schema_ids"] = [["x", 1]]
-    for body in (bad_registry, bad_ids):
+    bad = [bad_registry, *({**json.loads(record.to_json()), "schema_ids": ids} for ids in
+                           ({"x": 1}, {"1": 0}, {"-1": 2}, {str(2**31): 1}, [1]))]
+    for body in bad:
         with pytest.raises(TopicvaultError, match="unreadable"):
             CommitRecord.from_json(json.dumps(body).encode(), record.key)
 
