@@ -8,6 +8,12 @@ RUSAGE_CHILDREN. This process makes itself their subreaper (prctl PR_SET_CHILD_S
 Linux >= 3.4), so every descendant orphaned is re-parented to it, and waits for all of them:
 RUSAGE_CHILDREN then holds the CPU of the whole tree. Its output goes to this process's stdout
 and stderr; the JSON line is the last one on stdout.
+
+On a loaded machine a niced command spends much of its wall time runnable but waiting for a
+core. `queued_s` is that wait of the command's main thread (the second field of
+/proc/PID/schedstat, sampled every 20 ms while it runs, so the last 20 ms may be missed), and
+`unqueued_s` = wall − queued: about the wall time it would take with a core free for its main
+thread (its other threads, the JVM's and the workers', are not taken off).
 """
 
 from __future__ import annotations
@@ -27,7 +33,12 @@ def main(command: list[str]) -> int:
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
     started = time.monotonic()
-    exit_code = subprocess.run(command, stdin=subprocess.DEVNULL).returncode
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    queued_ns = 0
+    while process.poll() is None:
+        queued_ns = max(queued_ns, _queued_ns(process.pid))
+        time.sleep(0.02)
+    exit_code = process.returncode
     wall_s = time.monotonic() - started
     while True:  # the orphans: the driver JVM, Spark's Python daemon and workers
         try:
@@ -36,8 +47,18 @@ def main(command: list[str]) -> int:
             break
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({"exit": exit_code, "wall_s": wall_s, "tree_s": time.monotonic() - started,
-                      "cpu_s": used.ru_utime + used.ru_stime}), flush=True)
+                      "cpu_s": used.ru_utime + used.ru_stime, "queued_s": queued_ns / 1e9,
+                      "unqueued_s": wall_s - queued_ns / 1e9}), flush=True)
     return 0
+
+
+def _queued_ns(pid: int) -> int:
+    """Nanoseconds thread `pid` has waited on a run queue (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as schedstat:
+            return int(schedstat.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 if __name__ == "__main__":
