@@ -81,7 +81,8 @@ def recording(factory: type, log: ClientLog, methods: tuple[str, ...]) -> type:
 def record_new_clients(monkeypatch: pytest.MonkeyPatch, module: Any,
                        methods: tuple[str, ...] = ("consume", "poll", "list_topics")) -> ClientLog:
     """Record every client `module` makes through its `new_client` (core.kafka.new_client, as
-    imported there): the config it gets and its calls of `methods`."""
+    imported there): the config it gets and its calls of `methods`; and the config of each native
+    consumer it opens (sink.native_reader.open_native_consumer: its calls are not recorded)."""
     log = ClientLog()
     real = module.new_client
 
@@ -89,6 +90,17 @@ def record_new_clients(monkeypatch: pytest.MonkeyPatch, module: Any,
         return real(recording(factory, log, methods), settings, config, *args)
 
     monkeypatch.setattr(module, "new_client", new_client)
+    if hasattr(module, "open_native_consumer"):  # the backup reader's native record loop: its config too
+        real_native = module.open_native_consumer
+
+        def open_native_consumer(settings, config):
+            consumer = real_native(settings, config)
+            if consumer is not None:
+                with log._lock:
+                    log.configs.append(dict(config))
+            return consumer
+
+        monkeypatch.setattr(module, "open_native_consumer", open_native_consumer)
     return log
 
 

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from clitools import python_without_topicvault, run_cli  # noqa: F401 - a fixture
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
 
@@ -42,7 +42,7 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def test_spark_submit_local_cluster_with_the_wheel(bootstrap, spark, topic_factory, tmp_path, wheel,
-                                                   python_without_topicvault):
+                                                   python_without_topicvault):  # noqa: F811
     topic = topic_factory(4, prefix="cluster")
     produce_records(bootstrap, topic, nasty_records(topic, 4, 300, big_values=0))
     total = sum(map(len, consume_all(bootstrap, topic).values()))

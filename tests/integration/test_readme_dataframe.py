@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from clitools import python_without_topicvault  # noqa: F401 - a fixture
 from kafkatools import produce_records
 from nasty import nasty_records
 from topicvault.core.errors import TopicvaultError
