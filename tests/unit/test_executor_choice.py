@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.executor import EXECUTOR_ENV, LOCAL_MAX_BYTES, LOCAL_MAX_RECORDS, choose_executor
@@ -12,6 +14,12 @@ from topicvault.core.spark import InProcessSession, run_tasks, task_attempt
 def no_spark_configured(monkeypatch):
     for name in (EXECUTOR_ENV, "TOPICVAULT_SPARK_MASTER", "PYSPARK_GATEWAY_PORT"):
         monkeypatch.delenv(name, raising=False)
+    # A worker of the suite that ran an integration test first holds a Spark session, which auto
+    # obeys (the choice depended on which tests ran before in the same process).
+    if "pyspark" in sys.modules:
+        from pyspark.sql import SparkSession
+
+        monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
 
 
 def test_auto_runs_a_small_plan_in_process():
