@@ -92,11 +92,12 @@ def registry_summary(saved: dict) -> dict:
 
 
 def schema_id(data: bytes | None) -> int | None:
-    """The schema id of a key or value in the wire format (magic byte 0, 4-byte big-endian id); None
-    for anything else."""
+    """The schema id of a key or value in the wire format (magic byte 0, 4-byte big-endian id of at
+    most MAX_SCHEMA_ID); None for anything else."""
     if data is None or len(data) < WIRE_HEADER_BYTES or data[0] != WIRE_MAGIC:
         return None
-    return int.from_bytes(data[1:WIRE_HEADER_BYTES], "big")
+    found = int.from_bytes(data[1:WIRE_HEADER_BYTES], "big")
+    return found if found <= MAX_SCHEMA_ID else None
 
 
 def _carries_wire_format(data: pa.Array) -> pa.Array:
@@ -117,7 +118,9 @@ def count_schema_ids(batch: pa.RecordBatch | pa.Table) -> Counter:
             continue
         headers = pc.binary_slice(pc.filter(data, carries), 1, WIRE_HEADER_BYTES)
         for entry in pc.value_counts(headers).to_pylist():
-            counts[int.from_bytes(entry["values"], "big")] += entry["counts"]
+            found = int.from_bytes(entry["values"], "big")
+            if found <= MAX_SCHEMA_ID:  # above it: binary bytes after a zero byte, not an id
+                counts[found] += entry["counts"]
     return counts
 
 
