@@ -15,7 +15,7 @@ import uuid
 
 import boto3
 import pytest
-from clitools import CLI
+from clitools import CLI, wait_for
 from harness_s3 import logged_requests, moto_server
 from kafkatools import produce_records
 from topicvault.core.envelope import Record
@@ -28,14 +28,6 @@ def counted_s3(s3_endpoint, tmp_path):
     """A moto_server of this test's own (credentials from the s3_endpoint fixture) and its log."""
     with moto_server(tmp_path) as endpoint:
         yield endpoint, next(tmp_path.glob("moto-*.log"))
-
-
-def _wait_for(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() >= deadline:  # a hang detector, not a speed check
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.5)
 
 
 def test_an_idle_follower_makes_no_store_requests(bootstrap, topic_factory, counted_s3, tmp_path):
@@ -53,7 +45,7 @@ def test_an_idle_follower_makes_no_store_requests(bootstrap, topic_factory, coun
              "-t", topic, "--flush-interval", "1", "--master", "local[1]"],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=dict(os.environ))
     try:
-        _wait_for(lambda: re.search(r"commits? [\d.]+: \d+ records? backed up \(20 in the archive\)", output.read_text()), 240,
+        wait_for(lambda: re.search(r"commits? [\d.]+: \d+ records? backed up \(20 in the archive\)", output.read_text()), 240,
                   "the follower to commit the records")
         time.sleep(5)  # let the micro-batch that committed them finish its bookkeeping
         before = len(logged_requests(log, bucket))

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clitools import CLI
+from clitools import CLI, wait_for
 from harness_broker import TANSU_KINDS
 from kafkatools import commit_offsets, committed, consume_all, ends_of, exact, produce_records, produce_until
 from nasty import nasty_records
@@ -28,18 +28,6 @@ from topicvault.source.follow import (
 from topicvault.source.restore import RestoreJob, plan_restore, restore_group, run_restore, set_loading_configs
 from topicvault.source.restore_plan import RestoreRequest
 from topicvault.source.selection import Selection
-
-
-def wait_for(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() >= deadline:  # a hang detector, not a speed check
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-
-
 
 
 def batch(topic: str, partitions: int, count: int, seed: int) -> list[Record]:

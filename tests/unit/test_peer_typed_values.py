@@ -50,15 +50,20 @@ LENSES_TYPED_AVRO = {"type": "record", "name": "Envelope", "fields": [
 ]}
 
 
-def test_lenses_avro_typed_headers_come_back_as_connect_wrote_their_text(tmp_path):
-    folder = tmp_path / "t" / "0"
+def _restored_lenses_avro_headers(root, schema: dict, headers: dict) -> list[tuple[str, bytes | None]]:
+    """The headers restored from one Lenses Avro envelope record (offset 3) holding `headers`."""
+    folder = root / "t" / "0"
     folder.mkdir(parents=True)
     out = io.BytesIO()
-    fastavro.writer(out, fastavro.parse_schema(LENSES_TYPED_AVRO),
-                    [{"key": None, "value": b"v", "headers": HEADER_VALUES, "metadata": _metadata(3)}])
+    fastavro.writer(out, fastavro.parse_schema(schema),
+                    [{"key": None, "value": b"v", "headers": headers, "metadata": _metadata(3)}])
     (folder / "000000000003_1_1.avro").write_bytes(out.getvalue())
-    rows, _ = restored(tmp_path, "lenses")
-    assert [(h["key"], h["value"]) for h in rows[0]["headers"]] == TYPED_HEADERS
+    rows, _ = restored(root, "lenses")
+    return [(h["key"], h["value"]) for h in rows[0]["headers"]]
+
+
+def test_lenses_avro_typed_headers_come_back_as_connect_wrote_their_text(tmp_path):
+    assert _restored_lenses_avro_headers(tmp_path, LENSES_TYPED_AVRO, HEADER_VALUES) == TYPED_HEADERS
 
 
 def test_lenses_parquet_typed_headers_come_back_as_connect_wrote_their_text(tmp_path):
@@ -163,14 +168,7 @@ def test_lenses_avro_headers_of_every_connect_type_come_back_as_connect_wrote_th
                "ts": datetime.datetime(2026, 4, 7, 12, 4, 56, 789000, tzinfo=datetime.timezone.utc),
                "raw": b"\x00\xff", "list": [1, 2], "floats": [0.1, 19.99], "map": {"x": 'say "hi"'},
                "struct": {"n": 7, "s": None}}
-    folder = tmp_path / "t" / "0"
-    folder.mkdir(parents=True)
-    out = io.BytesIO()
-    fastavro.writer(out, fastavro.parse_schema(schema),
-                    [{"key": None, "value": b"v", "headers": headers, "metadata": _metadata(3)}])
-    (folder / "000000000003_1_1.avro").write_bytes(out.getvalue())
-    rows, _ = restored(tmp_path, "lenses")
-    assert [(h["key"], h["value"]) for h in rows[0]["headers"]] == [
+    assert _restored_lenses_avro_headers(tmp_path, schema, headers) == [
         ("f64", b"1.0E10"), ("time", b"12:34:56.789Z"), ("ts", b"2026-04-07T12:04:56.789Z"), ("raw", b"\x00\xff"),
         ("list", b"[1,2]"), ("floats", b"[0.1,19.99]"), ("map", b'{"x":"say \\"hi\\""}'),
         ("struct", b'{"n":7,"s":null}')]
