@@ -49,5 +49,13 @@ class KeyParseError(TopicvaultError):
     """An object key or a key template cannot be parsed."""
 
 
+class UnknownTopic(TopicvaultError):
+    """The cluster answered that it has no topic of that name (or ID): not that it could not answer."""
+
+
+class TopicDeleted(TopicvaultError):
+    """A topic the location backed up is gone now, or back under another Kafka topic ID."""
+
+
 class OffsetDeleted(TopicvaultError):
     """A read starts at an offset the partition no longer holds (retention or DeleteRecords)."""

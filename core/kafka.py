@@ -24,7 +24,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from .errors import OffsetDeleted, TopicvaultError
+from .errors import OffsetDeleted, TopicvaultError, UnknownTopic
 from .profiles import Settings, is_secret
 
 T = TypeVar("T")
@@ -234,6 +234,9 @@ def select_topics(
     return dict(sorted(chosen.items()))
 
 
+# The answers of a broker that has no such topic, as against one that could not answer.
+_UNKNOWN_TOPIC_CODES = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID)
+
 # librdkafka renders a missing topic ID (brokers before Kafka 2.8) as the all-zero UUID.
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
@@ -255,7 +258,8 @@ def topic_ids(settings: KafkaSettings, topics: Iterable[str], just_created: bool
             try:
                 description = _described(admin, name, future, deadline)
             except KafkaException as exc:
-                raise TopicvaultError(
+                unknown = bool(exc.args) and exc.args[0].code() in _UNKNOWN_TOPIC_CODES
+                raise (UnknownTopic if unknown else TopicvaultError)(
                     f"cannot describe topic {name!r} on {settings.bootstrap_servers} "
                     f"({exc.args[0].str() if exc.args else exc}): was it deleted? check the name and the Describe ACL"
                 ) from None

@@ -8,6 +8,7 @@ is read again.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import threading
@@ -25,6 +26,7 @@ from ..core.spark import failure_reason, get_spark
 from ..core.text import backup_follow_commit
 from .backup import BackupJob, commit_unread, plan_run
 from .metrics import FollowMetrics, MetricsServer, batch_durations, own_commits
+from .stream import deleted_followed_topic
 
 # How long a graceful stop waits for the running micro-batch to finish and commit.
 STOP_GRACE_S = 120.0
@@ -129,6 +131,9 @@ def run_follow(
         except QueryFailed as failure:
             if metrics is not None:
                 metrics.observe_errors("micro_batch")
+            deleted = deleted_followed_topic(job.kafka, _ids_followed(state, request), job.store_uri)
+            if deleted is not None:  # the failure (a read ended short, say) was the topic going away
+                raise deleted from None
             delay = restarts.next_delay() if failure.restartable else None
             if delay is None:
                 raise TopicvaultError(restarts.give_up("followed backup", failure.reason)
@@ -144,6 +149,14 @@ def run_follow(
     return FollowResult(
         state.last_sequence - first_sequence, _records(state) - first_records, (state.last_stream or {}).get("lag", {})
     )
+
+
+def _ids_followed(state, request: ContinuousBackupRequest) -> dict[str, str]:
+    """The Kafka topic IDs the location's commits recorded ({topic: ID}) of the topics `request`
+    follows: named, or matching its regex (as core.kafka.select_topics matches)."""
+    pattern = re.compile(request.topics_regex) if request.topics_regex else None
+    return {topic: topic_id for topic, topic_id in state.topic_ids.items()
+            if topic in request.topics or (pattern is not None and pattern.fullmatch(topic))}
 
 
 class QueryFailed(TopicvaultError):

@@ -21,7 +21,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from ..core.archive.checkpoints import load_state
 from ..core.archive.commits import BackupState, check_topic_ids
 from ..core.cluster import group_offsets, with_clock_skew
-from ..core.errors import TopicvaultError
+from ..core.errors import TopicDeleted, TopicvaultError, UnknownTopic
 from ..core.kafka import (
     KafkaSettings,
     all_partitions,
@@ -82,8 +82,9 @@ def stream_start_offsets(committed: Mapping[str, int], watermarks: Mapping[str, 
 def followed_topic_ids(kafka: KafkaSettings, topics: Iterable[str], followed: Mapping[str, str],
                        location: str) -> dict[str, str]:
     """The Kafka topic IDs of `topics` now. A topic followed under ID `followed[topic]` that is
-    gone now, or back under another ID, fails naming the topic and its IDs: whichever lookup of a
-    trigger or a commit meets the deletion first says so, not its own "not found"."""
+    gone now, or back under another ID, fails naming the topic and its IDs (TopicDeleted):
+    whichever lookup of a trigger or a commit meets the deletion first says so, not its own "not
+    found". A cluster that does not answer fails as such, never as a deletion."""
     try:
         ids = topic_ids(kafka, topics)
     except TopicvaultError:
@@ -91,15 +92,30 @@ def followed_topic_ids(kafka: KafkaSettings, topics: Iterable[str], followed: Ma
         for topic in sorted(set(topics)):  # one at a time, to name the one that is gone
             try:
                 ids.update(topic_ids(kafka, [topic]))
-            except TopicvaultError:
+            except UnknownTopic:
                 if topic not in followed:
                     raise
-                raise TopicvaultError(
+                raise TopicDeleted(
                     f"topic {topic} was deleted since the last backup at {location} (topic id {followed[topic]}, "
                     "now none): if it comes back, back up the new topic to a new location"
                 ) from None
     check_topic_ids(followed, ids, location)
     return ids
+
+
+def deleted_followed_topic(kafka: KafkaSettings, followed: Mapping[str, str], location: str) -> TopicDeleted | None:
+    """Why a followed topic ({topic: Kafka topic ID} `followed`) is no longer the one backed up
+    (gone, or back under another ID), or None: all are there, or the cluster cannot tell now.
+
+    A micro-batch whose task read a topic while it was deleted fails as a read that ended short;
+    the follower asks this before it reports that failure, so the deletion is named instead."""
+    try:
+        followed_topic_ids(kafka, followed, followed, location)
+    except TopicDeleted as deleted:
+        return deleted
+    except TopicvaultError:  # no answer now: the failure's own reason stands
+        return None
+    return None
 
 
 def _with_checks(offsets: dict, last: Mapping[str, list[int]], watermarks: Mapping[str, tuple[int, int]]) -> dict:

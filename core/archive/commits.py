@@ -47,7 +47,7 @@ from ..crypto import (
     check_authentication,
     container_version,
 )
-from ..errors import ObjectNotFound, PreconditionFailed, TopicvaultError
+from ..errors import ObjectNotFound, PreconditionFailed, TopicDeleted, TopicvaultError
 from ..store import ObjectInfo, ObjectStore
 from .archive_keys import COMMITS_PREFIX, commit_key
 
@@ -645,7 +645,7 @@ def check_topic_ids(saved: Mapping[str, str], live: Mapping[str, str], location:
     for topic, now in sorted(live.items()):
         before = saved.get(topic)
         if before and now and before != now:
-            raise TopicvaultError(
+            raise TopicDeleted(
                 f"topic {topic} was deleted and re-created since the last backup at {location} "
                 f"(topic id {before}, now {now}): back up the new topic to a new location"
             )

@@ -290,3 +290,40 @@ def test_a_followed_topic_deleted_before_its_micro_batch_commits_is_named_as_del
                                               rf"\(topic id {first['topic_ids'][topic]}, now none\)"):
         writer.commit([ObjectsWritten([entry])], 0)
     assert commits(location) == [first]
+
+
+def test_a_micro_batch_failed_under_a_followed_topic_deleted_is_named_as_deleted(bootstrap, spark, topic_factory,
+                                                                                  tmp_path):
+    """A micro-batch whose task read a followed topic while it was deleted and re-created fails as
+    a short read ("ended at offset N, below the M the broker reported", the fault test of a topic
+    re-created under `backup --follow` on Apache Kafka); the follower names the deletion instead."""
+    from topicvault.sink.stream import deleted_followed_topic
+
+    topic = topic_factory(1, prefix="gonet")
+    produce_records(bootstrap, topic, records(topic, 0, 3, "a"))
+    location = tmp_path / "b"
+    run_cli("backup", "-b", bootstrap, "--to", str(location), "-t", topic)
+    followed = load_state(open_store(str(location))).topic_ids
+    kafka = KafkaSettings(bootstrap)
+    assert deleted_followed_topic(kafka, followed, str(location)) is None
+    recreate(bootstrap, topic)
+    deleted = deleted_followed_topic(kafka, followed, str(location))
+    assert deleted is not None and f"topic {topic} was deleted and re-created" in str(deleted)
+    assert followed[topic] in str(deleted)
+
+
+def test_a_cluster_that_cannot_answer_is_not_taken_for_a_deleted_topic(monkeypatch):
+    """A followed topic's lookup that fails because no broker answers (a failover, a network
+    partition) is no evidence the topic was deleted: said so, the error would send the operator to
+    a new location for a topic that is still there."""
+    from topicvault.core import kafka as kafka_module
+    from topicvault.core.local_kafka import node_ports
+    from topicvault.sink.stream import deleted_followed_topic, followed_topic_ids
+
+    monkeypatch.setattr(kafka_module, "METADATA_TIMEOUT_S", 2.0)
+    kafka = KafkaSettings(f"127.0.0.1:{node_ports(1)[0]}")
+    followed = {"orders": "Fv2aJ8x3QmWqFb3hT0Zr1g"}
+    with pytest.raises(TopicvaultError) as failure:
+        followed_topic_ids(kafka, followed, followed, "s3://b/x")
+    assert "was deleted" not in str(failure.value), failure.value
+    assert deleted_followed_topic(kafka, followed, "s3://b/x") is None
