@@ -168,7 +168,7 @@ def backup(
     quiet: bool = QUIET,
 ) -> None:
     """Back up topics to a location; only what is new since the last backup there."""
-    from .core.kafka import cluster_of
+    from .core.cluster.kafka import cluster_of
     from .core.rotation import Rotation
     from .keys import key_template_of
     from .sink.backup import BackupJob, commit_unread, plan_run, run_one_backup
@@ -185,7 +185,7 @@ def backup(
     _refuse_by_follow(context, follow, report.BACKUP_ONE_SHOT_ONLY, report.BACKUP_FOLLOW_ONLY)
     if follow:
         from .datasources import register  # the stream runs through topicvault's data sources
-        from .sink.follow import ContinuousBackupRequest, follow_backup
+        from .sink.continuous_backup import ContinuousBackupRequest, follow_backup
 
         request = ContinuousBackupRequest(tuple(topic), topics_regex, flush_interval, max_records_per_trigger)
         result = follow_backup(job, request, master, register, lambda line, err: typer.echo(terminal_text(line), err=err),
@@ -290,16 +290,16 @@ def restore(
     quiet: bool = QUIET,
 ) -> None:
     """Restore a backup to a Kafka cluster: same partitions, same order, same bytes."""
-    from .core.kafka import cluster_of
-    from .source.access import AccessRequest
-    from .source.follow import DEFAULT_POLL_INTERVAL_S, StandbyRequest, run_standby
-    from .source.groups import restore_planned_groups
+    from .core.cluster.kafka import cluster_of
+    from .source.cluster_restore.access_restore import AccessRequest
+    from .source.cluster_restore.group_restore import restore_planned_groups
+    from .source.cluster_restore.registry_restore import RegistryRequest, registry_before_data, saved_registry
     from .source.object_reader import check_on_error
-    from .source.restore import RestoreJob, RestoreRequest, parse_renames, plan_restore, run_one_restore
-    from .source.restore_state import import_state as import_restore_state
-    from .source.schema_registry import RegistryRequest, registry_before_data, saved_registry
-    from .source.selection import selection_of
-    from .source.throttle import RateLimit
+    from .source.restore.restore_job import RestoreJob, RestoreRequest, parse_renames, plan_restore, run_one_restore
+    from .source.restore.restore_state import import_state as import_restore_state
+    from .source.restore.selection import selection_of
+    from .source.restore.standby import DEFAULT_POLL_INTERVAL_S, StandbyRequest, run_standby
+    from .source.restore.throttle import RateLimit
 
     rate = RateLimit.of(max_records_per_second, max_bytes_per_second)  # a bad limit fails before any connection
     executor_name(executor)  # so does a bad executor
@@ -386,7 +386,7 @@ def verify(
     state: Optional[str] = typer.Option(None, "--state", help="Check the restore records kept there too."),
 ) -> None:
     """Check every committed object (checksum, count, offsets) and file under _topicvault/; -b: the live topics too."""
-    from .core.kafka import cluster_of
+    from .core.cluster.kafka import cluster_of
     from .source.verify import verify_location
 
     settings = _settings(config, cluster, store, bootstrap_servers, kafka_property, uri, store_option, encryption_key)
@@ -474,7 +474,7 @@ def expire_command(
 ) -> None:
     """Drop the records older than TIME, whole objects only, recorded in a commit; never a record at or after TIME."""
     from .core.instants import grace_to_ms
-    from .core.locations import open_store
+    from .core.stores.locations import open_store
     from .source.maintenance.expire import before_of, execute_expire, plan_expire, read_expire
 
     before_ms = before_of(before)  # --before 0s, or a time to come, are refused here

@@ -29,9 +29,9 @@ from pyspark.sql.datasource import DataSource
 from .core.envelope import SPARK_SCHEMA_DDL
 from .core.errors import TopicvaultError
 from .core.spark import ship_wheels, workers_python
-from .sink.datasource import KafkaRangeReader, ObjectBatchWriter
+from .sink.backup_datasource import KafkaRangeReader, ObjectBatchWriter
 from .sink.stream import KafkaStreamReader, ObjectStreamWriter
-from .source.datasource import KafkaPartitionWriter, ObjectReader
+from .source.restore_datasource import KafkaPartitionWriter, ObjectReader
 
 
 class TopicvaultKafka(DataSource):

@@ -15,27 +15,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from .core.access import PASSWORD_ENV_PREFIX, AccessPlan, AccessState
 from .core.archive.commits import BackupState, ObjectEntry
+from .core.cluster.cluster_access import PASSWORD_ENV_PREFIX, AccessPlan, AccessState
 from .core.errors import TopicvaultError
 from .core.process import Interrupted
 from .core.profiles import scrub
 from .core.text import iso, plural, rate, show_text, table, terminal_text, to_json
-from .formats.schema_registry import check_saved, ids_lacking, registry_summary
+from .formats.saved_registry import check_saved, ids_lacking, registry_summary
 
 if TYPE_CHECKING:  # the CLI imports this module at start; the library's modules only when a command runs
     from .core.executor import ExecutorChoice
-    from .core.sandbox import Sandbox
+    from .core.local.sandbox import Sandbox
     from .sink.backup import BackupResult
-    from .sink.follow import FollowResult
+    from .sink.continuous_backup import FollowResult
     from .sink.plan import BackupPlan, PartitionPlan
-    from .source.follow import FollowRestart, FollowRound, FollowSummary
-    from .source.groups import GroupOffset
+    from .source.cluster_restore.group_restore import GroupOffset
     from .source.maintenance.compact import CompactResult
     from .source.maintenance.expire import ExpireResult
     from .source.maintenance.garbage import Collected
     from .source.object_reader import SkippedObject
-    from .source.restore import RestorePlan, RestoreResult
+    from .source.restore.restore_job import RestorePlan, RestoreResult
+    from .source.restore.standby import FollowRestart, FollowRound, FollowSummary
     from .source.verify import VerifyReport
 
 __all__ = ["Line", "show_text", "terminal_text"]  # the CLI prints through these two too
@@ -240,7 +240,7 @@ def backup_following(topics: list[str], topics_regex: str | None, store_uri: str
 
 
 def backup_follow_stopped(result: FollowResult) -> Line:
-    """The last line of `backup --follow` (a sink.follow result: commits, records, lag)."""
+    """The last line of `backup --follow` (a sink.continuous_backup result: commits, records, lag)."""
     return _out(f"stopped: {plural(result.commits, 'commit')}, {plural(result.records, 'record')} backed up in this "
                 f"run; lag {plural(sum(result.lag.values()), 'record')} at the last commit")
 
@@ -251,7 +251,7 @@ RESTORE_COLUMNS = ["topic", "partitions", "records", "bytes", "elapsed_s"]
 
 
 def restore_plan_notes(plan: RestorePlan) -> list[Line]:
-    """A source.restore.RestorePlan's notes on stderr (with --json, in its JSON too)."""
+    """A source.restore.restore_job.RestorePlan's notes on stderr (with --json, in its JSON too)."""
     return [_err(f"note: {note}") for note in plan.notes]
 
 
@@ -277,7 +277,7 @@ def _restore_dry_run_records(plan: RestorePlan, as_json: bool) -> list[Line]:
 
 
 def access_dry_run(access: AccessPlan, as_json: bool) -> list[Line]:
-    """What `restore --cluster-state --dry-run` would change (a core.access.AccessPlan): the
+    """What `restore --cluster-state --dry-run` would change (a core.cluster.cluster_access.AccessPlan): the
     difference between the archive's ACLs and SCRAM users and the target's (on stderr with --json)."""
     line = _err if as_json else _out
     lines = [line(f"ACL to create: {acl.describe()}") for acl in access.create_acls]
@@ -296,7 +296,7 @@ def access_dry_run(access: AccessPlan, as_json: bool) -> list[Line]:
 
 
 def access_restored(result: RestoreResult) -> list[Line]:
-    """What `restore --cluster-state` created (result.access, a core.access.AccessApplied), and
+    """What `restore --cluster-state` created (result.access, a core.cluster.cluster_access.AccessApplied), and
     the users it could not create (on stderr: they need the operator)."""
     plan, applied = result.plan.access, result.access
     if plan is None or applied is None:
@@ -360,7 +360,7 @@ def _group_lines(committed_groups: list[GroupOffset]) -> list[Line]:
 
 
 def restore_summary(result: RestoreResult, committed_groups: list[GroupOffset] | None, as_json: bool, skipped_exit: int) -> list[Line]:
-    """A finished restore (a source.restore.RestoreResult) and the group offsets it committed (None:
+    """A finished restore (a source.restore.restore_job.RestoreResult) and the group offsets it committed (None:
     --groups not given); ends naming `skipped_exit`, the exit status, when objects were left out."""
     plan = result.plan
     already_present = sum(r.already_present for r in result.results)
@@ -398,7 +398,7 @@ def restore_summary(result: RestoreResult, committed_groups: list[GroupOffset] |
 
 
 def registry_restored(registry, mode: str) -> list[Line]:
-    """What `restore --schema-registry` registered (a source.schema_registry.RegistryRestored; None: nothing asked)."""
+    """What `restore --schema-registry` registered (a source.cluster_restore.registry_restore.RegistryRestored; None: nothing asked)."""
     if registry is None:
         return []
     changed = registry.changed
@@ -409,7 +409,7 @@ def registry_restored(registry, mode: str) -> list[Line]:
 
 def registry_dry_run(registry, saved: dict | None) -> list[Line]:
     """What `restore --schema-registry --dry-run` would register (nothing is: the target is not asked);
-    `registry`: a source.schema_registry.RegistryRequest, None when not asked (nothing said)."""
+    `registry`: a source.cluster_restore.registry_restore.RegistryRequest, None when not asked (nothing said)."""
     if registry is None:
         return []
     mode = registry.mode
@@ -440,7 +440,7 @@ def standby_waiting(nothing_yet: Exception, poll_interval_s: float) -> Line:
 
 
 def follow_round(finished: FollowRound, as_json: bool, quiet: bool) -> list[Line]:
-    """One round of `restore --follow` (a source.follow.FollowRound): a line, or a JSON line."""
+    """One round of `restore --follow` (a source.restore.standby.FollowRound): a line, or a JSON line."""
     lines = _skipped_lines(finished.skipped)
     if as_json:
         return lines + [_out(json.dumps(finished.to_json(), sort_keys=True))]
@@ -449,12 +449,12 @@ def follow_round(finished: FollowRound, as_json: bool, quiet: bool) -> list[Line
 
 
 def follow_restart(restart: FollowRestart, as_json: bool) -> list[Line]:
-    """A restart of a failed `restore --follow` round (a source.follow.FollowRestart): a line, or a JSON line."""
+    """A restart of a failed `restore --follow` round (a source.restore.standby.FollowRestart): a line, or a JSON line."""
     return [_out(json.dumps(restart.to_json(), sort_keys=True))] if as_json else [_err(restart.line())]
 
 
 def follow_stopped(summary: FollowSummary, skipped_exit: int) -> list[Line]:
-    """The end of `restore --follow` (a source.follow.FollowSummary); names `skipped_exit`, the exit
+    """The end of `restore --follow` (a source.restore.standby.FollowSummary); names `skipped_exit`, the exit
     status, when objects were left out."""
     if summary.restore_id is None:
         return [_err("stopped before the first backup landed: nothing restored")]
@@ -473,7 +473,7 @@ LS_COLUMNS = ["topic", "partition", "offsets", "records", "objects", "median_obj
 
 
 # A group snapshot whose time may be off by more than this is named by `ls`: `restore --until TIME
-# --groups` near it may pick the snapshot before or after (see core.cluster.with_clock_skew).
+# --groups` near it may pick the snapshot before or after (see core.cluster.cluster_admin.with_clock_skew).
 UNCERTAIN_SNAPSHOT_MS = 1000
 
 

@@ -5,10 +5,10 @@
                                     [--compression gzip] [--logs DIR]
 
 One run, on one topic of users' shape (benchmarks/records.py), on Apache Kafka (one KRaft node,
-as benchmarks/run.py starts it) and moto's S3 server (its own process, core/local_s3.py):
+as benchmarks/run.py starts it) and moto's S3 server (its own process, core/local/local_s3.py):
 
 - Aiven's sink: commons-for-apache-kafka-connect 0.12.0 driven as 2.15.0's task drives it
-  (tests/connect/aiven), in a standalone Kafka Connect 4.4.0 worker (core/local_connect.py,
+  (tests/connect/aiven), in a standalone Kafka Connect 4.4.0 worker (core/local/local_connect.py,
   offsets committed every second). Timed from the connector's creation to the moment every
   offset of the topic is committed (polled every 0.1 s): its objects are written by then.
 - topicvault backup of the same topic into another bucket, as benchmarks/run.py times it (the
@@ -33,10 +33,10 @@ from pathlib import Path
 
 import boto3
 from confluent_kafka import Consumer, TopicPartition
-from topicvault.core.kafka import KafkaSettings, create_topics
-from topicvault.core.local_connect import LocalConnect
-from topicvault.core.local_s3 import moto_server
-from topicvault.core.sandbox import SANDBOX_CREDENTIALS
+from topicvault.core.cluster.kafka import KafkaSettings, create_topics
+from topicvault.core.local.local_connect import LocalConnect
+from topicvault.core.local.local_s3 import moto_server
+from topicvault.core.local.sandbox import SANDBOX_CREDENTIALS
 from topicvault.core.spark import get_task_session
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 

@@ -17,8 +17,8 @@ import time
 from topicvault.core.archive.commit_log import commit_with_checkpoint
 from topicvault.core.archive.commits import BackupState, CommitRecord, PartitionRange
 from topicvault.core.envelope import Record, records_to_batch
-from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
+from topicvault.core.stores.local_store import LocalStore
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec, new_run_id
 from topicvault.sink.objects import write_objects

@@ -17,8 +17,8 @@ import time
 
 from topicvault.core.crypto import Keyring, ObjectBinding, keyring_of, seal, unseal, write_key_file
 from topicvault.core.envelope import Record, records_to_batch
-from topicvault.core.locations import open_store
 from topicvault.core.rotation import Rotation
+from topicvault.core.stores.locations import open_store
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec
 from topicvault.sink.objects import write_objects

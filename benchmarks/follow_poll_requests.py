@@ -16,10 +16,10 @@ import threading
 
 import boto3
 from state_requests import RequestCounter, start_counted_moto, synthetic_commits
-from topicvault.core.kafka import KafkaSettings
-from topicvault.core.locations import open_store
-from topicvault.source.follow import _wait_for_news
-from topicvault.source.restore import RestoreJob, RestorePlan
+from topicvault.core.cluster.kafka import KafkaSettings
+from topicvault.core.stores.locations import open_store
+from topicvault.source.restore.restore_job import RestoreJob, RestorePlan
+from topicvault.source.restore.standby import _wait_for_news
 
 POLL_S = 0.1
 

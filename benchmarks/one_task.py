@@ -30,12 +30,12 @@ from types import SimpleNamespace
 from typing import Callable
 
 import topicvault.sink.backup as backup_module
-import topicvault.source.restore as restore_module
-from topicvault.core.kafka import KafkaSettings, create_topics
+import topicvault.source.restore.restore_job as restore_module
+from topicvault.core.cluster.kafka import KafkaSettings, create_topics
 from topicvault.core.spark import TaskSession
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.sink.native_reader import NATIVE_ENV
-from topicvault.source.restore import RestoreJob, RestoreRequest, plan_restore, run_restore
+from topicvault.source.restore.restore_job import RestoreJob, RestoreRequest, plan_restore, run_restore
 
 sys.path.insert(0, str(Path(__file__).parent))
 import records as bench_records  # noqa: E402  (benchmarks/ is not a package)

@@ -19,7 +19,7 @@ import time
 from statistics import median
 from unittest import mock
 
-from topicvault.core import local_store
+from topicvault.core.stores import local_store
 
 
 def _write(directory: str, count: int, data: bytes, drop: bool) -> tuple[float, float]:

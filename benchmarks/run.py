@@ -56,13 +56,13 @@ from typing import Callable
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from topicvault.core.embedded_broker import EmbeddedBroker
+from topicvault.core.cluster.kafka import KafkaSettings, create_topics
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings, create_topics
-from topicvault.core.local_kafka import LocalKafka, kafka_jars
+from topicvault.core.local.embedded_broker import EmbeddedBroker
+from topicvault.core.local.local_kafka import LocalKafka, kafka_jars
 from topicvault.core.spark import get_task_session
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
-from topicvault.source.restore import RestoreJob, RestoreRequest, plan_restore, run_restore
+from topicvault.source.restore.restore_job import RestoreJob, RestoreRequest, plan_restore, run_restore
 
 sys.path.insert(0, str(Path(__file__).parent))
 import procfs  # noqa: E402
@@ -282,7 +282,7 @@ def fresh_spark(master: str) -> tuple[object, float]:
 
 def _load_topicvault(_: int) -> int:
     import topicvault.sink.backup  # noqa: F401
-    import topicvault.source.restore  # noqa: F401
+    import topicvault.source.restore.restore_job  # noqa: F401
 
     return 0
 

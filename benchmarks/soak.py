@@ -5,7 +5,7 @@
     make soak MINUTES=30 [SOAK_ARGS="--broker embedded"]
 
 It starts its own broker (Apache Kafka, one KRaft node, as benchmarks/run.py does; or the
-embedded one) and S3 server (moto, core/local_s3.py), then for the given time: a producer
+embedded one) and S3 server (moto, core/local/local_s3.py), then for the given time: a producer
 writes about `--rate` records a second of users' shape (benchmarks/records.py: random binary
 keys, values of 100 B to 1 KB, five headers on one record in five, timestamps jittered by up to
 5 s) to a topic of `--partitions` partitions; `topicvault backup --follow` (a micro-batch every
@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from topicvault.core.embedded_broker import DIE_WITH_PARENT, EmbeddedBroker, free_port
-from topicvault.core.kafka import KafkaSettings, create_topics
-from topicvault.core.local_kafka import LocalKafka, kafka_jars
-from topicvault.core.local_s3 import moto_server
-from topicvault.core.sandbox import SANDBOX_CREDENTIALS
+from topicvault.core.cluster.kafka import KafkaSettings, create_topics
+from topicvault.core.local.embedded_broker import DIE_WITH_PARENT, EmbeddedBroker, free_port
+from topicvault.core.local.local_kafka import LocalKafka, kafka_jars
+from topicvault.core.local.local_s3 import moto_server
+from topicvault.core.local.sandbox import SANDBOX_CREDENTIALS
 
 sys.path.insert(0, str(Path(__file__).parent))
 import procfs  # noqa: E402  (benchmarks/ is not a package)

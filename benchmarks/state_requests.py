@@ -24,8 +24,8 @@ import boto3
 from topicvault.core.archive.checkpoints import read_forward
 from topicvault.core.archive.commit_log import commit_with_checkpoint
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, fold_commits
-from topicvault.core.locations import open_store
-from topicvault.sink.datasource import ObjectsWritten
+from topicvault.core.stores.locations import open_store
+from topicvault.sink.backup_datasource import ObjectsWritten
 from topicvault.sink.stream import ObjectStreamWriter
 from typer.testing import CliRunner
 
@@ -137,7 +137,7 @@ def measure_wide_topics(master: str) -> dict:
 
     import run  # benchmarks/ is on sys.path when this runs as a script
     from pyspark import cloudpickle
-    from topicvault.core.embedded_broker import EmbeddedBroker
+    from topicvault.core.local.embedded_broker import EmbeddedBroker
 
     # Spark's workers cannot import benchmarks/run.py: ship its functions by value.
     cloudpickle.register_pickle_by_value(run)

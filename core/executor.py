@@ -2,7 +2,7 @@
 
 The plan is built whole before any task runs, so its size is known when the choice is made.
 Only *where* the tasks run differs: the same task functions (sink.backup.backup_group,
-source.restore.restore_group) return what they did, and the driver records it once, either way.
+source.restore.restore_job.restore_group) return what they did, and the driver records it once, either way.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def choose_executor(asked: str | None, records: int, stored_bytes: int | None, m
 
 def plan_executor(plan, asked: str | None, master: str | None) -> ExecutorChoice:
     """Where a planned job's tasks run: choose_executor by the plan's `records` and `stored_bytes`
-    (a sink.plan.BackupPlan or source.restore_plan.RestorePlan)."""
+    (a sink.plan.BackupPlan or source.restore.restore_plan.RestorePlan)."""
     return choose_executor(asked, plan.records, plan.stored_bytes, master)
 
 

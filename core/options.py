@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from .cluster.kafka import KafkaSettings
 from .crypto import Keyring, keyring_of
 from .errors import DATAFRAME_WORDING, TopicvaultError
-from .kafka import KafkaSettings
 
 
 def lowercase_keys(options: Mapping[str, str]) -> dict[str, str]:

@@ -2,7 +2,7 @@
 quietened, a long run stopped by SIGTERM or Ctrl-C after its running step, and an error's frames
 freed on the thread that caught it.
 
-The CLI (cli.py) and the long runs (sink.follow.follow_backup, source.follow.run_standby) use these;
+The CLI (cli.py) and the long runs (sink.continuous_backup.follow_backup, source.restore.standby.run_standby) use these;
 nothing here prints: each caller says what a stop or an interrupt means for its run.
 """
 

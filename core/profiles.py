@@ -9,7 +9,7 @@ Precedence, highest first: command-line flags, environment variables, the profil
     "sasl.mechanism" = "SCRAM-SHA-512"
     "sasl.username" = "backup"
     "sasl.password" = "${KAFKA_PASSWORD}"      # taken from the environment when used
-    [clusters.prod.schema_registry]             # backup/restore --schema-registry (core.schema_registry)
+    [clusters.prod.schema_registry]             # backup/restore --schema-registry (core.cluster.registry_client)
     url = "https://registry.internal:8081"
     basic_auth_user = "backup"
     basic_auth_password = "${REGISTRY_PASSWORD}"
@@ -67,7 +67,7 @@ class Settings:
     # (a string or a list), TOPICVAULT_ENCRYPTION_KEY (comma-separated), or --encryption-key.
     encryption_keys: tuple[str, ...] = ()
     # The schema registry (--schema-registry, the cluster profile's `schema_registry` table or
-    # TOPICVAULT_SCHEMA_REGISTRY_*): its URL and settings (core.schema_registry.SETTINGS).
+    # TOPICVAULT_SCHEMA_REGISTRY_*): its URL and settings (core.cluster.registry_client.SETTINGS).
     schema_registry_url: str | None = None
     schema_registry_settings: dict[str, str] = field(default_factory=dict)
 

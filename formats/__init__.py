@@ -6,9 +6,9 @@ from typing import Callable
 
 from ..core.errors import TopicvaultError
 from .avro import AvroFormat
-from .base import ObjectFormat
 from .csv import CsvFormat
 from .jsonl import JsonlFormat
+from .object_format import ObjectFormat
 from .parquet import ParquetFormat
 
 # name -> (constructor, default codec, accepted codecs)

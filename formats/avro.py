@@ -9,7 +9,7 @@ import cramjam
 import fastavro
 import pyarrow as pa
 
-from .base import (
+from .object_format import (
     MAX_BLOCK_BYTES,
     InflatesTooMuch,
     ObjectFormat,
@@ -116,7 +116,7 @@ def _inflate_snappy(data: bytes) -> bytes:
 
 
 def _inflate_zstd(data: bytes) -> bytes:
-    from .peers.base import unzstd_bounded
+    from .peers.layout import unzstd_bounded
 
     return unzstd_bounded(data, _BLOCK, MAX_BLOCK_BYTES)
 

@@ -14,7 +14,7 @@ import json
 
 import pyarrow as pa
 
-from .base import ObjectFormat, from_rows, gunzip_bytes, gzip_bytes, parse_json, to_rows
+from .object_format import ObjectFormat, from_rows, gunzip_bytes, gzip_bytes, parse_json, to_rows
 
 # Kafka values can be many MiB; the csv module's default cell limit is 128 KiB.
 csv.field_size_limit(2**31 - 1)

@@ -7,7 +7,7 @@ import json
 
 import pyarrow as pa
 
-from .base import ObjectFormat, from_rows, gunzip_bytes, gzip_bytes, parse_json, to_rows
+from .object_format import ObjectFormat, from_rows, gunzip_bytes, gzip_bytes, parse_json, to_rows
 
 
 def _b64(data: bytes | None) -> str | None:

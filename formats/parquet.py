@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, record_sizes, timestamp_column, timestamps_ms
 from ..core.rotation import Rotation, cut_points
-from .base import METADATA_TYPE, ObjectFormat, ObjectWriter, check_inflated_size, records_per_batch
+from .object_format import METADATA_TYPE, ObjectFormat, ObjectWriter, check_inflated_size, records_per_batch
 
 CODECS = ("zstd", "snappy", "gzip", "none")
 FILE_SCHEMA = pa.schema(

@@ -627,7 +627,7 @@ static PyObject *found_to_python(Found *f) {
 
 /* fetch(limit, wait_ms, batch_bytes) -> (found, messages, value_bytes): up to `limit` messages
    already fetched, or else the first to come within wait_ms and those fetched with it
-   (core.kafka.consume_ready's rule), run through the record loop. `found` lists, in fetch order,
+   (core.cluster.kafka.consume_ready's rule), run through the record loop. `found` lists, in fetch order,
    (0, slot, batch capsule, last offset, its leader epoch) for a range whose held records reached batch_bytes, (1, slot, offset,
    epoch) for a range's check record, (2, slot, code, topic, partition, offset, reason) for an event
    (slot -1: no tracked range), (3, slot, at) for a range that ended. */

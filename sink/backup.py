@@ -14,18 +14,13 @@ from dataclasses import dataclass, field, replace
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from ..core.access import changed_access
 from ..core.archive.checkpoints import load_state
 from ..core.archive.commit_log import append, backup_record
 from ..core.archive.commits import BackupState, CommitRecord, ObjectEntry, check_topic_ids
 from ..core.archive.leases import RunLease
-from ..core.cluster import group_offsets, read_access, topic_settings, with_clock_skew
-from ..core.crypto import Keyring, keyring_of
-from ..core.errors import TopicvaultError
-from ..core.executor import ExecutorChoice, monitored, open_executor
-from ..core.faults import crash_after, crash_now
-from ..core.hotloop import rare_cyclic_gc
-from ..core.kafka import (
+from ..core.cluster.cluster_access import changed_access
+from ..core.cluster.cluster_admin import group_offsets, read_access, topic_settings, with_clock_skew
+from ..core.cluster.kafka import (
     KafkaSettings,
     all_partitions,
     ends_past,
@@ -35,14 +30,19 @@ from ..core.kafka import (
     select_topics,
     topic_ids,
 )
-from ..core.locations import open_store
+from ..core.cluster.registry_client import RegistryClient
+from ..core.crypto import Keyring, keyring_of
+from ..core.errors import TopicvaultError
+from ..core.executor import ExecutorChoice, monitored, open_executor
+from ..core.hotloop import rare_cyclic_gc
+from ..core.local.faults import crash_after, crash_now
 from ..core.process import interrupt_says
 from ..core.progress import ProgressMonitor, counted
 from ..core.rotation import DEFAULT_MAX_BYTES, Rotation
-from ..core.schema_registry import RegistryClient
 from ..core.spark import run_tasks
+from ..core.stores.locations import open_store
 from ..formats import resolve_format
-from ..formats.schema_registry import changed_registry
+from ..formats.saved_registry import changed_registry
 from ..keys import KeyCodec, default_codec, new_run_id, template_codec
 from .kafka_reader import OffsetRange, RangeEnd, check_backup_properties, read_ranges
 from .objects import PartitionObjects
@@ -70,7 +70,7 @@ class BackupJob:
     # The first encrypts new objects and authenticates the commit; the others vouch for older
     # commit records they authenticated (after a key rotation).
     encryption_keys: tuple[str, ...] = ()
-    # --schema-registry URL and its settings (core.schema_registry.SETTINGS): read whole by the
+    # --schema-registry URL and its settings (core.cluster.registry_client.SETTINGS): read whole by the
     # plan and saved by the commit when it changed (issue #52); None: not saved.
     schema_registry_url: str | None = None
     schema_registry_settings: tuple[tuple[str, str], ...] = ()

@@ -9,10 +9,7 @@ from typing import Callable, Generator, Iterator, Mapping
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from ..core.envelope import batch_from_columns
-from ..core.errors import TopicvaultError
-from ..core.faults import crash_after, crash_now
-from ..core.kafka import (
+from ..core.cluster.kafka import (
     KafkaSettings,
     confluent_timestamp_type,
     consume_ready,
@@ -20,6 +17,9 @@ from ..core.kafka import (
     idle_limit_s,
     new_client,
 )
+from ..core.envelope import batch_from_columns
+from ..core.errors import TopicvaultError
+from ..core.local.faults import crash_after, crash_now
 from .native_reader import NativeConsumer, open_native_consumer
 
 BATCH_RECORDS = 20_000

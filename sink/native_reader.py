@@ -18,9 +18,9 @@ from types import ModuleType
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ..core.cluster.kafka import KafkaSettings, setting_error
 from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, timestamp_column
 from ..core.errors import TopicvaultError
-from ..core.kafka import KafkaSettings, setting_error
 
 # "0": read through confluent-kafka even where the native module loads (the tests compare the two).
 NATIVE_ENV = "TOPICVAULT_NATIVE"

@@ -26,11 +26,11 @@ from ..core.archive.commits import ObjectEntry
 from ..core.crypto import Keyring, ObjectBinding, is_sealed, seal, unseal
 from ..core.envelope import record_sizes, timestamps_ms
 from ..core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from ..core.faults import crash_after, crash_now
+from ..core.local.faults import crash_after, crash_now
 from ..core.rotation import Rotation, cut_points
-from ..core.store import ObjectStore
+from ..core.stores.store import ObjectStore
 from ..formats import ObjectFormat
-from ..formats.schema_registry import count_schema_ids
+from ..formats.saved_registry import count_schema_ids
 from ..keys import KeyCodec
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from ..core.access import changed_access
 from ..core.archive.commits import BackupState, ObjectEntry, PartitionRange, check_topic_ids
+from ..core.cluster.cluster_access import changed_access
 from ..core.errors import TopicvaultError
 from ..core.text import iso, plural
-from ..formats.schema_registry import changed_registry
+from ..formats.saved_registry import changed_registry
 from .kafka_reader import OffsetRange
 
 DEFAULT_RECORDS_PER_TASK = 1_000_000
@@ -45,8 +45,8 @@ class BackupPlan:
     topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> Kafka topic ID when planned
     lost: list[PartitionRange] = field(default_factory=list)  # offsets retention deleted before they were read
     records_per_task: int = DEFAULT_RECORDS_PER_TASK  # at most this many offsets in one Spark task
-    access: dict | None = None  # the cluster's ACLs and SCRAM users (core.access.AccessState.to_json); None: not read
-    # The schema registry (formats.schema_registry's saved form) when it differs from the saved one; None: not saved.
+    access: dict | None = None  # the cluster's ACLs and SCRAM users (core.cluster.cluster_access.AccessState.to_json); None: not read
+    # The schema registry (formats.saved_registry's saved form) when it differs from the saved one; None: not saved.
     schema_registry: dict | None = None
 
     @property
@@ -94,7 +94,7 @@ class ClusterRead:
     log_ends: Mapping[tuple[str, int], int] | None = None
     access: dict | None = None
     held_since: Mapping[tuple[str, int], int] | None = None
-    schema_registry: dict | None = None  # formats.schema_registry's saved form; None: not read
+    schema_registry: dict | None = None  # formats.saved_registry's saved form; None: not read
 
 
 def plan_backup(cluster: ClusterRead, state: BackupState, records_per_task: int = DEFAULT_RECORDS_PER_TASK,

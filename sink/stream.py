@@ -20,9 +20,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from ..core.archive.checkpoints import load_state
 from ..core.archive.commits import BackupState, check_topic_ids
-from ..core.cluster import group_offsets, with_clock_skew
-from ..core.errors import TopicDeleted, TopicvaultError, UnknownTopic
-from ..core.kafka import (
+from ..core.cluster.cluster_admin import group_offsets, with_clock_skew
+from ..core.cluster.kafka import (
     KafkaSettings,
     all_partitions,
     list_topic_partitions,
@@ -30,7 +29,7 @@ from ..core.kafka import (
     select_topics,
     topic_ids,
 )
-from ..core.locations import open_store
+from ..core.errors import TopicDeleted, TopicvaultError, UnknownTopic
 from ..core.options import (
     kafka_settings_from_options,
     keyring_from_options,
@@ -38,7 +37,8 @@ from ..core.options import (
     positive_option,
     store_options_from,
 )
-from .datasource import ObjectBatchWriter, ObjectsWritten, commit_written
+from ..core.stores.locations import open_store
+from .backup_datasource import ObjectBatchWriter, ObjectsWritten, commit_written
 from .kafka_reader import OffsetRange, last_records_before, read_whole_ranges
 from .plan import DEFAULT_RECORDS_PER_TASK, group_ranges, split_range
 

@@ -11,12 +11,12 @@ from typing import Callable
 
 from confluent_kafka import Producer
 
-from ..core.embedded_broker import EmbeddedBroker
-from ..core.kafka import KafkaSettings, confluent_timestamp_type, create_topics, metadata_consumer, read_to_eof
-from ..core.sandbox import Sandbox, sandbox
+from ..core.cluster.kafka import KafkaSettings, confluent_timestamp_type, create_topics, metadata_consumer, read_to_eof
+from ..core.local.embedded_broker import EmbeddedBroker
+from ..core.local.sandbox import Sandbox, sandbox
 from ..core.spark import get_spark
 from ..sink.backup import BackupJob, plan_run, run_backup
-from .restore import RestoreJob, RestoreRequest, plan_restore, run_restore
+from .restore.restore_job import RestoreJob, RestoreRequest, plan_restore, run_restore
 
 SOURCE_TOPIC = "demo.orders"
 TARGET_TOPIC = "demo.orders.restored"

@@ -12,8 +12,8 @@ from ..core.archive.conditional_writes import remembered_conditional_writes
 from ..core.crypto import Keyring, ObjectBinding, is_sealed
 from ..core.envelope import Record, batch_to_records
 from ..core.errors import NoBackup, TopicvaultError
-from ..core.locations import open_store
-from ..core.store import ObjectStore
+from ..core.stores.locations import open_store
+from ..core.stores.store import ObjectStore
 from ..core.text import iso, show_text
 from ..formats import extension_of, format_for_extension
 from .object_reader import object_bytes, read_partition

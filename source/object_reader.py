@@ -13,7 +13,7 @@ from ..core.archive.commits import ObjectEntry
 from ..core.crypto import Keyring, ObjectBinding, is_sealed, open_data_key, refuse_plaintext, require_keys, unseal
 from ..core.envelope import ARROW_SCHEMA
 from ..core.errors import CLI_WORDING, CorruptObject, ObjectNotFound, TopicvaultError, Wording
-from ..core.store import ObjectStore, ReadBuffer
+from ..core.stores.store import ObjectStore, ReadBuffer
 from ..formats import extension_of, format_for_extension
 
 READ_BATCH_RECORDS = 50_000

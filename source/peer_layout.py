@@ -25,7 +25,7 @@ from ..core.archive.checkpoints import load_state
 from ..core.archive.commits import BackupState, ObjectEntry, PartitionState
 from ..core.crypto import Keyring
 from ..core.errors import CLI_WORDING, NoBackup, ObjectNotFound, TopicvaultError, Wording
-from ..core.store import ObjectStore
+from ..core.stores.store import ObjectStore
 from ..formats.peers import LAYOUTS, NATIVE, PEERS, Decoded, Layout, PeerKey, PeerLayout, PeerOptions, peer_layout
 from ..keys.codec import run_id_of
 from .object_reader import read_partition

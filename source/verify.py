@@ -18,15 +18,15 @@ from ..core.archive.checkpoints import checkpoint_problems, damaged_checkpoint_f
 from ..core.archive.commits import ObjectEntry, PartitionState, fold_commits
 from ..core.archive.conditional_writes import conditional_writes_damage
 from ..core.archive.leases import damaged_leases
+from ..core.cluster.kafka import KafkaSettings, metadata_consumer, watermarks
 from ..core.crypto import Keyring
 from ..core.envelope import RecordDigest
 from ..core.errors import NoBackup, TopicvaultError
-from ..core.kafka import KafkaSettings, metadata_consumer, watermarks
-from ..core.locations import open_store, open_store_beside
-from ..core.store import ObjectStore
+from ..core.stores.locations import open_store, open_store_beside
+from ..core.stores.store import ObjectStore
 from ..sink.kafka_reader import OffsetRange, read_range
 from .object_reader import read_object, stored_bytes
-from .restore_state import damaged_restore_states, default_state_uri
+from .restore.restore_state import damaged_restore_states, default_state_uri
 
 
 @dataclass

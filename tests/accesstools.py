@@ -15,9 +15,9 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from topicvault.core.access import Acl
-from topicvault.core.cluster import binding_of
-from topicvault.core.local_kafka import LocalKafka
+from topicvault.core.cluster.cluster_access import Acl
+from topicvault.core.cluster.cluster_admin import binding_of
+from topicvault.core.local.local_kafka import LocalKafka
 
 
 def acl(name: str, principal: str = "User:alice", operation: str = "READ", *, resource: str = "TOPIC",

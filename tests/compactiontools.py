@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 from kafkatools import consume_all
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.local_kafka import LocalKafka, kafka_jars
+from topicvault.core.local.local_kafka import LocalKafka, kafka_jars
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ SERVICE_FIXTURES = frozenset({"bootstrap", "spark", "s3_endpoint", "s3_uri", "pr
 @pytest.fixture
 def store(store_uri: str):
     """The store at `store_uri` (harness_s3): a local directory, then a bucket on the S3 server."""
-    from topicvault.core.locations import open_store
+    from topicvault.core.stores.locations import open_store
 
     return open_store(store_uri)
 

@@ -1,6 +1,6 @@
 """Broker fixture: Apache Kafka by default, an external cluster, or the embedded broker on request.
 
-- default: a one-node Apache Kafka (KRaft JVM, `core.local_kafka`) per test worker, from the jars
+- default: a one-node Apache Kafka (KRaft JVM, `core.local.local_kafka`) per test worker, from the jars
   `ci/kafka-jars.sh` resolved;
 - `TOPICVAULT_TEST_BOOTSTRAP=host:port`: a cluster of the user's own;
 - `TOPICVAULT_TEST_BROKER=embedded`: tansu, in a container built locally from its binary
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 from kafkatools import create_topic
-from topicvault.core.cluster import broker_configs, lifted_timestamp_limits, retention_from_broker_configs
-from topicvault.core.embedded_broker import EmbeddedBroker, free_port, wait_for_broker
-from topicvault.core.kafka import KafkaSettings
-from topicvault.core.local_kafka import KAFKA_VERSION, LocalKafka
+from topicvault.core.cluster.cluster_admin import broker_configs, lifted_timestamp_limits, retention_from_broker_configs
+from topicvault.core.cluster.kafka import KafkaSettings
+from topicvault.core.local.embedded_broker import EmbeddedBroker, free_port, wait_for_broker
+from topicvault.core.local.local_kafka import KAFKA_VERSION, LocalKafka
 
 # Both images are built locally by ci/broker-engine.sh (no registry is reachable): tansu from its
 # binary, Apache Kafka by ci/kafka-image.sh from the host's Java runtime and the cached jars.

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from topicvault.core import jvm
-from topicvault.core.embedded_broker import free_port
+from topicvault.core.local import jvm
+from topicvault.core.local.embedded_broker import free_port
 
 __all__ = ["schema_registry"]  # conftest star-imports this module: the fixture only
 

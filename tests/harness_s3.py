@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from topicvault.core.embedded_broker import free_port  # noqa: F401 (tests import it from here)
-from topicvault.core.local_s3 import moto_server
+from topicvault.core.local.embedded_broker import free_port  # noqa: F401 (tests import it from here)
+from topicvault.core.local.local_s3 import moto_server
 
 # conftest star-imports this module: export the fixtures only.
 __all__ = ["local_uri", "s3_endpoint", "s3_uri", "store_uri"]

@@ -309,7 +309,7 @@ def set_client_quotas(bootstrap: str, quotas: dict[str, dict[str, float | None]]
     import subprocess
     from pathlib import Path
 
-    from topicvault.core.local_kafka import kafka_jars
+    from topicvault.core.local.local_kafka import kafka_jars
 
     source = Path(__file__).with_name("data") / "ClientQuotas.java"
     ops = [f"{client}/{name}={'-' if rate is None else rate}" for client, rates in quotas.items()

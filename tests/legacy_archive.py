@@ -13,7 +13,7 @@ import struct
 from pathlib import Path
 
 from topicvault.core.crypto import FileKey, Keyring, ObjectBinding, keyring_of, unseal
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 
 COMMITS = "_topicvault/commits"
 

@@ -80,7 +80,7 @@ def recording(factory: type, log: ClientLog, methods: tuple[str, ...]) -> type:
 
 def record_new_clients(monkeypatch: pytest.MonkeyPatch, module: Any,
                        methods: tuple[str, ...] = ("consume", "poll", "list_topics")) -> ClientLog:
-    """Record every client `module` makes through its `new_client` (core.kafka.new_client, as
+    """Record every client `module` makes through its `new_client` (core.cluster.kafka.new_client, as
     imported there): the config it gets and its calls of `methods`; and the config of each native
     consumer it opens (sink.native_reader.open_native_consumer: its calls are not recorded)."""
     log = ClientLog()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kafkatools import consume_all
 from topicvault.core.envelope import Record
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.formats.peers import PeerOptions, peer_layout
 from topicvault.source.peer_layout import PeerReadReport, PeerTally, peer_state, read_peer_partition
 

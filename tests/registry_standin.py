@@ -1,7 +1,7 @@
 """The smallest stand-in for a schema registry that honours explicit ids (Confluent's and Redpanda's
 IMPORT mode), for the id-preserving restore: no such registry runs here (docs/testing.md).
 
-It speaks only the calls source.schema_registry makes, as Confluent's API reference describes them:
+It speaks only the calls source.cluster_restore.registry_restore makes, as Confluent's API reference describes them:
 GET/PUT /mode, PUT /config[/S], POST /subjects/S/versions (with `id` honoured in IMPORT mode, 422
 otherwise), POST /subjects/S (lookup), DELETE /subjects/S[/versions/N]. It records every request.
 """

@@ -9,13 +9,13 @@ import threading
 from clitools import wait_for
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from kafkatools import consume_all, exact, produce_records
-from topicvault.core.cluster import broker_configs, topic_overrides
+from topicvault.core.cluster.cluster_admin import broker_configs, topic_overrides
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
-from topicvault.source.follow import FollowRound, StandbyRequest, follow_restore
-from topicvault.source.restore import RestoreJob
+from topicvault.source.restore.restore_job import RestoreJob
+from topicvault.source.restore.standby import FollowRound, StandbyRequest, follow_restore
 
 
 class Standby:

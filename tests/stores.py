@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Callable, Iterable, Iterator
 
 from topicvault.core.errors import ObjectNotFound, PreconditionFailed
-from topicvault.core.store import ObjectInfo, ObjectStore, ReadBuffer, check_key
+from topicvault.core.stores.store import ObjectInfo, ObjectStore, ReadBuffer, check_key
 
 
 class MemoryStore(ObjectStore):

@@ -17,7 +17,7 @@ keys, so a test can check that nothing else is written there.
 |                    |                                         | state, only imported by name            |
 
 A restore's own records (state, offset map, holes, the peer objects a standby has seen) are
-kept in its state store, never in the archive (source.restore_state). Objects of the backup
+kept in its state store, never in the archive (source.restore.restore_state). Objects of the backup
 itself are named by keys/ and never start with STATE_PREFIX.
 """
 

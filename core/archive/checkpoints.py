@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 
 from ..crypto import AUTHENTICATION_FIELD, Keyring, Unauthenticated, authentication, check_authentication
 from ..errors import ObjectNotFound, TopicvaultError
-from ..store import ObjectInfo, ObjectStore
+from ..stores.store import ObjectInfo, ObjectStore
 from .archive_keys import CHECKPOINTS_PREFIX, COMMITS_PREFIX, LAST_CHECKPOINT_KEY, checkpoint_key, commit_key
 from .commits import BackupState, CommitRecord, fold_records
 

@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 
 from ..crypto import Keyring
 from ..errors import TopicvaultError
-from ..store import ObjectStore
+from ..stores.store import ObjectStore
 from .checkpoints import CHECKPOINT_INTERVAL, read_forward, write_checkpoint
 from .commits import (
     BackupState,

@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from ..access import check_access_json
+from ..cluster.cluster_access import check_access_json
 from ..crypto import (
     AUTHENTICATION_FIELD,
     CONTAINER_V2,
@@ -48,7 +48,7 @@ from ..crypto import (
     container_version,
 )
 from ..errors import ObjectNotFound, PreconditionFailed, TopicDeleted, TopicvaultError
-from ..store import ObjectInfo, ObjectStore
+from ..stores.store import ObjectInfo, ObjectStore
 from .archive_keys import COMMITS_PREFIX, commit_key
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class ObjectEntry:
     # Which key wrapped the object's data key (core.crypto key id); None: not encrypted.
     key_id: str | None = None
     # (schema id, keys and values carrying it) for the object's records in the schema registry's
-    # wire format (formats.schema_registry.count_schema_ids), ascending by id. Held in memory only:
+    # wire format (formats.saved_registry.count_schema_ids), ascending by id. Held in memory only:
     # backup_record sums them into the commit's `schema_ids`, and an entry's JSON leaves them out,
     # so a topicvault before them still reads the commit (it refuses unknown entry fields).
     schema_ids: tuple[tuple[int, int], ...] = ()
@@ -162,10 +162,10 @@ class CommitRecord:
     # Sequence of the location's first authenticated commit (0: none before this one); written
     # (and authenticated) only with a keyring, as this record's own sequence if it is the first.
     authenticated_from: int = 0
-    # The cluster's ACL bindings and SCRAM users (core.access.AccessState.to_json), in the commits
+    # The cluster's ACL bindings and SCRAM users (core.cluster.cluster_access.AccessState.to_json), in the commits
     # whose run found them changed; a part left out was not read.
     access: dict | None = None
-    # The schema registry (formats.schema_registry's saved form), in the commits whose run found
+    # The schema registry (formats.saved_registry's saved form), in the commits whose run found
     # it changed; kept as plain JSON here, checked where it is used.
     schema_registry: dict | None = None
     # Schema id -> keys and values carrying it in the wire format among the records this commit's
@@ -312,7 +312,7 @@ def _schema_ids_json(body: object) -> dict[int, int]:
 
 def _registry_json(body: object) -> dict:
     """A saved schema registry as a commit record carries it: an object (its parts are checked
-    by formats.schema_registry.check_saved where they are used)."""
+    by formats.saved_registry.check_saved where they are used)."""
     if not isinstance(body, dict):
         raise ValueError("schema_registry is not an object")
     return body

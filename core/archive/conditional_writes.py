@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from ..store import ObjectStore
+from ..stores.store import ObjectStore
 from ..text import iso
 from .archive_keys import COMMIT_TURNS_PREFIX, CONDITIONAL_WRITES_KEY, commit_turn_key, probe_key
 from .leases import RenewedObject

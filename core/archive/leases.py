@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterable
 
 from ..errors import ObjectNotFound, TopicvaultError
-from ..store import ObjectInfo, ObjectStore
+from ..stores.store import ObjectInfo, ObjectStore
 from .archive_keys import LEASES_PREFIX, lease_key
 from .commits import CommitRecord
 

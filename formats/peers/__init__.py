@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...core.errors import TopicvaultError
 from . import aiven, confluent, lenses, native, quix
-from .base import Decoded, Layout, PeerKey, PeerLayout, PeerOptions, envelope_setting, peer_options_of
+from .layout import Decoded, Layout, PeerKey, PeerLayout, PeerOptions, envelope_setting, peer_options_of
 
 NATIVE: Layout = native.LAYOUT
 PEERS: dict[str, PeerLayout] = {layout.name: layout for layout in (aiven.LAYOUT, confluent.LAYOUT, lenses.LAYOUT,

@@ -48,9 +48,10 @@ from ...core.envelope import Record
 from ...core.errors import CorruptObject
 from ...core.instants import iso_to_epoch_ms
 from ...keys.codec import AIVEN_DEFAULT_TEMPLATE, TemplateCodec
-from ..base import parse_json
+from ..object_format import parse_json
 from ..parquet import read_bounded
-from .base import (
+from .connect_values import arrow_rows, avro_rows, typed_fields
+from .layout import (
     AIVEN_FIELDS,
     Decoded,
     PeerKey,
@@ -68,7 +69,6 @@ from .base import (
     typed_hint,
     values_hint,
 )
-from .connect_values import arrow_rows, avro_rows, typed_fields
 
 
 class AivenLayout(PeerLayout):

@@ -27,9 +27,10 @@ import pyarrow as pa
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject, TopicvaultError
-from ..base import parse_json
+from ..object_format import parse_json
 from ..parquet import read_bounded
-from .base import (
+from .connect_values import arrow_rows, avro_rows, typed_fields
+from .layout import (
     Decoded,
     PeerKey,
     PeerLayout,
@@ -43,7 +44,6 @@ from .base import (
     typed_hint,
     values_hint,
 )
-from .connect_values import arrow_rows, avro_rows, typed_fields
 
 _NAME = re.compile(
     r"(?:.*/)?(?P<topic>[a-zA-Z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d+)(?P<role>\.keys|\.headers)?"

@@ -24,9 +24,10 @@ import pyarrow as pa
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject
-from ..base import parse_json
+from ..object_format import parse_json
 from ..parquet import read_bounded
-from .base import (
+from .connect_values import arrow_rows, avro_rows, typed_fields
+from .layout import (
     Decoded,
     PeerKey,
     PeerLayout,
@@ -39,7 +40,6 @@ from .base import (
     typed_header_bytes,
     typed_hint,
 )
-from .connect_values import arrow_rows, avro_rows, typed_fields
 from .quix import NAME as QUIX_NAME
 
 _NAMES = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Layout
+from .layout import Layout
 
 
 class NativeLayout(Layout):

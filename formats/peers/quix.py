@@ -19,9 +19,9 @@ import pyarrow as pa
 
 from ...core.envelope import Record
 from ...core.errors import CorruptObject
-from ..base import parse_json
+from ..object_format import parse_json
 from ..parquet import read_bounded
-from .base import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, decompress, table_of
+from .layout import Decoded, PeerKey, PeerLayout, PeerOptions, as_bytes, decompress, table_of
 
 NAME = re.compile(r"(?:.*/)?(?P<topic>[a-zA-Z0-9._-]+)/(?P<partition>\d+)/(?P<offset>\d{19})"
                   r"\.(?P<ext>jsonl|jsonl\.gz|parquet)")

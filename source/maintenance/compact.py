@@ -36,14 +36,14 @@ from ...core.archive.commits import BackupState, CommitRecord, ObjectEntry, Remo
 from ...core.archive.leases import RunLease
 from ...core.crypto import Keyring, keyring_of
 from ...core.errors import NoBackup, TopicvaultError
-from ...core.faults import crash_after, crash_now
-from ...core.locations import open_store
+from ...core.local.faults import crash_after, crash_now
 from ...core.rotation import Rotation
-from ...core.store import ObjectStore
+from ...core.stores.locations import open_store
+from ...core.stores.store import ObjectStore
 from ...formats import ObjectFormat, extension_of, format_for_extension, resolve_format
 from ...keys import KeyCodec, default_codec, new_run_id, template_codec
 from ...sink.objects import PartitionObjects
-from ...source.object_reader import check_keys_open, read_object_batches
+from ..object_reader import check_keys_open, read_object_batches
 from .garbage import (
     DEFAULT_GRACE_MS,
     Collected,

@@ -28,9 +28,9 @@ from ...core.archive.commit_log import append, maintenance_record
 from ...core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionStart, RemovedObject
 from ...core.crypto import Keyring
 from ...core.errors import NoBackup, TopicvaultError
-from ...core.faults import crash_after, crash_now
 from ...core.instants import before_to_epoch_ms
-from ...core.store import ObjectStore
+from ...core.local.faults import crash_after, crash_now
+from ...core.stores.store import ObjectStore
 from .garbage import (
     DEFAULT_GRACE_MS,
     Collected,

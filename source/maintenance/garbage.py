@@ -42,8 +42,8 @@ from ...core.archive.archive_keys import STATE_PREFIX
 from ...core.archive.checkpoints import read_forward
 from ...core.archive.commits import BackupState
 from ...core.archive.leases import expired_leases, live_runs
-from ...core.faults import crash_after, crash_now
-from ...core.store import ObjectInfo, ObjectStore
+from ...core.local.faults import crash_after, crash_now
+from ...core.stores.store import ObjectInfo, ObjectStore
 from ...keys.codec import run_id_of
 
 DEFAULT_GRACE_MS = 24 * 3_600_000

@@ -12,9 +12,9 @@ import uuid
 import harness_broker
 import pytest
 from kafkatools import create_topic
-from topicvault.core.cluster import broker_configs, lifted_timestamp_limits
-from topicvault.core.kafka import KafkaSettings
-from topicvault.core.local_kafka import LocalKafka
+from topicvault.core.cluster.cluster_admin import broker_configs, lifted_timestamp_limits
+from topicvault.core.cluster.kafka import KafkaSettings
+from topicvault.core.local.local_kafka import LocalKafka
 
 
 @pytest.fixture(scope="session")

@@ -22,14 +22,14 @@ from confluent_kafka.admin import AdminClient
 from kafkatools import LiveTraffic, consume_all, produce_records
 from nasty import nasty_records
 from topicvault.cli import app
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
 from topicvault.sink.backup import BackupJob
-from topicvault.sink.follow import ContinuousBackupRequest, run_follow
-from topicvault.source.follow import StandbyRequest, follow_restore
-from topicvault.source.restore import RestoreJob
-from topicvault.source.restore_plan import RestoreRequest
-from topicvault.source.throttle import RateLimit
+from topicvault.sink.continuous_backup import ContinuousBackupRequest, run_follow
+from topicvault.source.restore.restore_job import RestoreJob
+from topicvault.source.restore.restore_plan import RestoreRequest
+from topicvault.source.restore.standby import StandbyRequest, follow_restore
+from topicvault.source.restore.throttle import RateLimit
 from typer.testing import CliRunner
 
 PARTITIONS = (0, 1, 2, 3)
@@ -503,8 +503,8 @@ def test_the_offsets_of_a_partition_whose_leader_was_just_killed_come_from_the_n
     """A restore that produced everything through a failover then asks each partition's end; found with
     the leader killed mid-restore: the query went to the dead leader's handle and failed the restore
     ("Broker handle destroyed without termination") although the new leader answered a moment later."""
+    from topicvault.core.cluster.kafka import metadata_consumer, watermarks
     from topicvault.core.envelope import Record
-    from topicvault.core.kafka import metadata_consumer, watermarks
 
     bootstrap = cluster.bootstrap
     topic = topic_factory(1, prefix="offsets")
@@ -523,8 +523,8 @@ def test_the_offsets_planning_asks_for_while_a_leader_moves_come_from_the_new_le
     """The many-partition query of planning (ListOffsets, partition_watermarks) asks again while a leader
     moves: found in CI, where a one-node broker answered UNKNOWN_LEADER_EPOCH for a topic made a moment
     before and the backup stopped ("cannot read offsets of moved[0]")."""
+    from topicvault.core.cluster.kafka import partition_watermarks
     from topicvault.core.envelope import Record
-    from topicvault.core.kafka import partition_watermarks
 
     bootstrap = cluster.bootstrap
     topic = topic_factory(1, prefix="plan-offsets")
@@ -538,8 +538,8 @@ def test_the_in_sync_replicas_on_stopped_brokers_are_found_silent(cluster, topic
     """With two of three nodes stopped no controller can shrink the ISR: the metadata still lists them in it,
     so only asking each broker itself finds them (what a resumed restore checks before it counts)."""
     from observetools import record_new_clients
-    from topicvault.core import cluster as cluster_state
-    from topicvault.core.cluster import BROKER_ANSWER_TIMEOUT_S, silent_isr_brokers
+    from topicvault.core.cluster import cluster_admin as cluster_state
+    from topicvault.core.cluster.cluster_admin import BROKER_ANSWER_TIMEOUT_S, silent_isr_brokers
 
     settings = KafkaSettings.of(cluster.bootstrap)
     topic = topic_factory(1, prefix="silent")

@@ -19,7 +19,7 @@ from clitools import cli_process, frozen, run_cli
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec
 from kafkatools import LiveTraffic, consume_all, create_topic
-from topicvault.core.local_kafka import LocalKafka
+from topicvault.core.local.local_kafka import LocalKafka
 
 KEEP_MS, STRIKE_MS = "3600000", "2000"
 PARTITIONS = (0, 1)

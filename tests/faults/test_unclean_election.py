@@ -18,7 +18,7 @@ from confluent_kafka import TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafkatools import LiveTraffic, consume_all, produce_records
 from topicvault.core.envelope import Record
-from topicvault.core.local_kafka import LocalKafka
+from topicvault.core.local.local_kafka import LocalKafka
 
 
 @pytest.fixture(scope="module")

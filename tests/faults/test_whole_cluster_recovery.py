@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
 )
 from kafkatools import consume_all, create_topic, produce_records, set_client_quotas
 from topicvault.core.envelope import Record
-from topicvault.core.local_kafka import LocalKafka
+from topicvault.core.local.local_kafka import LocalKafka
 
 BASE = 1_700_000_000_000
 TOPICS = {"orders": 3, "payments": 2}
@@ -112,7 +112,7 @@ def test_a_lost_three_broker_cluster_comes_back_with_the_runbooks_commands(tmp_p
         assert after["acls"] == before["acls"]
         assert after["users"] == before["users"]
         assert after["shape"] == before["shape"] == {"orders": (3, {3}), "payments": (2, {3})}
-        # min.insync.replicas is the target's to choose (source.topic_policy), and the restore says so
+        # min.insync.replicas is the target's to choose (source.restore.topic_policy), and the restore says so
         assert "saved configs not set (the target's defaults stay): min.insync.replicas=2" in out
         assert after["configs"] == {**before["configs"], "orders": {k: v for k, v in CONFIGS["orders"].items()
                                                                     if k != "min.insync.replicas"}}

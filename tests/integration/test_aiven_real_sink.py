@@ -1,6 +1,6 @@
 """Aiven's S3 sink, run for real in a Kafka Connect worker, restored by `topicvault restore --layout auto`.
 
-The worker is Apache Kafka Connect 4.4.0 (standalone, `core.local_connect`); the sink writes
+The worker is Apache Kafka Connect 4.4.0 (standalone, `core.local.local_connect`); the sink writes
 every byte through the libraries Aiven's S3 sink 2.15.0 bundles (commons-for-apache-kafka-connect
 0.12.0, aws-java-sdk-s3 1.12.542), driven by tests/connect/aiven (the connector's own jar is not
 on Maven Central). It reads one topic of the tests' nasty records and writes to the tests' S3
@@ -24,7 +24,7 @@ from harness_broker import _like_tansu
 from kafkatools import consume_all, create_topic, ends_of, produce_records
 from nasty import nasty_records
 from topicvault.core.envelope import Record
-from topicvault.core.local_connect import LocalConnect
+from topicvault.core.local.local_connect import LocalConnect
 
 PARTITIONS = 2
 PER_PARTITION = 22  # two rounds of nasty.py's eleven kinds, and one 1 MiB value per partition

@@ -11,9 +11,9 @@ import uuid
 
 from archivetools import ARCHIVE, expected_v1
 from kafkatools import consume_all
-from topicvault.core.kafka import KafkaSettings
-from topicvault.source.restore import RestoreJob, plan_restore, run_restore
-from topicvault.source.restore_plan import RestoreRequest
+from topicvault.core.cluster.kafka import KafkaSettings
+from topicvault.source.restore.restore_job import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore.restore_plan import RestoreRequest
 
 
 def test_archive_written_before_the_change_restores_exactly(bootstrap, spark, tmp_path):

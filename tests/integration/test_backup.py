@@ -11,7 +11,7 @@ from clitools import run_cli
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
 from topicvault.core.envelope import Record
-from topicvault.core.local_store import LOCK_NAME
+from topicvault.core.stores.local_store import LOCK_NAME
 
 
 def committed_keys(root: Path) -> set[str]:

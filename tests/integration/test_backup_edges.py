@@ -23,7 +23,7 @@ from kafkatools import (
 from nasty import nasty_records
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.local_store import LOCK_NAME
+from topicvault.core.stores.local_store import LOCK_NAME
 from topicvault.sink.native_reader import NATIVE_ENV
 
 
@@ -105,7 +105,7 @@ def test_offsets_out_of_range_fail_the_read_instead_of_skipping(bootstrap, broke
     if broker_kind in TANSU_KINDS:
         request.applymarker(pytest.mark.xfail(strict=True, reason="tansu has no DeleteRecords"))
     from confluent_kafka.admin import AdminClient
-    from topicvault.core.kafka import KafkaSettings
+    from topicvault.core.cluster.kafka import KafkaSettings
     from topicvault.sink.kafka_reader import OffsetRange, read_range
 
     topic = topic_factory(1, prefix="range")
@@ -169,8 +169,8 @@ def test_retention_deleting_what_a_backup_reads_commits_what_was_read_and_the_ne
     consumer's stream after 120 records of partition 0. The run used to fail whole, committing
     no partition: a backup behind retention could never commit. Now what was read is kept."""
     from confluent_kafka import KafkaError, Message
+    from topicvault.core.cluster.kafka import KafkaSettings
     from topicvault.core.errors import TopicvaultError
-    from topicvault.core.kafka import KafkaSettings
     from topicvault.sink import kafka_reader
     from topicvault.sink.backup import BackupJob, backup_group
     from topicvault.sink.kafka_reader import OffsetRange
@@ -301,7 +301,7 @@ def test_an_error_left_from_a_range_not_being_read_now_is_not_taken_for_one(boot
     """One range after another (memory over budget): assign() does not clear errors already
     queued for the partitions it drops, and one of those used to fail every range of the task."""
     from confluent_kafka import KafkaError, Message
-    from topicvault.core.kafka import KafkaSettings
+    from topicvault.core.cluster.kafka import KafkaSettings
     from topicvault.sink import kafka_reader
     from topicvault.sink.kafka_reader import OffsetRange, RangeEnd, read_ranges
 

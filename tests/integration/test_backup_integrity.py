@@ -13,10 +13,10 @@ from harness_broker import TANSU_KINDS
 from kafkatools import consume_all, create_topic, produce_records
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.archive.commits import ObjectEntry
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.sink.kafka_reader import OffsetRange
 from topicvault.sink.plan import ClusterRead, PartitionPlan, plan_backup
 
@@ -145,7 +145,7 @@ def test_range_ending_in_a_transaction_marker_is_complete(bootstrap, spark, topi
 
 def test_lost_range_is_reported_by_ls_verify_and_restore(bootstrap, spark, topic_factory, tmp_path):
     # tansu cannot delete records: the snapshot is planned as if retention had moved the log start to 25.
-    from topicvault.core.kafka import topic_ids
+    from topicvault.core.cluster.kafka import topic_ids
     from topicvault.sink.backup import BackupJob, run_backup
 
     topic = topic_factory(1, prefix="lost")
@@ -204,7 +204,7 @@ def test_a_backup_records_its_last_record_and_epoch_and_the_next_finds_them_agai
                                                                                  tmp_path):
     """Each commit records the offset and leader epoch of the last record each range read; the
     next backup fetches that offset first and must find the same epoch there."""
-    from topicvault.core.kafka import KafkaSettings
+    from topicvault.core.cluster.kafka import KafkaSettings
     from topicvault.sink.backup import BackupJob, plan_run
 
     topic = topic_factory(2, prefix="epochs")
@@ -269,7 +269,7 @@ def test_a_followed_topic_deleted_before_its_micro_batch_commits_is_named_as_del
     """The micro-batch's commit (driver side, after its tasks read the records) meeting the topic
     deleted failed with the lag lookup's "cannot read offsets", or "cannot describe topic" (the
     fault test of a topic re-created under `backup --follow` and live traffic, on Apache Kafka)."""
-    from topicvault.sink.datasource import ObjectsWritten
+    from topicvault.sink.backup_datasource import ObjectsWritten
     from topicvault.sink.stream import ObjectStreamWriter
 
     topic = topic_factory(1, prefix="gonew")
@@ -316,8 +316,8 @@ def test_a_cluster_that_cannot_answer_is_not_taken_for_a_deleted_topic(monkeypat
     """A followed topic's lookup that fails because no broker answers (a failover, a network
     partition) is no evidence the topic was deleted: said so, the error would send the operator to
     a new location for a topic that is still there."""
-    from topicvault.core import kafka as kafka_module
-    from topicvault.core.local_kafka import node_ports
+    from topicvault.core.cluster import kafka as kafka_module
+    from topicvault.core.local.local_kafka import node_ports
     from topicvault.sink.stream import deleted_followed_topic, followed_topic_ids
 
     monkeypatch.setattr(kafka_module, "METADATA_TIMEOUT_S", 2.0)

@@ -32,7 +32,7 @@ PEAK_LIMIT_MIB = 140
 # peaked above what it held before the read began.
 READ = PEAK_MEMORY_SOURCE + """
 import json, sys, time
-from topicvault.core.kafka import KafkaSettings
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.sink.kafka_reader import OffsetRange, RangeEnd, read_ranges
 
 bootstrap, topic, partitions, records = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

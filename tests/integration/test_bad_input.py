@@ -8,7 +8,7 @@ import pytest
 from clitools import assert_one_line_error, run_cli
 from kafkatools import consume_all, produce_records, topic_exists
 from nasty import nasty_records
-from topicvault.core.embedded_broker import free_port
+from topicvault.core.local.embedded_broker import free_port
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def small_backup(bootstrap, spark, topic_factory, tmp_path):
 @pytest.mark.network
 def test_unreachable_bootstrap_fails_fast(tmp_path, caplog, monkeypatch):
     from observetools import record_new_clients
-    from topicvault.core import kafka
+    from topicvault.core.cluster import kafka
 
     clients = record_new_clients(monkeypatch, kafka, ("list_topics",))
     servers = f"127.0.0.1:{free_port()}"
@@ -100,8 +100,8 @@ def test_damaged_commit_record_is_named(small_backup):
 
 
 def test_concurrent_backups_cannot_both_commit(bootstrap, spark, topic_factory, tmp_path):
+    from topicvault.core.cluster.kafka import KafkaSettings
     from topicvault.core.errors import TopicvaultError
-    from topicvault.core.kafka import KafkaSettings
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
 
     topic = topic_factory(1, prefix="race")

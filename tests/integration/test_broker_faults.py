@@ -17,8 +17,8 @@ from clitools import CLI, run_cli
 from kafkatools import consume_all, create_topic, produce_records
 from nasty import nasty_records
 from tcpproxy import TcpProxy
-from topicvault.core.embedded_broker import broker_binary, free_port, wait_for_broker
-from topicvault.core.kafka import KafkaSettings
+from topicvault.core.cluster.kafka import KafkaSettings
+from topicvault.core.local.embedded_broker import broker_binary, free_port, wait_for_broker
 from topicvault.sink.kafka_reader import OffsetRange, read_range
 
 

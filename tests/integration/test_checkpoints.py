@@ -23,9 +23,9 @@ from topicvault.core.archive.commits import (
     fold_commits,
 )
 from topicvault.core.archive.conditional_writes import conditional_writes
-from topicvault.core.local_store import LocalStore
-from topicvault.core.locations import open_store
-from topicvault.sink.datasource import ObjectsWritten
+from topicvault.core.stores.local_store import LocalStore
+from topicvault.core.stores.locations import open_store
+from topicvault.sink.backup_datasource import ObjectsWritten
 from topicvault.sink.stream import ObjectStreamWriter
 
 

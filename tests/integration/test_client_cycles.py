@@ -12,8 +12,8 @@ import gc
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from topicvault.core.cluster.kafka import KafkaSettings, partition_watermarks, topic_ids
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings, partition_watermarks, topic_ids
 
 
 def _open_admin_clients_left_to_the_collector(call) -> tuple[int, int]:

@@ -7,8 +7,8 @@ confluent-kafka-python #1761 reports segfaults from the same."""
 from __future__ import annotations
 
 import pytest
+from topicvault.core.cluster.kafka import KafkaSettings, topic_ids
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings, topic_ids
 
 
 def _admin_held_by(error: BaseException):

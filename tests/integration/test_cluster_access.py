@@ -37,7 +37,7 @@ from confluent_kafka.admin import (
 )
 from kafkatools import consume_all, create_topic, produce_records
 from topicvault.core.envelope import Record
-from topicvault.core.local_kafka import LocalKafka
+from topicvault.core.local.local_kafka import LocalKafka
 
 BASE = 1_700_000_000_000
 

@@ -20,10 +20,10 @@ from topicvault.core.archive.commits import fold_commits
 from topicvault.core.archive.leases import LEASE_TTL_MS, LEASES_PREFIX
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
-from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
+from topicvault.core.stores.local_store import LocalStore
 from topicvault.source.maintenance.compact import CompactJob
-from topicvault.source.restore_plan import RestoreRequest
+from topicvault.source.restore.restore_plan import RestoreRequest
 
 
 def backed_up_in_rounds(bootstrap, topic: str, location: str, rounds: int = 4, per_round: int = 60,
@@ -279,8 +279,8 @@ def test_compact_bad_input_is_one_line_before_anything_is_written(bootstrap, spa
 
 def test_a_restore_planned_before_a_compact_whose_grace_passed_stops_clearly_then_resumes(
         bootstrap, spark, topic_factory, tmp_path):
-    from topicvault.core.kafka import KafkaSettings
-    from topicvault.source.restore import RestoreJob, plan_restore, run_restore
+    from topicvault.core.cluster.kafka import KafkaSettings
+    from topicvault.source.restore.restore_job import RestoreJob, plan_restore, run_restore
 
     topic = topic_factory(1, prefix="compact-late")
     location = str(tmp_path / "b")
@@ -298,7 +298,7 @@ def test_a_restore_planned_before_a_compact_whose_grace_passed_stops_clearly_the
 
 def test_compact_on_s3_deletes_only_what_no_commit_needs(bootstrap, spark, topic_factory, s3_uri):
     from topicvault.core.archive.checkpoints import load_state
-    from topicvault.core.locations import open_store
+    from topicvault.core.stores.locations import open_store
 
     topic = topic_factory(1, prefix="compact-s3")
     backed_up_in_rounds(bootstrap, topic, s3_uri, rounds=2, per_round=30, max_records=10, partitions=1)

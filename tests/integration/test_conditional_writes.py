@@ -21,14 +21,14 @@ from topicvault.core.archive import conditional_writes as cw
 from topicvault.core.archive.archive_keys import CONDITIONAL_WRITES_KEY
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.archive.commits import fold_commits
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 
 
 @pytest.mark.parametrize("dropped, put, multipart", [("", True, True), ("all", False, False),
                                                      ("multipart", True, False)])
 def test_the_probe_tells_what_an_s3_store_does_with_each_upload_path(s3_endpoint, s3_uri, dropped, put, multipart):
     from faultproxy import FaultProxy
-    from topicvault.core.s3_store import S3Store
+    from topicvault.core.stores.s3_store import S3Store
 
     with FaultProxy(s3_endpoint, drop_conditions=dropped) as proxy:
         store = S3Store(s3_uri, {"endpoint_url": proxy.url})
@@ -42,7 +42,7 @@ def test_an_answer_probed_on_one_s3_endpoint_is_not_trusted_on_another(s3_endpoi
     # #50.8: the answer names the endpoint and bucket probed; the same keys reached through another
     # endpoint (here a proxy that drops If-None-Match, as a mirror's server might) are probed again.
     from faultproxy import FaultProxy
-    from topicvault.core.s3_store import S3Store
+    from topicvault.core.stores.s3_store import S3Store
 
     direct = S3Store(s3_uri, {"endpoint_url": s3_endpoint})
     assert cw.conditional_writes(direct).holds
@@ -65,7 +65,7 @@ def test_a_commit_under_a_lapsing_turn_is_given_up_before_a_waiter_may_take_the_
     from topicvault.core.archive.commit_log import append
     from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
     from topicvault.core.errors import TopicvaultError
-    from topicvault.core.s3_store import S3Store
+    from topicvault.core.stores.s3_store import S3Store
 
     monkeypatch.setattr(cw, "TURN_TTL_S", 8.0)
     monkeypatch.setattr(cw, "TURN_RENEW_S", 1.0)
@@ -165,7 +165,7 @@ def test_a_follower_and_compacts_beside_it_keep_every_record_on_a_store_that_ign
     from kafkatools import consume_all, ends_of, produce_records, produce_until
     from topicvault.core.envelope import Record
     from topicvault.core.rotation import Rotation
-    from topicvault.core.s3_store import S3Store
+    from topicvault.core.stores.s3_store import S3Store
     from topicvault.source.maintenance.compact import CompactJob
 
     topic = topic_factory(2, prefix="cw-follow")

@@ -1,6 +1,6 @@
 """Crash safety: SIGKILL of the whole CLI (driver, JVM, workers) at many points, then run again.
 
-Each crash run gets TOPICVAULT_CRASH_AT=<point>:<count> (see topicvault.core.faults); the
+Each crash run gets TOPICVAULT_CRASH_AT=<point>:<count> (see topicvault.core.local.faults); the
 process group dies at once, like a machine failure. Afterwards an independent consumer (and a
 plain pyarrow reader for backups) checks that every record is there exactly once, in order.
 """

@@ -138,7 +138,7 @@ def test_transaction_markers_need_allow_offset_gaps_and_then_restore_exactly(boo
 
 @pytest.mark.parametrize("missing", ["topic", "partition"])
 def test_kafka_writer_refuses_a_missing_target_before_producing(bootstrap, spark, topic_factory, missing):
-    from topicvault.core.kafka import KafkaSettings, list_topic_partitions
+    from topicvault.core.cluster.kafka import KafkaSettings, list_topic_partitions
 
     topic = topic_factory(2, prefix="df.missing")
     produce_records(bootstrap, topic, nasty_records(topic, 2, 40, big_values=0))

@@ -11,7 +11,7 @@ import pytest
 from clitools import run_cli
 from confluent_kafka import Producer
 from kafkatools import create_topic
-from topicvault.core.embedded_broker import EmbeddedBroker
+from topicvault.core.local.embedded_broker import EmbeddedBroker
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_the_end_a_backup_plans_to_is_found_while_writes_outpace_its_read(bootst
     import threading
 
     from kafkatools import LiveTraffic, consume_all
-    from topicvault.core.kafka import KafkaSettings, ends_past, metadata_consumer
+    from topicvault.core.cluster.kafka import KafkaSettings, ends_past, metadata_consumer
 
     topic = topic_factory(2, prefix="outpaced")
     # About a batch a partition a second (a fetch fills the 1 kB queue, the next waits 1 s), while the

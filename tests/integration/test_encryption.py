@@ -16,7 +16,7 @@ from legacy_archive import MALLORY_ACL, as_written_before_authentication, downgr
 from nasty import nasty_records
 from topicvault.core.crypto import write_key_file
 from topicvault.core.envelope import Record
-from topicvault.core.local_store import LOCK_NAME
+from topicvault.core.stores.local_store import LOCK_NAME
 
 MARKER = b"ZZ-SECRET-MARKER"
 

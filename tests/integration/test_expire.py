@@ -14,7 +14,7 @@ from clitools import CLI, assert_one_line_error, run_cli
 from kafkatools import consume_all, produce_records
 from topicvault.core.archive.commits import fold_commits
 from topicvault.core.envelope import Record
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 
 
 def produce_eras(bootstrap, topic: str) -> None:

@@ -16,7 +16,7 @@ from metrictools import free_port, scrape, value
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.archive.commits import load_commits
 from topicvault.core.envelope import Record
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 
 FAIL_AT = 5  # a task's first attempt fails once it has read this many records of a range
 

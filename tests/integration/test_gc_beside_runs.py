@@ -13,11 +13,11 @@ from archivetools import GONE, gc_now, run_compact
 from kafkatools import produce_records
 from nasty import nasty_records
 from topicvault.core.archive.checkpoints import load_state
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
-from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
-from topicvault.core.store import missing_objects
+from topicvault.core.stores.local_store import LocalStore
+from topicvault.core.stores.store import missing_objects
 
 
 def _gc_before_commit(monkeypatch, module, lease_lapsed: bool = True) -> list[int]:

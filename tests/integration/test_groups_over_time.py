@@ -11,7 +11,7 @@ from clitools import run_cli
 from confluent_kafka import Producer
 from kafkatools import as_tuple, commit_offsets, committed, consume_all, produce_records, record_at
 from topicvault.core.envelope import Record
-from topicvault.sink.follow import ContinuousBackupRequest
+from topicvault.sink.continuous_backup import ContinuousBackupRequest
 
 
 def _now_ms() -> int:
@@ -107,10 +107,10 @@ def test_until_before_a_groups_first_snapshot_is_an_error_when_named(bootstrap, 
 def test_follow_saves_group_offsets_with_each_micro_batch_that_changed_them(bootstrap, spark, topic_factory, tmp_path):
     from topicvault.core.archive.checkpoints import load_state
     from topicvault.core.archive.commits import load_commits
-    from topicvault.core.kafka import KafkaSettings
-    from topicvault.core.locations import open_store
+    from topicvault.core.cluster.kafka import KafkaSettings
+    from topicvault.core.stores.locations import open_store
     from topicvault.sink.backup import BackupJob
-    from topicvault.sink.follow import run_follow
+    from topicvault.sink.continuous_backup import run_follow
 
     topic = topic_factory(1, prefix="followgroups")
     group = f"reader-{uuid.uuid4().hex[:6]}"

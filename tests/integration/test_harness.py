@@ -8,9 +8,9 @@ from pathlib import Path
 from clitools import run_cli
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
-from topicvault.core.embedded_broker import EmbeddedBroker
 from topicvault.core.envelope import Record
-from topicvault.core.locations import open_store
+from topicvault.core.local.embedded_broker import EmbeddedBroker
+from topicvault.core.stores.locations import open_store
 
 
 def test_broker_round_trips_awkward_records(bootstrap, topic_factory):
@@ -56,8 +56,8 @@ def test_testcontainers_kafka_round_trips_a_backup(spark, tmp_path):
     import pytest
     from harness_broker import _like_tansu, start_kafka_container, stop_container
     from kafkatools import create_topic
-    from topicvault.core.cluster import broker_configs
-    from topicvault.core.kafka import KafkaSettings
+    from topicvault.core.cluster.cluster_admin import broker_configs
+    from topicvault.core.cluster.kafka import KafkaSettings
 
     if not os.environ.get("DOCKER_HOST"):
         if os.environ.get("CI"):
@@ -113,7 +113,7 @@ def test_a_killed_owner_takes_its_broker_and_s3_server_with_it(tmp_path):
         sys.path.insert(0, {str(Path(__file__).parents[1])!r})
         from pathlib import Path
         from harness_s3 import moto_server
-        from topicvault.core.embedded_broker import EmbeddedBroker
+        from topicvault.core.local.embedded_broker import EmbeddedBroker
         broker = EmbeddedBroker(log_dir={str(tmp_path)!r}).start()
         with moto_server(Path({str(tmp_path)!r})):
             print(broker.process.pid, flush=True)

@@ -16,10 +16,10 @@ from kafkatools import consume_all, produce_records, topic_exists
 from nasty import nasty_records
 from restoretools import HOSTILE_CONFIGS, describe
 from topicvault.core.envelope import Record
-from topicvault.core.locations import open_store
-from topicvault.source import restore_state
-from topicvault.source.restore_state import RestoreRecords
-from topicvault.source.selection import Selection
+from topicvault.core.stores.locations import open_store
+from topicvault.source.restore import restore_state
+from topicvault.source.restore.restore_state import RestoreRecords
+from topicvault.source.restore.selection import Selection
 
 BASE = 1_700_000_000_000
 

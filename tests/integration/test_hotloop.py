@@ -5,16 +5,16 @@ import gc
 
 import pyarrow as pa
 from kafkatools import produce_records
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.hotloop import HOT_LOOP_THRESHOLDS
-from topicvault.core.kafka import KafkaSettings
 
 
 def test_a_restore_produces_and_a_backup_reads_with_the_collector_running_rarely(
         bootstrap, topic_factory, tmp_path, monkeypatch):
     from topicvault.sink.backup import BackupJob, backup_group, plan_run
     from topicvault.sink.objects import PartitionObjects
-    from topicvault.source.kafka_writer import produce_streams
+    from topicvault.source.restore.kafka_writer import produce_streams
 
     topic, target = topic_factory(1, prefix="gc"), topic_factory(1, prefix="gc-target")
     records = [Record(topic, 0, i, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i) for i in range(50)]

@@ -32,7 +32,7 @@ from kafkatools import (
 from restoretools import describe
 from topicvault.core.archive.commits import fold_commits
 from topicvault.core.envelope import Record
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 
 
 @pytest.fixture

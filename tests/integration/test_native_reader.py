@@ -18,8 +18,8 @@ from compactiontools import COMPACTED, cleaning_kafka, wait_until_compacted, wri
 from harness_broker import _like_tansu
 from kafkatools import consume_all, create_topic, end_offsets, produce_records, transactional_producer
 from nasty import nasty_records
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
-from topicvault.core.kafka import KafkaSettings
 from topicvault.core.rotation import Rotation
 from topicvault.sink.backup import BackupJob, backup_group
 from topicvault.sink.kafka_reader import OffsetRange, last_records_before

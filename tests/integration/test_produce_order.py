@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kafkatools import consume_all
 from nasty import nasty_records
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import records_to_batch
-from topicvault.core.kafka import KafkaSettings
-from topicvault.source.kafka_writer import produce_streams
+from topicvault.source.restore.kafka_writer import produce_streams
 
 
 def fields(records):
@@ -29,7 +29,7 @@ def test_a_producer_of_many_partitions_reads_a_few_of_them_at_a_time(bootstrap, 
     """Each partition being read holds its current object (up to --max-bytes) in memory: a task of
     many partitions must not open them all at once (32 partitions of 64 MiB objects were 2 GiB)."""
     from topicvault.core.envelope import Record
-    from topicvault.source.kafka_writer import OPEN_STREAMS
+    from topicvault.source.restore.kafka_writer import OPEN_STREAMS
 
     target = topic_factory(8, prefix="window")
     open_now, most = [0], [0]
@@ -58,7 +58,7 @@ def test_a_restore_producer_sends_its_first_record_without_waiting_for_the_produ
     from confluent_kafka import Producer
     from observetools import ClientLog, recording
     from topicvault.core.envelope import Record
-    from topicvault.source import kafka_writer
+    from topicvault.source.restore import kafka_writer
 
     target = topic_factory(1, prefix="pidwait")
     batch = records_to_batch([Record(target, 0, 0, b"k", b"v", 1_700_000_000_000)])

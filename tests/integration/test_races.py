@@ -13,9 +13,9 @@ import pytest
 from clitools import run_cli
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.sink.backup import BackupJob, backup_group, plan_run, run_backup
 from topicvault.sink.objects import put_once
 

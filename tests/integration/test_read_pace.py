@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from kafkatools import produce_records
 from observetools import record_new_clients
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
-from topicvault.core.kafka import KafkaSettings
 from topicvault.sink import kafka_reader
 from topicvault.sink.kafka_reader import OffsetRange, RangeEnd, read_ranges
 from topicvault.sink.native_reader import NATIVE_ENV
@@ -53,8 +53,8 @@ def test_a_task_reads_on_while_an_object_it_closed_is_being_stored(bootstrap, to
     import itertools
     import threading
 
-    from topicvault.core.local_store import LocalStore
     from topicvault.core.rotation import Rotation
+    from topicvault.core.stores.local_store import LocalStore
     from topicvault.sink.backup import BackupJob, backup_group, plan_run
     from topicvault.sink.objects import PartitionObjects
 
@@ -147,8 +147,8 @@ def test_counting_a_topic_created_a_moment_ago_does_not_wait_out_a_fetch_error_b
     it yet), and librdkafka then waits `fetch.error.backoff.ms`, 500 ms by default, before it
     fetches again: every restore task spent half a second counting the target partitions its
     run had just created (issue #33, a restore's fixed part on Apache Kafka)."""
-    from topicvault.core import kafka
-    from topicvault.source.kafka_writer import count_records
+    from topicvault.core.cluster import kafka
+    from topicvault.source.restore.kafka_writer import count_records
 
     clients = record_new_clients(monkeypatch, kafka)
     topic = topic_factory(2, prefix="fresh")

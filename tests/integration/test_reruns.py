@@ -19,14 +19,14 @@ from archivetools import HOUR, backdate_commits, edit_saved_configs, run_expire
 from confluent_kafka import Consumer, TopicPartition
 from kafkatools import consume_all, produce_records
 from restoretools import LOADING, Standby, backed_up, backup_now, overrides, same_as_source
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
-from topicvault.core.local_store import LocalStore
-from topicvault.source.restore import RestoreJob, plan_restore, run_restore
-from topicvault.source.restore_plan import RestoreRequest
-from topicvault.source.restore_state import STATE_NAME
-from topicvault.source.throttle import RateLimit
+from topicvault.core.stores.local_store import LocalStore
+from topicvault.source.restore.restore_job import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore.restore_plan import RestoreRequest
+from topicvault.source.restore.restore_state import STATE_NAME
+from topicvault.source.restore.throttle import RateLimit
 
 BASE = 1_700_000_000_000
 
@@ -136,10 +136,10 @@ def test_a_restore_whose_state_predates_source_starts_is_not_resumed_after_an_ex
 def test_a_standby_names_a_range_a_later_backup_records_as_lost_in_the_round_that_steps_over_it_once(
         bootstrap, spark, topic_factory, tmp_path):
     from topicvault.core.archive.checkpoints import load_state
-    from topicvault.core.kafka import topic_ids
+    from topicvault.core.cluster.kafka import topic_ids
     from topicvault.sink.backup import BackupJob, run_backup
     from topicvault.sink.plan import ClusterRead, plan_backup
-    from topicvault.source.follow import StandbyRequest
+    from topicvault.source.restore.standby import StandbyRequest
 
     topic = topic_factory(1, prefix="standby-lost")
     target, location = f"{topic}-standby", str(tmp_path / "archive")

@@ -7,9 +7,9 @@ from dataclasses import replace
 from clitools import run_cli
 from kafkatools import consume_all, produce_records
 from nasty import nasty_records
-from topicvault.core.kafka import KafkaSettings
-from topicvault.source.offset_map import saved_holes
-from topicvault.source.restore import (
+from topicvault.core.cluster.kafka import KafkaSettings
+from topicvault.source.restore.offset_map import saved_holes
+from topicvault.source.restore.restore_job import (
     RestoreJob,
     merged_outcome,
     plan_restore,
@@ -17,7 +17,7 @@ from topicvault.source.restore import (
     save_outcome,
     start_restore,
 )
-from topicvault.source.restore_plan import RestoreRequest
+from topicvault.source.restore.restore_plan import RestoreRequest
 
 
 def test_a_retried_attempt_leaves_out_what_an_earlier_attempt_left_out(bootstrap, topic_factory, tmp_path):

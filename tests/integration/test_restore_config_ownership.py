@@ -11,10 +11,10 @@ import json
 
 from clitools import run_cli
 from kafkatools import consume_all, create_topic, produce_records, recreate_topic, topic_configs
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
-from topicvault.core.kafka import KafkaSettings
-from topicvault.source.restore import RestoreJob, plan_restore, run_restore
-from topicvault.source.restore_plan import RestoreRequest
+from topicvault.source.restore.restore_job import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore.restore_plan import RestoreRequest
 
 BASE = 1_700_000_000_000
 # What an admin or another team gives a topic of their own.
@@ -81,7 +81,7 @@ def test_create_topics_refusing_one_topic_still_names_those_it_created(bootstrap
     import uuid
 
     import pytest
-    from topicvault.core.kafka import TopicsNotCreated, create_topics
+    from topicvault.core.cluster.kafka import TopicsNotCreated, create_topics
 
     good, bad = f"owned-{uuid.uuid4().hex[:8]}-good", f"owned-{uuid.uuid4().hex[:8]}-bad"
     with pytest.raises(TopicsNotCreated, match=f"cannot create topic '{bad}'") as refused:

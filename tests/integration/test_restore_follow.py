@@ -18,16 +18,22 @@ from kafkatools import commit_offsets, committed, consume_all, ends_of, exact, p
 from nasty import nasty_records
 from peertools import BASE, FIELDS, aiven_csv
 from restoretools import Standby, backup_now
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
-from topicvault.core.kafka import KafkaSettings
 from topicvault.formats.peers import PeerOptions
-from topicvault.source.follow import (
+from topicvault.source.restore.restore_job import (
+    RestoreJob,
+    plan_restore,
+    restore_group,
+    run_restore,
+    set_loading_configs,
+)
+from topicvault.source.restore.restore_plan import RestoreRequest
+from topicvault.source.restore.selection import Selection
+from topicvault.source.restore.standby import (
     FollowSummary,
     StandbyRequest,
 )
-from topicvault.source.restore import RestoreJob, plan_restore, restore_group, run_restore, set_loading_configs
-from topicvault.source.restore_plan import RestoreRequest
-from topicvault.source.selection import Selection
 
 
 def batch(topic: str, partitions: int, count: int, seed: int) -> list[Record]:

@@ -38,9 +38,9 @@ def test_a_resume_refuses_a_target_with_a_gap_instead_of_splicing_it(bootstrap, 
 def test_the_tail_a_count_keeps_is_bounded_in_records_and_bytes(bootstrap, topic_factory):
     """The counting read keeps the last messages whole until it reaches the end: at most 100 of
     them, and about 1 MiB (at least one), whatever the size of the records."""
+    from topicvault.core.cluster.kafka import KafkaSettings
     from topicvault.core.envelope import Record, content_fingerprint
-    from topicvault.core.kafka import KafkaSettings
-    from topicvault.source.kafka_writer import count_records
+    from topicvault.source.restore.kafka_writer import count_records
 
     topic = topic_factory(2, prefix="tail")
     small = [Record(topic, 0, 0, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i, headers=(("h", b"%d" % i),))

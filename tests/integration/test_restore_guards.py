@@ -15,7 +15,7 @@ from harness_broker import TANSU_KINDS
 from kafkatools import consume_all, create_topic, exact, produce_records, topic_exists
 from nasty import nasty_records
 from restoretools import LOADING, describe
-from topicvault.core.cluster import (
+from topicvault.core.cluster.cluster_admin import (
     LOADING_CONFIGS,
     NO_LIMIT_MS,
     apply_topic_configs,
@@ -23,11 +23,11 @@ from topicvault.core.cluster import (
     lifted_timestamp_limits,
     loading_configs,
 )
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
-from topicvault.source.kafka_writer import count_records
-from topicvault.source.restore_plan import RestoreRequest
+from topicvault.source.restore.kafka_writer import count_records
+from topicvault.source.restore.restore_plan import RestoreRequest
 
 
 def error_line(output: str) -> str:
@@ -209,9 +209,9 @@ SPECULATION_SCRIPT = """
 import sys
 from pyspark.sql import SparkSession
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.spark import get_spark
-from topicvault.source.restore import RestoreJob, RestorePlan, run_restore
+from topicvault.source.restore.restore_job import RestoreJob, RestorePlan, run_restore
 
 # 1. A session topicvault starts: spark.speculation=true from the user's submit args is overridden.
 spark = get_spark("local[1]")
@@ -266,8 +266,8 @@ def test_a_resume_that_counts_none_of_its_records_yet_still_waits_for_unreplicat
     the wait it produced them again (issue: review of restore recovery, finding 3). Replicas do
     not run here, so the test pins the decision: the resume asks how long to wait, and a run
     planned afresh does not."""
-    import topicvault.source.restore as restore
-    from topicvault.source.restore import RestoreJob, plan_restore, restore_group, start_restore
+    import topicvault.source.restore.restore_job as restore
+    from topicvault.source.restore.restore_job import RestoreJob, plan_restore, restore_group, start_restore
 
     topic = topic_factory(1, prefix="settle")
     produce_records(bootstrap, topic, nasty_records(topic, 1, 30, big_values=0))

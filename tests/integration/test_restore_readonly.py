@@ -22,9 +22,9 @@ from nasty import nasty_records
 from peertools import FIELDS, aiven_csv, archive_records, assert_restored, write_chunks
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.locations import open_store
-from topicvault.source.offset_map import load_offset_maps
-from topicvault.source.restore_state import RestoreRecords, default_state_uri
+from topicvault.core.stores.locations import open_store
+from topicvault.source.restore.offset_map import load_offset_maps
+from topicvault.source.restore.restore_state import RestoreRecords, default_state_uri
 
 
 def immutable(path: Path) -> None:

@@ -10,14 +10,14 @@ import pytest
 from clitools import run_cli, run_cli_process
 from kafkatools import commit_offsets, committed, consume_all, produce_records, strip
 from nasty import nasty_records
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
-from topicvault.core.kafka import KafkaSettings
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.source.object_reader import SkippedObject
-from topicvault.source.offset_map import load_offset_maps, save_hole, saved_holes
-from topicvault.source.restore import RestoreJob, plan_restore, run_restore
-from topicvault.source.restore_plan import RestoreRequest
-from topicvault.source.restore_state import RestoreRecords
+from topicvault.source.restore.offset_map import load_offset_maps, save_hole, saved_holes
+from topicvault.source.restore.restore_job import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore.restore_plan import RestoreRequest
+from topicvault.source.restore.restore_state import RestoreRecords
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from dataclasses import replace
 
 from clitools import run_cli
 from kafkatools import consume_all, produce_records
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
-from topicvault.core.kafka import KafkaSettings
-from topicvault.source.restore import RestoreJob, plan_restore, run_restore
-from topicvault.source.restore_plan import RestoreRequest
+from topicvault.source.restore.restore_job import RestoreJob, plan_restore, run_restore
+from topicvault.source.restore.restore_plan import RestoreRequest
 
 BASE = 1_700_000_000_000
 

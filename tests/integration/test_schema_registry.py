@@ -17,7 +17,7 @@ from harness_s3 import free_port
 from kafkatools import consume_all, produce_records
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.envelope import Record
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 
 HEADERS = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 AVRO_A1 = {"type": "record", "name": "A", "fields": [{"name": "x", "type": "int"}]}
@@ -149,8 +149,8 @@ STANDIN_SAVED = {
 @pytest.mark.network
 def test_preserve_keeps_every_id_on_a_registry_that_honours_them():
     from registry_standin import standin_registry
-    from topicvault.core.schema_registry import RegistryClient
-    from topicvault.source.schema_registry import restore_registry
+    from topicvault.core.cluster.registry_client import RegistryClient
+    from topicvault.source.cluster_restore.registry_restore import restore_registry
 
     with standin_registry() as (url, registry):
         restored = restore_registry(RegistryClient(url), STANDIN_SAVED, "preserve")

@@ -17,21 +17,21 @@ from archivetools import backdate_commits, edit_saved_configs, run_compact, run_
 from kafkatools import consume_all, produce_records
 from restoretools import LOADING, Standby, backed_up, overrides, same_as_source, standby_records
 from topicvault.core.archive.checkpoints import load_state
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
-from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
+from topicvault.core.stores.local_store import LocalStore
 from topicvault.sink.backup import BackupJob, plan_run, run_backup
-from topicvault.source.follow import StandbyRequest, archive_with_newer_commits, standby_lag
 from topicvault.source.maintenance.compact import CompactJob
-from topicvault.source.restore import (
+from topicvault.source.restore.restore_job import (
     RestoreJob,
     plan_restore,
     restore_group,
     run_restore,
     start_restore,
 )
-from topicvault.source.restore_plan import RestoreRequest
+from topicvault.source.restore.restore_plan import RestoreRequest
+from topicvault.source.restore.standby import StandbyRequest, archive_with_newer_commits, standby_lag
 
 BASE = 1_700_000_000_000
 

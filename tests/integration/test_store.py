@@ -11,10 +11,10 @@ from pathlib import Path
 import boto3
 import pytest
 from topicvault.core.errors import ObjectNotFound, PreconditionFailed, TopicvaultError
-from topicvault.core.local_store import LocalStore
-from topicvault.core.locations import open_store
-from topicvault.core.s3_store import S3Store
-from topicvault.core.store import ObjectInfo, ObjectStore
+from topicvault.core.stores.local_store import LocalStore
+from topicvault.core.stores.locations import open_store
+from topicvault.core.stores.s3_store import S3Store
+from topicvault.core.stores.store import ObjectInfo, ObjectStore
 
 MiB = 1024 * 1024
 

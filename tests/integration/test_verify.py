@@ -79,7 +79,7 @@ def _plant_checkpoint(location: Path) -> tuple[Path, Path]:
     """A checkpoint after commit 1 and its pointer, as a committer writes them at commit 50."""
     from topicvault.core.archive.checkpoints import LAST_CHECKPOINT_KEY, checkpoint_json, checkpoint_key
     from topicvault.core.archive.commits import fold_commits
-    from topicvault.core.local_store import LocalStore
+    from topicvault.core.stores.local_store import LocalStore
 
     store = LocalStore(str(location))
     sha = hashlib.sha256((location / COMMIT).read_bytes()).hexdigest()

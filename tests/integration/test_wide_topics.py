@@ -11,9 +11,9 @@ from clitools import run_cli
 from harness_broker import TANSU_KINDS
 from kafkatools import FAST_FAILING, consume_all, produce_records
 from nasty import nasty_records
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.core.envelope import Record
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.kafka import KafkaSettings
 from topicvault.sink.kafka_reader import OffsetRange
 
 BASE = 1_700_000_000_000
@@ -129,7 +129,7 @@ def test_a_wide_task_stores_the_objects_of_its_partitions_concurrently(bootstrap
     # Each object put costs a round trip (S3) or fsyncs (a directory): a task of many small
     # partitions must not pay them one after another. Deterministic: every put waits at a
     # barrier that only four puts in flight at once can pass (one at a time breaks it).
-    from topicvault.core.local_store import LocalStore
+    from topicvault.core.stores.local_store import LocalStore
     from topicvault.sink.backup import BackupJob, backup_group, plan_run
 
     topic = topic_factory(8, prefix="wide-puts")
@@ -151,7 +151,7 @@ def test_a_wide_task_stores_the_objects_of_its_partitions_concurrently(bootstrap
 def test_offsets_of_a_wide_topic_take_two_requests_per_broker_not_two_per_partition(bootstrap, topic_factory, caplog):
     # What backup planning (and each --follow micro-batch) asks the cluster for: the low and
     # high watermark of every partition. Counted from librdkafka's protocol log: deterministic.
-    from topicvault.core.kafka import all_partitions, broker_count, partition_watermarks
+    from topicvault.core.cluster.kafka import all_partitions, broker_count, partition_watermarks
 
     topic = topic_factory(64, prefix="wide-offsets")
     produce_records(bootstrap, topic, records(topic, 64, 3))
@@ -193,8 +193,8 @@ def test_streaming_micro_batch_over_many_partitions_runs_one_task_per_core_and_w
         bootstrap, spark, topic_factory, tmp_path):
     # What `backup --follow` runs: readStream topicvault-kafka -> writeStream topicvault.
     from topicvault.core.archive.checkpoints import load_state
-    from topicvault.core.locations import open_store
     from topicvault.core.rotation import Rotation
+    from topicvault.core.stores.locations import open_store
     from topicvault.sink.backup import BackupJob, plan_run, run_backup
 
     topic = topic_factory(64, prefix="wide-stream")

@@ -1,7 +1,7 @@
 """Issue 41: a follower survives a Python worker that dies of SIGSEGV in the middle of a micro-batch,
 and the crash leaves a Python traceback in the log (faulthandler).
 
-The worker is killed by the fault point TOPICVAULT_SEGV_AT (core/faults.py) while it reads a range
+The worker is killed by the fault point TOPICVAULT_SEGV_AT (core/local/faults.py) while it reads a range
 of records; the CLI and its JVM go on. The archive must then hold exactly what the source holds.
 """
 from __future__ import annotations

@@ -15,8 +15,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 ROOT_MODULES_ALLOWED = {"__init__", "__main__", "cli", "datasources", "report"}
 # keys/ and formats/ turn bytes and names into records and back; they know nothing of these.
 PURE_PACKAGES = ("keys", "formats")
-FORBIDDEN_IN_PURE = ("topicvault.sink", "topicvault.source", "topicvault.core.spark", "topicvault.core.kafka",
-                     "pyspark", "confluent_kafka")
+FORBIDDEN_IN_PURE = ("topicvault.sink", "topicvault.source", "topicvault.core.spark", "topicvault.core.cluster",
+                     "topicvault.core.local", "pyspark", "confluent_kafka")
 
 
 def _module_files() -> dict[str, Path]:
@@ -123,6 +123,50 @@ def test_keys_and_formats_know_nothing_of_spark_kafka_sink_or_source():
 def test_no_modules_at_the_root_besides_the_entry_points():
     root = {p.stem for p in PACKAGE_ROOT.glob("*.py")}
     assert root - ROOT_MODULES_ALLOWED == set()
+
+
+# Rooms by concept (issue #49, item 1): a newcomer finds a concept from `ls` of the tree when no
+# folder is a long flat list and no two modules share a name.
+MAX_MODULES_SIDE_BY_SIDE = 15
+
+
+def test_no_package_directory_holds_more_than_15_modules_side_by_side():
+    crowded = {}
+    for folder in {path.parent for path in _module_files().values()}:
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > MAX_MODULES_SIDE_BY_SIDE:
+            crowded[str(folder.relative_to(PACKAGE_ROOT))] = len(modules)
+    assert crowded == {}
+
+
+def test_no_module_name_is_used_twice_in_the_package():
+    by_name: dict[str, list[str]] = {}
+    for name, path in _module_files().items():
+        if path.name != "__init__.py":
+            by_name.setdefault(path.stem, []).append(name)
+    assert {stem: names for stem, names in by_name.items() if len(names) > 1} == {}
+
+
+# The local parts a user or a test starts (core/local/: Kafka nodes, Connect, the S3 server, the
+# embedded broker, the sandbox) stay apart from what a backup or restore runs in production. Only
+# the crash hooks (env-triggered, inert otherwise) sit in production code paths; the entry points
+# and `topicvault demo` start local parts for the user.
+LOCAL_ROOM = "topicvault.core.local"
+PRODUCTION_MAY_IMPORT_FROM_LOCAL = "topicvault.core.local.faults"
+STARTS_LOCAL_PARTS = {"topicvault.report", "topicvault.cli", "topicvault.source.demo"}
+
+
+def test_production_code_imports_nothing_of_the_local_room_but_the_crash_hooks():
+    files = _module_files()
+    offenders = []
+    for name in files:
+        if name == LOCAL_ROOM or name.startswith(LOCAL_ROOM + ".") or name in STARTS_LOCAL_PARTS:
+            continue
+        for imported in imports_of(name, files):
+            hooks = imported == PRODUCTION_MAY_IMPORT_FROM_LOCAL or imported.startswith(PRODUCTION_MAY_IMPORT_FROM_LOCAL + ".")
+            if imported.startswith(LOCAL_ROOM + ".") and not hooks:
+                offenders.append(f"{name} imports {imported}")
+    assert offenders == []
 
 
 # Data flows one way: a package imports only packages ranked below it (or itself). The root

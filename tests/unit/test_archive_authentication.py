@@ -30,8 +30,8 @@ from topicvault.core.archive.commits import (
 )
 from topicvault.core.crypto import keyring_of, write_key_file
 from topicvault.core.envelope import Record, records_to_batch
-from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
+from topicvault.core.stores.local_store import LocalStore
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec
 from topicvault.sink.objects import write_objects

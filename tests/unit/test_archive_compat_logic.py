@@ -10,7 +10,7 @@ from archivetools import ARCHIVE, expected_v1
 from clitools import run_cli
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.envelope import batch_to_records
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.source.object_reader import read_partition
 
 

@@ -10,11 +10,11 @@ from topicvault.core.archive import archive_keys
 from topicvault.core.archive.archive_keys import KEY_KINDS, STATE_PREFIX, kind_of
 from topicvault.core.archive.checkpoints import CHECKPOINT_INTERVAL, load_state
 from topicvault.core.envelope import Record, records_to_batch
-from topicvault.core.local_store import LocalStore
 from topicvault.core.rotation import Rotation
+from topicvault.core.stores.local_store import LocalStore
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec
-from topicvault.sink.datasource import commit_written
+from topicvault.sink.backup_datasource import commit_written
 from topicvault.sink.objects import write_objects
 from topicvault.source.maintenance.compact import CompactJob
 

@@ -4,7 +4,7 @@ Broker faults: the broker goes away mid-restore and comes back, or stays away pa
 
 from __future__ import annotations
 
-from topicvault.core.kafka import KafkaSettings, idle_limit_s
+from topicvault.core.cluster.kafka import KafkaSettings, idle_limit_s
 from topicvault.sink.kafka_reader import range_consumer_config
 
 

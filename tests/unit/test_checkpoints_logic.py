@@ -30,8 +30,8 @@ from topicvault.core.archive.commits import (
     fold_commits,
 )
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.local_store import LocalStore
-from topicvault.sink.datasource import ObjectsWritten
+from topicvault.core.stores.local_store import LocalStore
+from topicvault.sink.backup_datasource import ObjectsWritten
 from topicvault.sink.stream import ObjectStreamWriter
 
 

@@ -59,7 +59,7 @@ def test_librdkafka_notices_never_reach_stderr():
     script = (
         "import logging, time\n"
         "from confluent_kafka.admin import AdminClient\n"
-        "from topicvault.core.kafka import KafkaSettings, new_client\n"
+        "from topicvault.core.cluster.kafka import KafkaSettings, new_client\n"
         "settings = KafkaSettings.of('127.0.0.1:1')\n"
         "admin = new_client(AdminClient, settings, settings.client_config(debug='generic', log_level=7))\n"
         "time.sleep(1)\n"

@@ -8,8 +8,14 @@ import json
 
 import pytest
 from accesstools import acl
-from topicvault.core.access import AccessState, ScramUser, plan_access, renamed_access_changes, scram_passwords
 from topicvault.core.archive.commits import BackupState, CommitRecord
+from topicvault.core.cluster.cluster_access import (
+    AccessState,
+    ScramUser,
+    plan_access,
+    renamed_access_changes,
+    scram_passwords,
+)
 from topicvault.core.errors import TopicvaultError
 
 SAVED = AccessState(acls=(acl("orders"), acl("ord", pattern="PREFIXED", principal="User:bob"),

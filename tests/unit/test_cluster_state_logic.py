@@ -5,7 +5,7 @@ Cluster state: consumer groups resume at the same record after a restore, topic 
 from __future__ import annotations
 
 from confluent_kafka.admin import ConfigEntry, ConfigSource
-from topicvault.core.cluster import topic_overrides
+from topicvault.core.cluster.cluster_admin import topic_overrides
 
 
 def test_topic_overrides_keep_only_topic_level_configs():

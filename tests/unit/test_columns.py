@@ -16,7 +16,7 @@ from topicvault.core.envelope import (
     records_to_batch,
 )
 from topicvault.core.rotation import Rotation, cut_points
-from topicvault.source.kafka_writer import header_lists
+from topicvault.source.restore.kafka_writer import header_lists
 
 
 def header_rows(count: int, seed: int = 3) -> list:

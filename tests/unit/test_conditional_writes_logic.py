@@ -20,7 +20,7 @@ from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.archive.commit_log import append
 from topicvault.core.archive.commits import BackupState, CommitRecord, RemovedObject, fold_commits
 from topicvault.core.errors import PreconditionFailed, TopicvaultError
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 
 
 def condition_dropping_store(uri: str) -> FaultyStore:
@@ -173,7 +173,7 @@ def test_where_the_condition_holds_no_turn_is_taken(tmp_path):
 def test_a_batch_whose_rows_start_past_the_committed_end_fails_whatever_allow_offset_gaps_says(tmp_path, monkeypatch):
     """The follower's next batch after its lost commit: rows from 40 onto a committed end of 30."""
     from topicvault.sink import stream
-    from topicvault.sink.datasource import ObjectsWritten
+    from topicvault.sink.backup_datasource import ObjectsWritten
 
     store = LocalStore(str(tmp_path / "loc"))
     three_small_objects(store)

@@ -29,8 +29,8 @@ from topicvault.core.crypto import (
 )
 from topicvault.core.envelope import Record, batch_to_records, records_to_batch
 from topicvault.core.errors import CorruptObject, TopicvaultError
-from topicvault.core.locations import open_store
 from topicvault.core.rotation import Rotation
+from topicvault.core.stores.locations import open_store
 from topicvault.formats import resolve_format
 from topicvault.keys import default_codec
 from topicvault.sink.objects import write_objects
@@ -182,7 +182,7 @@ def test_restore_checks_each_key_opens_before_producing(tmp_path):
 
 
 def test_mixed_locations_read_and_a_plaintext_substitute_is_refused(tmp_path):
-    from topicvault.core.locations import open_store as store_of
+    from topicvault.core.stores.locations import open_store as store_of
 
     key = file_key(tmp_path)
     store = store_of(str(tmp_path / "store"))

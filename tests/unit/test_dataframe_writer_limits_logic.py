@@ -8,8 +8,8 @@ import os
 
 import pytest
 from topicvault.core.errors import TopicvaultError
-from topicvault.source.datasource import KafkaPartitionWriter, rate_limit_from_options, tasks_at_once
-from topicvault.source.throttle import RateLimit
+from topicvault.source.restore.throttle import RateLimit
+from topicvault.source.restore_datasource import KafkaPartitionWriter, rate_limit_from_options, tasks_at_once
 
 
 @pytest.mark.parametrize("master,given,expected", [

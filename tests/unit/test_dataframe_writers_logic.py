@@ -9,7 +9,7 @@ import pytest
 
 def test_a_bad_allow_offset_gaps_value_is_a_one_line_error(tmp_path):
     from topicvault.core.errors import TopicvaultError
-    from topicvault.sink.datasource import ObjectBatchWriter
+    from topicvault.sink.backup_datasource import ObjectBatchWriter
 
     with pytest.raises(TopicvaultError, match="allowOffsetGaps must be true or false"):
         ObjectBatchWriter({"path": str(tmp_path), "allowOffsetGaps": "maybe"})

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from peak_memory import PEAK_MEMORY_SOURCE
 from topicvault.core.errors import CorruptObject
-from topicvault.formats.base import MAX_INFLATED_BYTES
 from topicvault.formats.jsonl import JsonlFormat
-from topicvault.formats.peers.base import decompress
+from topicvault.formats.object_format import MAX_INFLATED_BYTES
+from topicvault.formats.peers.layout import decompress
 
 GiB = 1 << 30
 # Python with pyarrow loaded takes about 100 MiB; a reader that inflated the bomb would take GiBs.
@@ -82,7 +82,7 @@ READ_PEER_BOMB = """
     import sys
     from backports import zstd
     from topicvault.core.errors import TopicvaultError
-    from topicvault.formats.peers.base import decompress
+    from topicvault.formats.peers.layout import decompress
     compressor = zstd.ZstdCompressor()
     if sys.pledged:
         compressor.set_pledged_input_size(2 << 30)  # the frame header says how large it inflates
@@ -132,7 +132,7 @@ def test_deeply_nested_json_is_a_one_line_error(tmp_path):
     with pytest.raises(CorruptObject, match="nested too deeply"):
         JsonlFormat().read(bomb, "deep.jsonl")
     aiven = ("[" + nested + "]").encode()
-    from topicvault.formats.base import parse_json
+    from topicvault.formats.object_format import parse_json
     with pytest.raises(CorruptObject, match="nested too deeply"):
         parse_json(aiven, "t-0-0.json")
 

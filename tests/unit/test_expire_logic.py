@@ -7,7 +7,7 @@ from __future__ import annotations
 from archivetools import HOUR, T0, backdate_commits, run_expire
 from clitools import assert_one_line_error, run_cli
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 from topicvault.source.maintenance.expire import ExpireFacts, plan_expire
 
 
@@ -49,7 +49,7 @@ def test_expire_with_no_grace_deletes_the_objects_it_retires_in_the_same_run(tmp
     import types
 
     from topicvault.core.archive import commit_log
-    from topicvault.sink.datasource import commit_written
+    from topicvault.sink.backup_datasource import commit_written
 
     store = LocalStore(str(tmp_path / "loc"))
     objects = [ObjectEntry(f"topic=t/partition=0/{first:019d}-r000000000001.parquet", "t", 0, first, first + 9,

@@ -15,9 +15,9 @@ from topicvault.core.archive.commit_log import append
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
 from topicvault.core.archive.leases import LEASE_TTL_MS, LEASES_PREFIX, RunLease, lease_key
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.local_store import LocalStore
-from topicvault.core.store import missing_objects
-from topicvault.sink.datasource import commit_written
+from topicvault.core.stores.local_store import LocalStore
+from topicvault.core.stores.store import missing_objects
+from topicvault.sink.backup_datasource import commit_written
 
 T = "orders"
 

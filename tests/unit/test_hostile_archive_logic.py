@@ -9,9 +9,9 @@ import gzip
 import pytest
 from restoretools import HOSTILE_CONFIGS
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.locations import open_store
-from topicvault.source import restore_state
-from topicvault.source.restore_state import RestoreRecords, load_peer_objects_seen
+from topicvault.core.stores.locations import open_store
+from topicvault.source.restore import restore_state
+from topicvault.source.restore.restore_state import RestoreRecords, load_peer_objects_seen
 
 
 def test_every_saved_peer_object_list_is_unpacked_within_a_bound(tmp_path, monkeypatch):
@@ -32,7 +32,7 @@ def test_every_saved_peer_object_list_is_unpacked_within_a_bound(tmp_path, monke
 
 
 def test_only_configs_on_the_allow_list_and_within_bounds_are_set():
-    from topicvault.source.topic_policy import screen_topic_configs
+    from topicvault.source.restore.topic_policy import screen_topic_configs
 
     screened = screen_topic_configs(HOSTILE_CONFIGS)
     assert screened.applied == {"message.timestamp.type": "LogAppendTime", "cleanup.policy": "compact",
@@ -49,7 +49,7 @@ def test_only_configs_on_the_allow_list_and_within_bounds_are_set():
 
 
 def test_internal_topic_names():
-    from topicvault.source.topic_policy import is_internal_topic
+    from topicvault.source.restore.topic_policy import is_internal_topic
 
     internal = ["__consumer_offsets", "__transaction_state", "_schemas", "connect-configs", "connect-offsets",
                 "connect-status", "connect-cluster-configs", "_confluent-license", "mm2-offsets.src.internal"]

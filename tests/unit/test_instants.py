@@ -6,7 +6,7 @@ import pytest
 from topicvault.core.envelope import timestamps_ms
 from topicvault.core.errors import TopicvaultError
 from topicvault.formats.peers import PEERS, PeerKey, PeerOptions
-from topicvault.source.selection import parse_until
+from topicvault.source.restore.selection import parse_until
 
 # int(datetime.timestamp() * 1000) gives 1000 for this instant: 1.001 is not exact in binary.
 FLOAT_WRONG = "1970-01-01T00:00:01.001Z"

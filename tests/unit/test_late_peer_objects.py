@@ -1,5 +1,5 @@
 """A peer-archive standby checks objects that land after it restored past their offsets
-(source.follow.late_peer_records): what it can no longer restore is named, never dropped quietly.
+(source.restore.standby.late_peer_records): what it can no longer restore is named, never dropped quietly.
 
 Real Lenses JSON objects in a directory and real offset maps; no broker is needed.
 """
@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
-from topicvault.core.kafka import KafkaSettings
-from topicvault.source.follow import late_peer_records
-from topicvault.source.offset_map import OffsetMap
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.source.peer_layout import peer_state
-from topicvault.source.restore import RestoreJob, RestorePlan
-from topicvault.source.selection import Selection
+from topicvault.source.restore.offset_map import OffsetMap
+from topicvault.source.restore.restore_job import RestoreJob, RestorePlan
+from topicvault.source.restore.selection import Selection
+from topicvault.source.restore.standby import late_peer_records
 
 
 def lenses_json(topic: str, offsets) -> bytes:

@@ -1,4 +1,4 @@
-"""The pure-logic part of the local Apache Kafka harness (core/local_kafka.py): the ports its
+"""The pure-logic part of the local Apache Kafka harness (core/local/local_kafka.py): the ports its
 nodes listen on, which a node restarted by the fault tests binds again."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from topicvault.core import local_kafka
-from topicvault.core.local_kafka import LocalKafka
+from topicvault.core.local import local_kafka
+from topicvault.core.local.local_kafka import LocalKafka
 
 
 def _ephemeral_low() -> int:

@@ -8,7 +8,7 @@ import json
 from clitools import run_cli
 from topicvault.core.archive.commit_log import commit_with_checkpoint
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 
 # Stored bytes of each partition's objects: p0 odd count, p1 even count, p2 one object.
 SIZES = {0: [300, 100, 5_000], 1: [10, 40, 20, 1_000_000], 2: [7]}

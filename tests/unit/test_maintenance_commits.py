@@ -20,7 +20,7 @@ from topicvault.core.archive.commits import (
     fold_commits,
 )
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 
 
 def test_a_compact_commit_replaces_objects_and_remembers_them_as_retired(tmp_path):
@@ -126,7 +126,7 @@ def test_append_rebuilds_after_losing_the_race_and_keeps_the_winners_objects(tmp
 
 def test_a_follower_batch_that_loses_its_commit_slot_to_a_compact_commits_after_it(tmp_path, monkeypatch):
     from topicvault.sink import stream
-    from topicvault.sink.datasource import ObjectsWritten
+    from topicvault.sink.backup_datasource import ObjectsWritten
 
     local = LocalStore(str(tmp_path / "loc"))
     races = [CommitRecord(4, 4, (), (entry(0, 19, "r00000000000c"),), kind="compact",

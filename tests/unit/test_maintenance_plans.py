@@ -10,7 +10,7 @@ import pytest
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.rotation import Rotation
-from topicvault.core.store import ObjectInfo
+from topicvault.core.stores.store import ObjectInfo
 from topicvault.source.maintenance.compact import CompactFacts, CompactJob, CompactPlan, Merge, plan_compact
 from topicvault.source.maintenance.expire import ExpireFacts, ExpirePlan, Expiry, HeldBack, plan_expire
 from topicvault.source.maintenance.garbage import CollectionFacts, GarbagePlan, plan_collection

@@ -21,8 +21,8 @@ from nasty import nasty_records
 from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import batch_to_records, records_to_batch
 from topicvault.core.errors import ObjectNotFound
-from topicvault.core.local_store import LocalStore
-from topicvault.core.store import ReadBuffer
+from topicvault.core.stores.local_store import LocalStore
+from topicvault.core.stores.store import ReadBuffer
 from topicvault.formats.parquet import CODECS, ParquetFormat
 from topicvault.source.object_reader import read_object_batches
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import topicvault.sink.native_reader as native_reader
-from topicvault.core.kafka import KafkaSettings
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.sink.kafka_reader import range_consumer_config
 from topicvault.sink.native_reader import NATIVE_ENV, librdkafka_config, native_module, open_native_consumer
 

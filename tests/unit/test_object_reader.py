@@ -16,7 +16,7 @@ from archivetools import store_object
 from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import Record, batch_to_records, records_to_batch
 from topicvault.core.errors import CorruptObject
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.formats import FORMAT_NAMES, resolve_format
 from topicvault.source.object_reader import read_partition
 

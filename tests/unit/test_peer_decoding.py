@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from peertools import restored, xerial_snappy
 from topicvault.core.errors import CorruptObject, TopicvaultError
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.formats.peers import PEERS, PeerOptions
 from topicvault.source.peer_layout import peer_state, resolve_layout
 

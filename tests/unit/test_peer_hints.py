@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from peertools import restored
 from topicvault.core.errors import DATAFRAME_WORDING, CorruptObject
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.formats.peers import PeerOptions
 from topicvault.source.peer_layout import content_hints, peer_state
 

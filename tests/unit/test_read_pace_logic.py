@@ -4,12 +4,12 @@ A backup read keeps pace once the task is busy elsewhere (issue #20).
 
 from __future__ import annotations
 
-from topicvault.core.kafka import KafkaSettings
+from topicvault.core.cluster.kafka import KafkaSettings
 from topicvault.sink.kafka_reader import range_consumer_config
 
 
 def test_our_consumers_refetch_soon_after_their_queue_drains():
-    from topicvault.core.kafka import consumer_config
+    from topicvault.core.cluster.kafka import consumer_config
 
     for config in (range_consumer_config(KafkaSettings.of("localhost:9092")),
                    consumer_config(KafkaSettings.of("localhost:9092"))):
@@ -23,7 +23,7 @@ def test_a_restore_producer_can_queue_the_largest_record_it_may_send():
     # queue is empty, and a restore retries a BufferError until the queue drains: a record
     # over the queue size (possible with -X message.max.bytes above it) hung the restore.
     # No broker needed: produce only queues locally.
-    from topicvault.source.kafka_writer import restore_producer
+    from topicvault.source.restore.kafka_writer import restore_producer
 
     settings = KafkaSettings.of("127.0.0.1:9", {"message.max.bytes": str(48 * 1024 * 1024)})
     producer = restore_producer(settings, lambda error, message: None)
@@ -32,7 +32,7 @@ def test_a_restore_producer_can_queue_the_largest_record_it_may_send():
 
 
 def test_our_reads_to_eof_refetch_soon_after_a_fetch_error():
-    from topicvault.core.kafka import metadata_consumer_config
+    from topicvault.core.cluster.kafka import metadata_consumer_config
 
     assert int(metadata_consumer_config(KafkaSettings.of("localhost:9092"))["fetch.error.backoff.ms"]) <= 50
     # The user's -X still wins.

@@ -24,8 +24,8 @@ from topicvault.core.envelope import (
 from topicvault.core.errors import CorruptObject, TopicvaultError
 from topicvault.formats import FORMAT_NAMES, resolve_format
 from topicvault.formats.avro import SCHEMA as AVRO_SCHEMA
-from topicvault.formats.base import MAX_INFLATED_BYTES, METADATA_TYPE, gunzip_bytes
 from topicvault.formats.csv import COLUMNS as CSV_COLUMNS
+from topicvault.formats.object_format import MAX_INFLATED_BYTES, METADATA_TYPE, gunzip_bytes
 from topicvault.source.inspect import text_line
 
 CODECS = {"parquet": ["zstd"], "avro": ["deflate"], "jsonl": ["none", "gzip"], "csv": ["none", "gzip"]}

@@ -19,15 +19,15 @@ from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionR
 from topicvault.sink.backup import BackupResult
 from topicvault.sink.kafka_reader import OffsetRange
 from topicvault.sink.plan import BackupPlan, PartitionPlan
-from topicvault.source.follow import FollowRound, FollowSummary, PartitionLag
-from topicvault.source.groups import GroupOffset
+from topicvault.source.cluster_restore.group_restore import GroupOffset
 from topicvault.source.maintenance.compact import CompactResult, Merge
 from topicvault.source.maintenance.expire import ExpireResult, Expiry
 from topicvault.source.maintenance.garbage import Collected
 from topicvault.source.object_reader import SkippedObject
-from topicvault.source.offset_map import OffsetMap
 from topicvault.source.peer_layout import PeerReadReport
-from topicvault.source.restore import RestorePlan, RestoreResult, RestoreTask, TaskResult
+from topicvault.source.restore.offset_map import OffsetMap
+from topicvault.source.restore.restore_job import RestorePlan, RestoreResult, RestoreTask, TaskResult
+from topicvault.source.restore.standby import FollowRound, FollowSummary, PartitionLag
 from topicvault.source.verify import VerifyReport
 
 T0 = 1_763_942_400_123  # 2025-11-24T00:00:00.123Z

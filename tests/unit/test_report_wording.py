@@ -9,10 +9,10 @@ import types
 from topicvault import report
 from topicvault.core import text
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionState
-from topicvault.core.cluster import TopicSettings
+from topicvault.core.cluster.cluster_admin import TopicSettings
 from topicvault.sink.plan import BackupPlan, PartitionPlan
-from topicvault.source.follow import FollowRound, PartitionLag
-from topicvault.source.restore_plan import _plan_topic_settings
+from topicvault.source.restore.restore_plan import _plan_topic_settings
+from topicvault.source.restore.standby import FollowRound, PartitionLag
 
 
 def entry(first: int, last: int, partition: int = 0) -> ObjectEntry:

@@ -10,14 +10,14 @@ import pytest
 from clitools import assert_one_line_error, run_cli
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
 from topicvault.core.errors import TopicvaultError
-from topicvault.source.follow import (
+from topicvault.source.restore.offset_map import OffsetMap, continued
+from topicvault.source.restore.selection import Selection
+from topicvault.source.restore.standby import (
     FollowRound,
     PartitionLag,
     check_follow_options,
     standby_lag,
 )
-from topicvault.source.offset_map import OffsetMap, continued
-from topicvault.source.selection import Selection
 
 BASE = 1_700_000_000_000
 

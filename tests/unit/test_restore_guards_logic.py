@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from restoretools import LOADING
-from topicvault.core.cluster import (
+from topicvault.core.cluster.cluster_admin import (
     LOADING_CONFIGS,
     NO_LIMIT_MS,
     lifted_timestamp_limits,
@@ -14,7 +14,7 @@ from topicvault.core.cluster import (
     retention_from_broker_configs,
 )
 from topicvault.core.errors import TopicvaultError
-from topicvault.source.restore_plan import check_log_starts, parse_renames
+from topicvault.source.restore.restore_plan import check_log_starts, parse_renames
 
 
 def test_one_topic_renamed_twice_is_refused():
@@ -71,7 +71,7 @@ def test_a_resume_on_a_replicated_target_waits_for_what_the_killed_attempt_sent_
     a read_uncommitted count stops at the high watermark, so it misses those records, and the
     resume produces them a second time. Followers take up to replica.lag.time.max.ms to copy them
     (or leave the ISR). Without replicas the high watermark moves at the append: no wait."""
-    from topicvault.core.cluster import resume_settle_s
+    from topicvault.core.cluster.cluster_admin import resume_settle_s
 
     assert resume_settle_s(1, {"replica.lag.time.max.ms": "30000"}) == 0
     assert resume_settle_s(3, {"replica.lag.time.max.ms": "10000"}) == 15

@@ -7,9 +7,9 @@ import pytest
 from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import Record, batch_to_records, content_fingerprint, records_to_batch
 from topicvault.core.errors import TopicvaultError
-from topicvault.source.offset_map import OffsetMap, recording
-from topicvault.source.restore import RestoreTask, group_tasks
-from topicvault.source.selection import NotAPrefix, Selection, skip_records
+from topicvault.source.restore.offset_map import OffsetMap, recording
+from topicvault.source.restore.restore_job import RestoreTask, group_tasks
+from topicvault.source.restore.selection import NotAPrefix, Selection, skip_records
 
 
 def offsets(*values: int) -> pa.Array:
@@ -154,8 +154,8 @@ def test_a_restore_job_resolves_its_state_location_where_it_is_built(monkeypatch
     # driver never looks, and a rerun would produce records twice.
     import pickle
 
-    from topicvault.core.kafka import KafkaSettings
-    from topicvault.source.restore import RestoreJob
+    from topicvault.core.cluster.kafka import KafkaSettings
+    from topicvault.source.restore.restore_job import RestoreJob
 
     monkeypatch.setenv("TOPICVAULT_STATE_DIR", str(tmp_path / "driver"))
     shipped = pickle.dumps(RestoreJob(KafkaSettings.of("localhost:9092"), str(tmp_path / "archive")))

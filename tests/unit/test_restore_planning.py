@@ -1,4 +1,4 @@
-"""Restore planning from facts alone (source.restore_plan): no store, broker or Spark.
+"""Restore planning from facts alone (source.restore.restore_plan): no store, broker or Spark.
 
 Each test builds the facts a restore would gather (the archive's state, the restore's saved
 state, the target cluster's topics and watermarks) by hand and checks the plan or the refusal.
@@ -11,25 +11,25 @@ from dataclasses import FrozenInstanceError, fields
 
 import pyarrow as pa
 import pytest
-from topicvault.core.access import AccessState
 from topicvault.core.archive.commits import BackupState, ObjectEntry, PartitionState
+from topicvault.core.cluster.cluster_access import AccessState
 from topicvault.core.errors import NoBackup, TopicvaultError
 from topicvault.formats.peers import LAYOUTS, NATIVE
-from topicvault.sink.follow import ContinuousBackupRequest, run_follow
-from topicvault.source.access import QUOTAS_NOT_SAVED, AccessRequest
-from topicvault.source.follow import StandbyRequest
+from topicvault.sink.continuous_backup import ContinuousBackupRequest, run_follow
+from topicvault.source.cluster_restore.access_restore import QUOTAS_NOT_SAVED, AccessRequest
 from topicvault.source.object_reader import SkippedObject
-from topicvault.source.offset_map import OffsetMap
-from topicvault.source.restore import plan_restore
-from topicvault.source.restore_plan import (
+from topicvault.source.restore.offset_map import OffsetMap
+from topicvault.source.restore.restore_job import plan_restore
+from topicvault.source.restore.restore_plan import (
     RestoreFacts,
     RestoreRequest,
     TargetFacts,
     build_restore_plan,
     check_on_error,
 )
-from topicvault.source.restore_state import RestoreState
-from topicvault.source.selection import Selection
+from topicvault.source.restore.restore_state import RestoreState
+from topicvault.source.restore.selection import Selection
+from topicvault.source.restore.standby import StandbyRequest
 
 NOW_MS = 1_700_000_000_000
 BOOTSTRAP = "target:9092"

@@ -4,8 +4,8 @@ Issue #19 item 1: restore from an archive it may only read; its state lives else
 
 from __future__ import annotations
 
-from topicvault.core.locations import open_store
-from topicvault.source.restore_state import archive_identity
+from topicvault.core.stores.locations import open_store
+from topicvault.source.restore.restore_state import archive_identity
 
 
 def test_archive_identity_is_one_spelling_of_the_uri(tmp_path):

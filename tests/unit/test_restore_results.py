@@ -11,17 +11,17 @@ import pyarrow as pa
 import pytest
 from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.source.object_reader import SkippedObject
-from topicvault.source.offset_map import (
+from topicvault.source.peer_layout import PeerReadReport, PeerTally
+from topicvault.source.restore.offset_map import (
     OFFSET_MAP_NAME,
     OffsetMap,
     save_hole,
     saved_holes,
     saved_offset_maps,
 )
-from topicvault.source.peer_layout import PeerReadReport, PeerTally
-from topicvault.source.restore import (
+from topicvault.source.restore.restore_job import (
     RestorePlan,
     RestoreTask,
     TaskResult,
@@ -29,7 +29,7 @@ from topicvault.source.restore import (
     merged_outcome,
     save_outcome,
 )
-from topicvault.source.restore_state import RestoreRecords
+from topicvault.source.restore.restore_state import RestoreRecords
 
 RESTORE_ID = "r-results"
 

@@ -13,9 +13,9 @@ from archivetools import store_object
 from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.envelope import batch_to_records
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.locations import open_store
+from topicvault.core.stores.locations import open_store
 from topicvault.source.object_reader import check_on_error, read_partition
-from topicvault.source.offset_map import OffsetMap, without_holes
+from topicvault.source.restore.offset_map import OffsetMap, without_holes
 
 
 def test_skip_leaves_out_whole_unreadable_objects_and_reads_on(tmp_path):

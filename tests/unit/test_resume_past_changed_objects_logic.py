@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from topicvault.core.archive.commits import ObjectEntry
 from topicvault.core.errors import TopicvaultError
-from topicvault.source.restore import check_as_restored, check_not_within_written
-from topicvault.source.restore_plan import RestoreTask
+from topicvault.source.restore.restore_job import check_as_restored, check_not_within_written
+from topicvault.source.restore.restore_plan import RestoreTask
 
 
 def task(restored_before: tuple[tuple[int, int], ...] = ()) -> RestoreTask:

@@ -9,12 +9,12 @@ import pytest
 from topicvault.core.archive.checkpoints import _decode, _encode
 from topicvault.core.archive.commit_log import backup_record
 from topicvault.core.archive.commits import BackupState, CommitRecord, ObjectEntry, PartitionRange, read_commit
+from topicvault.core.cluster.registry_client import RegistryClient, shown_url
 from topicvault.core.crypto import FileKey, Keyring, file_key_id
 from topicvault.core.envelope import Record, records_to_batch
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.profiles import resolve, scrub
-from topicvault.core.schema_registry import RegistryClient, shown_url
-from topicvault.formats.schema_registry import (
+from topicvault.formats.saved_registry import (
     check_saved,
     count_schema_ids,
     describe_ids,
@@ -28,7 +28,7 @@ from topicvault.formats.schema_registry import (
     schema_id,
 )
 from topicvault.sink.plan import ClusterRead, plan_backup
-from topicvault.source.schema_registry import check_schema_id_mode
+from topicvault.source.cluster_restore.registry_restore import check_schema_id_mode
 
 SAVED = {
     "config": "BACKWARD", "mode": "READWRITE",
@@ -214,9 +214,9 @@ def test_a_registry_url_with_a_password_is_shown_without_it():
 
 
 def test_a_resumed_restore_must_get_the_same_id_map(tmp_path):
-    from topicvault.core.local_store import LocalStore
-    from topicvault.source.restore_state import RestoreRecords
-    from topicvault.source.schema_registry import SCHEMA_IDS_NAME, save_id_map
+    from topicvault.core.stores.local_store import LocalStore
+    from topicvault.source.cluster_restore.registry_restore import SCHEMA_IDS_NAME, save_id_map
+    from topicvault.source.restore.restore_state import RestoreRecords
 
     records = RestoreRecords(LocalStore(str(tmp_path / "state")), LocalStore(str(tmp_path / "archive")))
     save_id_map(records, "r1", {5: 6, 1: 2})

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 from topicvault.core.errors import TopicvaultError
-from topicvault.core.local_store import LocalStore
-from topicvault.source.restore_plan import check_not_expired
-from topicvault.source.restore_state import (
+from topicvault.core.stores.local_store import LocalStore
+from topicvault.source.restore.restore_plan import check_not_expired
+from topicvault.source.restore.restore_state import (
     STATE_NAME,
     RestoreRecords,
     RestoreState,
@@ -16,7 +16,7 @@ from topicvault.source.restore_state import (
     load_restore_state,
     save_restore_state,
 )
-from topicvault.source.selection import Selection
+from topicvault.source.restore.selection import Selection
 
 
 def test_an_archive_start_past_what_was_restored_is_a_gap_only_within_the_selection():

@@ -12,9 +12,9 @@ import pytest
 from harness_s3 import free_port, moto_server
 from observetools import audited
 from topicvault.core.errors import PreconditionFailed, TopicvaultError
-from topicvault.core.local_store import TEMP_PREFIX, LocalStore
-from topicvault.core.locations import open_store
-from topicvault.core.store import ReadBuffer
+from topicvault.core.stores.local_store import TEMP_PREFIX, LocalStore
+from topicvault.core.stores.locations import open_store
+from topicvault.core.stores.store import ReadBuffer
 
 
 @pytest.mark.parametrize("options, message", [

@@ -4,7 +4,7 @@ run on them shows what a real store would do."""
 import pytest
 from stores import CountingStore, FaultyStore, MemoryStore
 from topicvault.core.errors import ObjectNotFound, PreconditionFailed
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 
 
 @pytest.fixture(params=["memory", "local", "counted local"])

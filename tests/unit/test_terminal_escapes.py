@@ -7,7 +7,7 @@ from __future__ import annotations
 from clitools import run_cli
 from topicvault.core.archive.commits import CommitRecord, PartitionRange, write_commit
 from topicvault.core.envelope import Record
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 from topicvault.source.inspect import text_line
 
 EVIL = "evil\x1b]0;pwned\x07\x1b[2J\x9b31m"

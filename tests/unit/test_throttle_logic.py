@@ -8,7 +8,7 @@ import pytest
 from clitools import run_cli
 from clocktools import SteppedClock
 from topicvault.core.errors import TopicvaultError
-from topicvault.source.throttle import RateLimit, TokenBucket
+from topicvault.source.restore.throttle import RateLimit, TokenBucket
 
 
 @pytest.mark.parametrize("option", ["--max-records-per-second", "--max-bytes-per-second"])

@@ -15,10 +15,10 @@ from damagetools import PLACES, flipped
 from topicvault.core.crypto import Unauthenticated, keyring_of, write_key_file
 from topicvault.core.errors import TopicvaultError
 from topicvault.core.integrity import CHECKSUM_FIELD
-from topicvault.core.local_store import LocalStore
+from topicvault.core.stores.local_store import LocalStore
 from topicvault.source.object_reader import SkippedObject
-from topicvault.source.offset_map import OffsetMap, save_hole, save_offset_maps, saved_holes, saved_offset_maps
-from topicvault.source.restore_state import (
+from topicvault.source.restore.offset_map import OffsetMap, save_hole, save_offset_maps, saved_holes, saved_offset_maps
+from topicvault.source.restore.restore_state import (
     PEER_OBJECTS_NAME,
     RECORD_FIELD,
     STATE_NAME,

@@ -44,7 +44,7 @@ def test_grouped_follow_batch_reads_many_partitions_per_input_partition():
 
 @pytest.mark.parametrize("value", ["0", "-2", "many"])
 def test_bad_min_partitions_is_a_one_line_error(value):
-    from topicvault.sink.datasource import KafkaRangeReader
+    from topicvault.sink.backup_datasource import KafkaRangeReader
     from topicvault.sink.stream import KafkaStreamReader
 
     options = {"kafka.bootstrap.servers": "unused:9092", "minPartitions": value}

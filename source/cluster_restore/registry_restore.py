@@ -1,0 +1,169 @@
+"""`restore --schema-registry URL`: the saved registry brought back before any record (issue #52).
+
+Every saved version is registered on the target (formats.saved_registry.registration_order:
+referenced versions first, each subject's in version order), soft-deleted ones deleted again,
+then the saved compatibility levels set. Each id the target answers is compared with the saved
+one, never assumed:
+
+- `--schema-ids preserve` (the default): the target is put in IMPORT mode and asked for each
+  saved id (Confluent's and Redpanda's registries honour it). Any id that comes back different
+  stops the restore before a record is produced, naming the ids.
+- `--schema-ids remap`: registered as new versions; the map of the ids that changed is saved
+  with the restore's records (SCHEMA_IDS_NAME, beside the offset map) and every record key and
+  value carrying a mapped id in the wire format is rewritten (source.restore.restore_job). A resumed restore
+  must find the same map.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ...core.cluster.registry_client import RegistryClient
+from ...core.errors import TopicvaultError
+from ...formats.saved_registry import (
+    check_saved,
+    describe_ids,
+    differing_ids,
+    registration_order,
+    renumbered_references,
+)
+from ..restore.restore_state import RestoreRecords
+
+SCHEMA_IDS_NAME = "schema-ids.json"
+SCHEMA_ID_MODES = ("preserve", "remap")
+
+
+@dataclass(frozen=True)
+class RegistryRestored:
+    """What the registry restore did: versions registered, and saved id -> target id for those that differ."""
+
+    versions: int
+    changed: dict[int, int]
+
+
+@dataclass(frozen=True)
+class RegistryRequest:
+    """`restore --schema-registry URL [--schema-ids MODE]`: where to register the saved registry, how."""
+
+    url: str
+    settings: dict[str, str]
+    mode: str
+
+    @classmethod
+    def of(cls, url: str | None, settings: dict[str, str], mode: str) -> "RegistryRequest | None":
+        """None without a URL; a one-line error for a bad mode (before anything is read)."""
+        return None if not url else cls(url, dict(settings), check_schema_id_mode(mode))
+
+
+def check_schema_id_mode(mode: str) -> str:
+    """`mode` when it is one of SCHEMA_ID_MODES; a one-line error otherwise."""
+    if mode not in SCHEMA_ID_MODES:
+        raise TopicvaultError(f"bad --schema-ids {mode!r}: use preserve (ids kept, or the restore stops) or remap "
+                              "(new ids, records rewritten)")
+    return mode
+
+
+def restore_registry(client: RegistryClient, saved: dict | None, mode: str) -> RegistryRestored:
+    """Register the saved registry on the target (see the module doc); TopicvaultError before any
+    record is produced when the archive saved none, or (preserve) when an id came back different."""
+    if saved is None:
+        raise TopicvaultError("--schema-registry: the archive saved no schema registry (as of --until): back up "
+                              "with --schema-registry URL first, or restore without it")
+    try:
+        saved = check_saved(saved)
+        order = registration_order(saved)
+    except ValueError as exc:
+        raise TopicvaultError(f"the saved schema registry is damaged ({exc}): nothing was restored") from None
+    if mode == "preserve":
+        mode_before = client.mode()
+        client.set_mode("IMPORT")
+        try:
+            id_map, target_versions = _register_all(client, order, ask_ids=True)
+        finally:  # the target's own mode back, whatever came of it
+            if mode_before not in (None, "IMPORT"):
+                client.set_mode(mode_before)
+    else:
+        id_map, target_versions = _register_all(client, order, ask_ids=False)
+    changed = differing_ids(id_map)
+    if changed and mode == "preserve":
+        raise TopicvaultError(f"the target schema registry {client.url} gave other ids than the saved ones "
+                              f"({describe_ids(changed)}: saved→given), so restored records would name other "
+                              "schemas; nothing was produced. Use a registry that registers under a given id "
+                              "(IMPORT mode), or --schema-ids remap to rewrite the ids in the records")
+    _restore_state(client, saved, target_versions)
+    return RegistryRestored(len(order), changed)
+
+
+def _register_all(client: RegistryClient, order: list[tuple[str, dict]], ask_ids: bool
+                  ) -> tuple[dict[int, int], dict[tuple[str, int], int]]:
+    """Register each version in `order`: saved id -> given id, and (subject, saved version) -> target version."""
+    id_map: dict[int, int] = {}
+    target_versions: dict[tuple[str, int], int] = {}
+    opened: set[str] = set()
+    for subject, version in order:
+        if subject not in opened:  # the saved levels are set at the end: old versions need not pass today's
+            client.set_compatibility("NONE", subject)
+            opened.add(subject)
+        references = renumbered_references(version, target_versions)
+        given = client.register(subject, version, references, version["id"] if ask_ids else None)
+        if id_map.setdefault(version["id"], given) != given:
+            raise TopicvaultError(f"the target schema registry gave saved schema id {version['id']} two ids "
+                                  f"({id_map[version['id']]} and {given}): nothing was produced")
+        target_versions[(subject, version["version"])] = client.version_of(subject, version, references)
+    return id_map, target_versions
+
+
+def _restore_state(client: RegistryClient, saved: dict, target_versions: dict[tuple[str, int], int]) -> None:
+    """Soft-delete what was soft-deleted, then set the saved compatibility levels and modes."""
+    for name, subject in sorted(saved["subjects"].items()):
+        if subject.get("deleted"):
+            client.soft_delete(name)
+            continue
+        for version in subject["versions"]:
+            if version.get("deleted"):
+                client.soft_delete(name, target_versions[(name, version["version"])])
+    for name, subject in sorted(saved["subjects"].items()):
+        if subject.get("config") and not subject.get("deleted"):
+            client.set_compatibility(subject["config"], name)
+    if saved.get("config"):
+        client.set_compatibility(saved["config"])
+
+
+def save_id_map(records: RestoreRecords, restore_id: str, changed: dict[int, int]) -> None:
+    """Keep the restore's id map beside its offset map; a resumed restore must find the same one
+    (its records already on the target carry the ids it gave)."""
+    body = {"restore_id": restore_id, "ids": [[old, new] for old, new in sorted(changed.items())]}
+    found = records.read(restore_id, SCHEMA_IDS_NAME)
+    if found is not None:
+        if found != body:
+            raise TopicvaultError(f"restore {restore_id} rewrote schema ids with another map "
+                                  f"({records.describe(restore_id, SCHEMA_IDS_NAME)}) than the target registry gives "
+                                  "now: the records restored so far name other ids; restore into new topics with a new "
+                                  "--restore-id")
+        return
+    records.write(restore_id, SCHEMA_IDS_NAME, body)
+
+
+def saved_registry(job, until_ms: int | None) -> dict | None:
+    """The registry the archive saved as of `until_ms` (None: none), checked (TopicvaultError when damaged)."""
+    from ...core.archive.checkpoints import load_state
+
+    saved = load_state(job.open_store(), job.keyring()).registry_at(until_ms)
+    try:
+        return check_saved(saved) if saved is not None else None
+    except ValueError as exc:
+        raise TopicvaultError(f"the saved schema registry is damaged ({exc}): nothing was restored") from None
+
+
+def registry_before_data(job, restore_id: str, until_ms: int | None, request: RegistryRequest | None
+                         ) -> tuple[object, RegistryRestored | None]:
+    """Restore the archive's registry (as of `until_ms`) into the target `request` names before any
+    record (see restore_registry); with remap, save the id map (save_id_map). The restore job with
+    its schema_id_map set, and what was done (without a request: the job as it is, and None)."""
+    if request is None:
+        return job, None
+    client = RegistryClient(request.url, request.settings)
+    restored = restore_registry(client, saved_registry(job, until_ms), request.mode)
+    if request.mode == "remap":
+        save_id_map(job.restore_records(), restore_id, restored.changed)
+    return replace(job, schema_id_map=tuple(sorted(restored.changed.items()))), restored
