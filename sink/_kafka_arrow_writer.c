@@ -15,7 +15,8 @@
  * an empty one as length 0; a record without headers with no header list.
  *
  * Failed deliveries are kept as their error codes until Python takes them (take_failures), as a
- * fatal error is (take_fatal), so no Python code runs inside librdkafka's callbacks.
+ * fatal error is (take_fatal) and log lines are (take_logs, for the logger confluent-kafka would
+ * get), so no Python code runs inside librdkafka's callbacks.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,9 +28,20 @@
 
 #include "_kafka_arrow.h"
 
+/* A log line kept for Python (level: syslog's, as librdkafka gives it). */
+typedef struct {
+    int level;
+    char *facility, *text;
+} LogLine;
+
+/* Log lines kept between two take_logs calls at most; more are dropped (a flood says no more). */
+#define MAX_LOG_LINES 1000
+
 typedef struct {
     PyObject_HEAD
     rd_kafka_t *rk;
+    LogLine *logs;
+    size_t n_logs;
     int *failures; /* error codes of failed deliveries not yet taken */
     size_t n_failures, cap_failures;
     int lost_failures; /* failures not kept (out of memory): still reported as one */
@@ -64,8 +76,29 @@ static void writer_error(rd_kafka_t *rk, int err, const char *reason, void *opaq
         self->fatal = rd_kafka_fatal_error(rk, self->fatal_reason, sizeof self->fatal_reason);
 }
 
+/* With log.queue and rd_kafka_set_log_queue, librdkafka calls this from rd_kafka_poll only. */
 static void writer_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
-    (void)rk, (void)level, (void)fac, (void)buf; /* errors reach Python as delivery failures instead */
+    Writer *self = rd_kafka_opaque(rk);
+    if (!self->logs) self->logs = calloc(MAX_LOG_LINES, sizeof *self->logs);
+    if (!self->logs || self->n_logs == MAX_LOG_LINES) return;
+    LogLine *line = &self->logs[self->n_logs];
+    line->facility = strdup(fac);
+    line->text = strdup(buf);
+    if (!line->facility || !line->text) {
+        free(line->facility);
+        free(line->text);
+        return;
+    }
+    line->level = level;
+    self->n_logs++;
+}
+
+static void free_logs(Writer *self) {
+    for (size_t i = 0; i < self->n_logs; i++) {
+        free(self->logs[i].facility);
+        free(self->logs[i].text);
+    }
+    self->n_logs = 0;
 }
 
 static void writer_close_handle(Writer *self) {
@@ -80,6 +113,8 @@ static void writer_close_handle(Writer *self) {
 static void writer_dealloc(Writer *self) {
     writer_close_handle(self);
     free(self->failures);
+    free_logs(self);
+    free(self->logs);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -109,11 +144,19 @@ static int writer_init(Writer *self, PyObject *args, PyObject *kwargs) {
     rd_kafka_conf_set_dr_msg_cb(conf, writer_delivered);
     rd_kafka_conf_set_error_cb(conf, writer_error);
     rd_kafka_conf_set_log_cb(conf, writer_log);
+    /* Log lines through the main queue, served by poll in the polling thread (as confluent-kafka
+       does for a client with a logger): no lock needed. */
+    if (rd_kafka_conf_set(conf, "log.queue", "true", errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        PyErr_SetString(PyExc_ValueError, errstr);
+        return -1;
+    }
     self->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
     if (!self->rk) {
         PyErr_SetString(PyExc_ValueError, errstr);
         return -1;
     }
+    rd_kafka_set_log_queue(self->rk, NULL);
     return 0;
 }
 
@@ -334,6 +377,25 @@ static PyObject *writer_take_fatal(Writer *self, PyObject *unused) {
     return Py_BuildValue("(is)", code, self->fatal_reason);
 }
 
+/* take_logs() -> [(syslog level, facility, text)] of log lines since the last call, and the
+   client's name. */
+static PyObject *writer_take_logs(Writer *self, PyObject *unused) {
+    (void)unused;
+    PyObject *list = PyList_New((Py_ssize_t)self->n_logs);
+    if (!list) return NULL;
+    for (size_t i = 0; i < self->n_logs; i++) {
+        LogLine *line = &self->logs[i];
+        PyObject *item = Py_BuildValue("(iss)", line->level, line->facility, line->text);
+        if (!item) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    free_logs(self);
+    return Py_BuildValue("(Ns)", list, self->rk ? rd_kafka_name(self->rk) : "");
+}
+
 static PyObject *writer_close(Writer *self, PyObject *unused) {
     (void)unused;
     writer_close_handle(self);
@@ -350,6 +412,7 @@ static PyMethodDef writer_methods[] = {
     {"held", (PyCFunction)writer_held, METH_NOARGS, "held() -> records held"},
     {"take_failures", (PyCFunction)writer_take_failures, METH_NOARGS, "take_failures() -> [error code]"},
     {"take_fatal", (PyCFunction)writer_take_fatal, METH_NOARGS, "take_fatal() -> (code, reason) or None"},
+    {"take_logs", (PyCFunction)writer_take_logs, METH_NOARGS, "take_logs() -> ([(level, facility, text)], name)"},
     {"close", (PyCFunction)writer_close, METH_NOARGS, "close()"},
     {NULL, NULL, 0, NULL},
 };

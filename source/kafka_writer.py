@@ -58,7 +58,7 @@ def restore_producer(settings: KafkaSettings, on_delivery, batch_limit: int | No
     The native one (source/native_writer.py) where the module loads and the settings allow it,
     else confluent-kafka's; both from the one config of restore_producer_config."""
     config = restore_producer_config(settings, batch_limit)
-    native = open_native_producer(settings, config, on_delivery)
+    native = open_native_producer(settings, config, on_delivery, _PRODUCER_LOG)
     if native is not None:
         return native
     return Producer({**config, "on_delivery": on_delivery, "logger": _PRODUCER_LOG})
@@ -440,7 +440,9 @@ def produce_arrow_in_order(watch: DeliveryWatch, topic: str, partition: int, rec
     produced = 0
     try:
         while True:
-            produced = watch.producer.produce_arrow(topic, partition, records, produced)
+            produced, refusal = watch.producer.produce_arrow(topic, partition, records, produced)
+            if refusal is not None:
+                raise refusal
             if produced == len(records):
                 return
             # Deliveries report only errors: a longer poll just sleeps.

@@ -10,6 +10,7 @@ says so (sink/native_reader.native_module) and the restore runs the Python path.
 
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 import pyarrow as pa
@@ -33,19 +34,24 @@ _PURGE_QUEUE, _PURGE_INFLIGHT, _PURGE_NON_BLOCKING = 1, 2, 4
 
 OnDelivery = Callable[[KafkaError, None], None]
 
+# syslog's levels (librdkafka's) as logging's, as confluent-kafka maps them (confluent_kafka.c, log_cb).
+_LOG_LEVELS = (logging.CRITICAL, logging.CRITICAL, logging.CRITICAL, logging.ERROR, logging.WARNING,
+               logging.INFO, logging.INFO, logging.DEBUG)
 
-def open_native_producer(settings: KafkaSettings, config: dict[str, object], on_delivery: OnDelivery
-                         ) -> "NativeProducer | None":
+
+def open_native_producer(settings: KafkaSettings, config: dict[str, object], on_delivery: OnDelivery,
+                         logger: logging.Logger) -> "NativeProducer | None":
     """A native producer with `config` (librdkafka settings only: no callbacks), or None where the
     Python path must produce (module not loaded, TOPICVAULT_NATIVE=0, a setting only
-    confluent-kafka runs). `on_delivery(error, None)` is called for each failed delivery, from
-    poll and flush, as confluent-kafka calls it with delivery.report.only.error."""
+    confluent-kafka runs). `on_delivery(error, None)` is called for each failed delivery, and
+    librdkafka's log lines go to `logger`, from poll and flush, as confluent-kafka does with
+    delivery.report.only.error and a logger."""
     module = native_module()
     strings = librdkafka_config(config) if module is not None else None
     if strings is None:
         return None
     try:
-        return NativeProducer(module.Writer(strings), on_delivery)
+        return NativeProducer(module.Writer(strings), on_delivery, logger)
     except ValueError as exc:
         raise TopicvaultError(setting_error(settings, KafkaException(KafkaError(KafkaError._INVALID_ARG, str(exc))))) from None
 
@@ -63,17 +69,18 @@ class NativeProducer:
     and a fatal error come out of poll and flush as confluent-kafka gives them (a fatal error as
     a KafkaException carrying a fatal KafkaError, once)."""
 
-    def __init__(self, writer, on_delivery: OnDelivery) -> None:
-        self.writer, self.on_delivery = writer, on_delivery
+    def __init__(self, writer, on_delivery: OnDelivery, logger: logging.Logger) -> None:
+        self.writer, self.on_delivery, self.logger = writer, on_delivery, logger
 
-    def produce_arrow(self, topic: str, partition: int, records: pa.StructArray, start: int = 0) -> int:
-        """Produce records[start:] to topic[partition] in order until the local queue is full: the
-        index after the last record produced (len(records): all). KafkaException for any other
-        refusal, as Producer.produce raises it."""
+    def produce_arrow(self, topic: str, partition: int, records: pa.StructArray, start: int = 0
+                      ) -> tuple[int, KafkaException | None]:
+        """Produce records[start:] to topic[partition] in order until the local queue is full or
+        librdkafka refuses one: the index after the last record produced (len(records): all), and
+        for a refusal other than a full queue the KafkaException Producer.produce raises for it."""
         produced, code = self.writer.produce_arrow(topic, partition, *records.__arrow_c_array__(), start)
         if code and code != KafkaError._QUEUE_FULL:
-            raise KafkaException(KafkaError(code, f"Unable to produce message: {KafkaError(code).str()}"))
-        return produced
+            return produced, KafkaException(KafkaError(code, f"Unable to produce message: {KafkaError(code).str()}"))
+        return produced, None
 
     def poll(self, timeout: float = -1) -> int:
         served = self.writer.poll(_millis(timeout))
@@ -103,7 +110,10 @@ class NativeProducer:
             raise KafkaException(KafkaError(code))
 
     def _report(self) -> None:
-        """Hand failed deliveries to on_delivery, then raise a fatal error once."""
+        """Hand log lines to the logger and failed deliveries to on_delivery, then raise a fatal error once."""
+        lines, name = self.writer.take_logs()
+        for level, facility, text in lines:
+            self.logger.log(_LOG_LEVELS[min(max(level, 0), 7)], "%s [%s] %s", facility, name, text)
         for code in self.writer.take_failures():
             self.on_delivery(KafkaError(code), None)
         fatal = self.writer.take_fatal()

@@ -36,7 +36,7 @@ def test_a_restore_producer_can_queue_the_largest_record_it_may_send(native, mon
     producer = restore_producer(settings, lambda error, message: None)
     if isinstance(producer, NativeProducer):
         batch = records_to_batch([Record("t", 0, 0, b"k", b"v" * (40 * 1024 * 1024), 1, 0, ())])
-        assert producer.produce_arrow("t", 0, records_array(batch, pa.array([1]))) == 1  # 0: queue full
+        assert producer.produce_arrow("t", 0, records_array(batch, pa.array([1]))) == (1, None)  # 0: queue full
     else:
         producer.produce("t", b"v" * (40 * 1024 * 1024), b"k", 0)  # raised BufferError: Local: Queue full
     producer.purge()
