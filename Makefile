@@ -9,7 +9,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml ci/setup.sh ci/maven-jars.sh ci/kafka-jars.sh ci/maven/kafka.pom.xml ci/spark-kafka-jars.sh ci/maven/spark-kafka.pom.xml \
 		ci/connect-jars.sh ci/maven/connect.pom.xml ci/maven/aiven-sink.pom.xml $(wildcard tests/connect/aiven/topicvault/harness/*.java) \
-		ci/native.sh sink/_kafka_arrow.c
+		ci/native.sh sink/_kafka_arrow.c sink/_kafka_arrow_writer.c sink/_kafka_arrow.h
 	bash ci/setup.sh
 	touch $(STAMP)
 

@@ -9,7 +9,8 @@ partitions (one task's share of a 4-partition topic on 2 cores) is backed up by 
 backup_group call and restored by one restore_group call, alternated with a bare consumer and
 a bare idempotent producer of the same records. The backup runs twice per round: through the
 native record loop (sink/_kafka_arrow.c; "backup") and through confluent-kafka ("backup-py",
-TOPICVAULT_NATIVE=0). Prints each side's wall and CPU seconds (CPU
+TOPICVAULT_NATIVE=0), and so does the restore ("restore": sink/_kafka_arrow_writer.c;
+"restore-py"). Prints each side's wall and CPU seconds (CPU
 time of this process: on a loaded machine a steadier guide than wall time, though the broker's
 work is not in it). `--perf SIDE` records each of that side's runs with `perf record -g` into
 perf-SIDE-N.data (read it with `perf report -i perf-SIDE-N.data --no-children`).
@@ -77,7 +78,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=2048)
     parser.add_argument("--records", type=int, default=125_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--perf", choices=("consume", "backup", "produce", "restore"))
+    parser.add_argument("--perf", choices=("consume", "backup", "backup-py", "produce", "restore", "restore-py"))
     parser.add_argument("--broker", choices=("kafka", "embedded"), default="kafka")
     parser.add_argument("--no-restore", action="store_true", help="the backup sides only")
     args = parser.parse_args()
@@ -91,7 +92,7 @@ def main() -> int:
         create_topics(settings, {warm: PARTITIONS})
         bare_produce(bootstrap, warm, PARTITIONS, data[:100])
         archive = f"{scratch}/archive"
-        sides = ("consume", "backup", "backup-py") + (() if args.no_restore else ("produce", "restore"))
+        sides = ("consume", "backup", "backup-py") + (() if args.no_restore else ("produce", "restore", "restore-py"))
         figures: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
 
         def backup(attempt: int, native: bool = True) -> None:
@@ -102,11 +103,18 @@ def main() -> int:
             finally:
                 os.environ.pop(NATIVE_ENV)
 
-        def restore(attempt: int) -> None:
-            job = RestoreJob(settings, f"{archive}-0", state_uri=f"{scratch}/state-{attempt}")
-            target = f"{source}.restored.{attempt}"
-            result = run_restore(ONE_CORE, job, plan_restore(job, RestoreRequest((source,), {source: target})))
-            assert result.produced == args.records
+        def restore(attempt: int, native: bool = True) -> None:
+            os.environ[NATIVE_ENV] = "1" if native else "0"
+            try:
+                job = RestoreJob(settings, f"{archive}-0", state_uri=f"{scratch}/state-{attempt}{'' if native else '-py'}")
+                target = restored_topic(attempt, native)
+                result = run_restore(ONE_CORE, job, plan_restore(job, RestoreRequest((source,), {source: target})))
+                assert result.produced == args.records
+            finally:
+                os.environ.pop(NATIVE_ENV)
+
+        def restored_topic(attempt: int, native: bool) -> str:
+            return f"{source}.restored.{attempt}{'' if native else '-py'}"
 
         def produce(attempt: int) -> None:
             target = f"one-task.bare.{attempt}"
@@ -120,12 +128,13 @@ def main() -> int:
             for side, run in (("consume", consume), ("backup", backup), ("backup-py", partial(backup, native=False))):
                 figures[side].append(timed(partial(run, attempt), f"perf-{side}-{attempt}.data" if args.perf == side else None))
         for attempt in range(0 if args.no_restore else args.repeats):
-            for side, run in (("produce", produce), ("restore", restore)):
+            for side, run in (("produce", produce), ("restore", restore), ("restore-py", partial(restore, native=False))):
                 figures[side].append(timed(partial(run, attempt), f"perf-{side}-{attempt}.data" if args.perf == side else None))
             delete_topic(bootstrap, f"one-task.bare.{attempt}")
-            delete_topic(bootstrap, f"{source}.restored.{attempt}")
+            for native in (True, False):
+                delete_topic(bootstrap, restored_topic(attempt, native))
     for side, runs in figures.items():
-        print(f"{side:8} wall {' '.join(f'{w:6.2f}' for w, _ in runs)} s   CPU {' '.join(f'{c:6.2f}' for _, c in runs)} s")
+        print(f"{side:10} wall {' '.join(f'{w:6.2f}' for w, _ in runs)} s   CPU {' '.join(f'{c:6.2f}' for _, c in runs)} s")
     best = {side: (min(w for w, _ in runs), min(c for _, c in runs)) for side, runs in figures.items()}
     print(f"backup / bare consume: wall {best['consume'][0] / best['backup'][0]:.2f}x, "
           f"CPU {best['consume'][1] / best['backup'][1]:.2f}x (fastest runs)")
@@ -136,6 +145,8 @@ def main() -> int:
         return 0
     print(f"restore / bare produce: wall {best['produce'][0] / best['restore'][0]:.2f}x, "
           f"CPU {best['produce'][1] / best['restore'][1]:.2f}x (fastest runs)")
+    print(f"native / Python restore: wall {best['restore-py'][0] / best['restore'][0]:.2f}x, "
+          f"CPU {best['restore-py'][1] / best['restore'][1]:.2f}x (fastest runs)")
     print(f"load average {os.getloadavg()[0]:.1f}")
     return 0
 

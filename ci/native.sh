@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the native record loop (sink/_kafka_arrow.c, issue #51.2) in place, for the given Python
+# Build the native record loops (sink/_kafka_arrow*.c, issue #51.2) in place, for the given Python
 # (default .venv/bin/python). It needs a C compiler and librdkafka's header (Debian's
 # librdkafka-dev, pinned); it links against no librdkafka: at run time it uses the one
 # confluent-kafka ships (see sink/native_reader.py). Skipped when the module is newer than its
@@ -17,7 +17,12 @@ apt_install() {
 
 suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 target=sink/_kafka_arrow$suffix
-if [ -f "$target" ] && [ "$target" -nt sink/_kafka_arrow.c ] && [ "$target" -nt ci/native.sh ]; then
+sources=(sink/_kafka_arrow.c sink/_kafka_arrow_writer.c)
+fresh=1
+for file in "${sources[@]}" sink/_kafka_arrow.h ci/native.sh; do
+    [ -f "$target" ] && [ "$target" -nt "$file" ] || fresh=0
+done
+if [ "$fresh" = 1 ]; then
     exit 0
 fi
 if ! command -v cc >/dev/null 2>&1; then
@@ -30,10 +35,10 @@ if [ ! -f /usr/include/librdkafka/rdkafka.h ]; then
 fi
 include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 start=$(date +%s%N)
-if cc -O2 -Wall -shared -fPIC -I"$include" sink/_kafka_arrow.c -o "$target.tmp" 2>/tmp/topicvault-native-build.log; then
+if cc -O2 -Wall -shared -fPIC -I"$include" "${sources[@]}" -o "$target.tmp" 2>/tmp/topicvault-native-build.log; then
     mv "$target.tmp" "$target"
     echo "setup: built $target in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 else
     rm -f "$target.tmp"
-    echo "setup: native reader not built (see /tmp/topicvault-native-build.log): backups read through confluent-kafka"
+    echo "setup: native Kafka module not built (see /tmp/topicvault-native-build.log): records go through confluent-kafka"
 fi

@@ -13,7 +13,8 @@
  *
  * It is built against Debian's librdkafka headers and resolves librdkafka's symbols at load time
  * from the library confluent-kafka ships (sink/native_reader.py loads it first, globally): the
- * Python path and this one run the same librdkafka.
+ * Python path and this one run the same librdkafka. The restore direction, a Writer, is in
+ * _kafka_arrow_writer.c.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,23 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_kafka_arrow.h"
+
 /* In librdkafka >= 2.1 (the library loaded at run time); Debian 12's 2.0 header lacks it. */
 int32_t rd_kafka_message_leader_epoch(const rd_kafka_message_t *rkmessage);
-
-/* ---- The Arrow C data interface (a plain struct ABI, stable since Arrow 1.0). ---- */
-
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
 
 /* A growable byte buffer. */
 typedef struct {
@@ -754,7 +742,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_kafka_arrow",
-                                        "Kafka records into Arrow arrays in native code.", -1, module_methods,
+                                        "Kafka records between librdkafka and Arrow arrays in native code.", -1, module_methods,
                                         NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__kafka_arrow(void) {
@@ -764,6 +752,10 @@ PyMODINIT_FUNC PyInit__kafka_arrow(void) {
     Py_INCREF(&ReaderType);
     if (PyModule_AddObject(module, "Reader", (PyObject *)&ReaderType) < 0) {
         Py_DECREF(&ReaderType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (add_writer_type(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -22,7 +22,7 @@ from ..core.cluster.kafka import KafkaSettings, setting_error
 from ..core.envelope import ARROW_SCHEMA, HEADERS_TYPE, timestamp_column
 from ..core.errors import TopicvaultError
 
-# "0": read through confluent-kafka even where the native module loads (the tests compare the two).
+# "0": read and write through confluent-kafka even where the native module loads (the tests compare the two).
 NATIVE_ENV = "TOPICVAULT_NATIVE"
 
 # The struct array the native loop hands over per batch (sink/_kafka_arrow.c, slot_export).
@@ -40,8 +40,8 @@ _unavailable: str | None = None  # why the module did not load, once tried
 
 
 def native_module() -> ModuleType | None:
-    """The compiled module, or None: TOPICVAULT_NATIVE=0, or it cannot be loaded (said once per
-    process on stderr, with what to do)."""
+    """The compiled module (the backup's Reader, the restore's Writer), or None: TOPICVAULT_NATIVE=0,
+    or it cannot be loaded (said once per process on stderr, with what to do)."""
     global _module, _unavailable
     if os.environ.get(NATIVE_ENV) == "0":
         return None
@@ -50,7 +50,7 @@ def native_module() -> ModuleType | None:
             _module = _load()
         except (ImportError, OSError) as exc:
             _unavailable = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            print(f"note: native Kafka reader not loaded ({_unavailable}): reading through confluent-kafka "
+            print(f"note: native Kafka module not loaded ({_unavailable}): records go through confluent-kafka "
                   "instead (slower); `make setup` builds it", file=sys.stderr)
     return _module
 

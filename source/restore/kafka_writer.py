@@ -20,6 +20,7 @@ from ...core.envelope import content_fingerprint, record_sizes, timestamps_ms
 from ...core.errors import OffsetDeleted, TopicvaultError
 from ...core.hotloop import rare_cyclic_gc
 from ...core.local.faults import crash_after, crash_now
+from .native_writer import NativeProducer, open_native_producer, records_array
 from .throttle import RateLimit, TokenBucket
 
 
@@ -50,9 +51,21 @@ _PRODUCER_LOG.addFilter(_DropGaplessNotice())
 DEFAULT_BATCH_SIZE = 1024 * 1024
 
 
-def restore_producer(settings: KafkaSettings, on_delivery, batch_limit: int | None = None) -> Producer:
+def restore_producer(settings: KafkaSettings, on_delivery, batch_limit: int | None = None
+                     ) -> Producer | NativeProducer:
     """An idempotent producer: retries never reorder or duplicate records within a partition.
-    `batch_limit`: the smallest max.message.bytes of the topics it writes to (None: unknown)."""
+    `batch_limit`: the smallest max.message.bytes of the topics it writes to (None: unknown).
+    The native one (source/restore/native_writer.py) where the module loads and the settings allow it,
+    else confluent-kafka's; both from the one config of restore_producer_config."""
+    config = restore_producer_config(settings, batch_limit)
+    native = open_native_producer(settings, config, on_delivery, _PRODUCER_LOG)
+    if native is not None:
+        return native
+    return Producer({**config, "on_delivery": on_delivery, "logger": _PRODUCER_LOG})
+
+
+def restore_producer_config(settings: KafkaSettings, batch_limit: int | None = None) -> dict[str, object]:
+    """The restore producer's librdkafka settings (see restore_producer), without callbacks."""
     config = settings.client_config(
         **{
             "linger.ms": 20,
@@ -63,8 +76,6 @@ def restore_producer(settings: KafkaSettings, on_delivery, batch_limit: int | No
             "queue.buffering.max.kbytes": 32 * 1024,
             "message.max.bytes": 16 * 1024 * 1024,
             "delivery.report.only.error": True,
-            "on_delivery": on_delivery,
-            "logger": _PRODUCER_LOG,
         }
     )
     for name, value in settings.properties:
@@ -94,7 +105,7 @@ def restore_producer(settings: KafkaSettings, on_delivery, batch_limit: int | No
     config.pop("delivery.timeout.ms", None)  # message.timeout.ms's alias
     config.update({"enable.idempotence": True, "acks": "all", "enable.gapless.guarantee": True,
                    "allow.auto.create.topics": False, "message.timeout.ms": 0})
-    return Producer(config)
+    return config
 
 
 # librdkafka's default message.timeout.ms: how long a restore waits out deliveries that make no progress.
@@ -396,23 +407,48 @@ def _pieces(batch: pa.RecordBatch, bucket: TokenBucket) -> Iterator[tuple[pa.Rec
 
 def _produce_batch(watch: DeliveryWatch, topic: str, partition: int, batch: pa.RecordBatch, result: ProduceResult,
                    crash_at: int | None) -> None:
-    keys = batch.column("key").to_pylist()
-    values = batch.column("value").to_pylist()
     millis = timestamps_ms(batch)
     # librdkafka reads timestamp 0 as "now" and cannot send negative ones: count them.
     result.timestamps_replaced += pc.sum(pc.less_equal(millis, 0)).as_py() or 0
-    millis = pc.max_element_wise(millis, 0).to_pylist()
-    headers = header_lists(batch.column("headers"))
+    records = records_array(batch, pc.max_element_wise(millis, 0))
     if crash_at is not None and result.records + batch.num_rows > crash_at:
         # Test hook: produce up to the crash point, then die (or fail this task attempt).
         start = max(crash_at - result.records, 0)
-        produce_in_order(watch, topic, partition, values[:start], keys[:start], millis[:start], headers[:start])
+        _produce_records(watch, topic, partition, records.slice(0, start))
         watch.producer.poll(0)
         crash_now()  # returns when only a first attempt fails and this is a retry
-        values, keys, millis, headers = values[start:], keys[start:], millis[start:], headers[start:]
-    produce_in_order(watch, topic, partition, values, keys, millis, headers)
+        records = records.slice(start)
+    _produce_records(watch, topic, partition, records)
     result.records += batch.num_rows
     result.bytes += batch.nbytes
+
+
+def _produce_records(watch: DeliveryWatch, topic: str, partition: int, records: pa.StructArray) -> None:
+    """Produce each record (a row of native_writer.RECORDS_TYPE) to topic[partition], in order:
+    in native code where the producer is native, else through confluent-kafka."""
+    if isinstance(watch.producer, NativeProducer):
+        produce_arrow_in_order(watch, topic, partition, records)
+        return
+    fields = {name: records.field(name) for name in ("key", "value", "timestamp_ms", "headers")}
+    produce_in_order(watch, topic, partition, fields["value"].to_pylist(), fields["key"].to_pylist(),
+                     fields["timestamp_ms"].to_pylist(), header_lists(fields["headers"]))
+
+
+def produce_arrow_in_order(watch: DeliveryWatch, topic: str, partition: int, records: pa.StructArray) -> None:
+    """produce_in_order's rules with the native producer: its record loop stops at a full local
+    queue, deliveries drain (the wait bounded by the watch), and it goes on from the refused record."""
+    produced = 0
+    try:
+        while True:
+            produced, refusal = watch.producer.produce_arrow(topic, partition, records, produced)
+            if refusal is not None:
+                raise refusal
+            if produced == len(records):
+                return
+            # Deliveries report only errors: a longer poll just sleeps.
+            watch.poll(0.005, handing=produced)
+    finally:
+        watch.handed += produced
 
 
 def produce_in_order(watch: DeliveryWatch, topic: str, partition: int, values: list, keys: list, millis: list,

@@ -18,14 +18,12 @@ from compactiontools import COMPACTED, cleaning_kafka, wait_until_compacted, wri
 from harness_broker import _like_tansu
 from kafkatools import consume_all, create_topic, end_offsets, produce_records, transactional_producer
 from nasty import nasty_records
+from nativetools import with_huge_records
 from topicvault.core.cluster.kafka import KafkaSettings
-from topicvault.core.envelope import Record
 from topicvault.core.rotation import Rotation
 from topicvault.sink.backup import BackupJob, backup_group
 from topicvault.sink.kafka_reader import OffsetRange, last_records_before
 from topicvault.sink.native_reader import NATIVE_ENV, native_module
-
-ALMOST_8_MIB = 8 * 2**20 - 4096
 
 
 def _transactions(bootstrap: str, topic: str) -> None:
@@ -46,11 +44,7 @@ def nasty_topics(cleaning_kafka):  # noqa: F811 - the module-scoped broker of co
     bootstrap = cleaning_kafka
     roomy = _like_tansu(bootstrap)
     nasty = create_topic(bootstrap, f"nasty-{uuid.uuid4().hex[:6]}", 3, roomy)
-    records = nasty_records(nasty, 3, 3_000)
-    for partition in range(3):
-        records.insert(len(records) // 2, Record(nasty, partition, 0, b"huge", bytes(ALMOST_8_MIB), 5, 0,
-                                                 (("size", b"8MiB"), ("size", None))))
-    produce_records(bootstrap, nasty, records)
+    produce_records(bootstrap, nasty, with_huge_records(nasty_records(nasty, 3, 3_000), nasty, 3))
     _transactions(bootstrap, nasty)
     produce_records(bootstrap, nasty, nasty_records(nasty, 1, 50, seed=2, big_values=0))
     appended = create_topic(bootstrap, f"appended-{uuid.uuid4().hex[:6]}", 1,

@@ -28,7 +28,7 @@ def test_a_module_that_cannot_load_is_said_once_and_the_python_path_reads(monkey
 
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith("note: native Kafka reader not loaded") and "make setup" in lines[0]
+    assert lines[0].startswith("note: native Kafka module not loaded") and "make setup" in lines[0]
     assert "Traceback" not in lines[0]
 
 
