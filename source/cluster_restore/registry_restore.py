@@ -2,7 +2,9 @@
 
 Every saved version is registered on the target (formats.saved_registry.registration_order:
 referenced versions first, each subject's in version order), soft-deleted ones deleted again,
-then the saved compatibility levels set. Each id the target answers is compared with the saved
+then the saved compatibility levels set (the global one only on a registry holding no subject but saved
+ones: the one being recovered). A saved subject the target holds with a schema the archive did not
+save is refused before anything is written (refuse_foreign_subjects). Each id the target answers is compared with the saved
 one, never assumed:
 
 - `--schema-ids preserve` (the default): the target is put in IMPORT mode and asked for each
@@ -39,6 +41,7 @@ class RegistryRestored:
 
     versions: int
     changed: dict[int, int]
+    global_left: str | None = None  # the saved global compatibility, not set: the target holds subjects of its own
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str) -> R
         order = registration_order(saved)
     except ValueError as exc:
         raise TopicvaultError(f"the saved schema registry is damaged ({exc}): nothing was restored") from None
+    refuse_foreign_subjects(client, saved)
+    recovered = set(client.subjects()) <= set(saved["subjects"])  # the registry the archive saved, or a rerun into it
     if mode == "preserve":
         mode_before = client.mode()
         client.set_mode("IMPORT")
@@ -91,7 +96,27 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str) -> R
                               "schemas; nothing was produced. Use a registry that registers under a given id "
                               "(IMPORT mode), or --schema-ids remap to rewrite the ids in the records")
     _restore_state(client, saved, target_versions)
-    return RegistryRestored(len(order), changed)
+    if saved.get("config") and recovered:  # a registry with subjects of its own keeps its global level
+        client.set_compatibility(saved["config"])
+    return RegistryRestored(len(order), changed, None if recovered else saved.get("config"))
+
+
+def refuse_foreign_subjects(client: RegistryClient, saved: dict) -> None:
+    """TopicvaultError, before anything is written, when a saved subject exists on the target
+    holding a version (live or soft-deleted) whose schema the saved subject lacks: registering
+    there would add the archive's schema as that subject's latest version, open its compatibility,
+    soft-delete it. A subject holding only saved schemas (an earlier run of this restore) passes."""
+    for name, subject in sorted(saved["subjects"].items()):
+        held = client.versions(name)
+        if not held:
+            continue
+        saved_there = {client.lookup(name, version, version.get("references", [])) for version in subject["versions"]}
+        others = sorted(set(held) - saved_there)
+        if others:
+            raise TopicvaultError(f"the target schema registry {client.url} holds subject {name!r} with version(s) "
+                                  f"{', '.join(map(str, others[:10]))} the archive did not save: the restore changes "
+                                  "no subject it did not write; nothing was registered. Restore into a registry "
+                                  "without that subject, or delete it there first")
 
 
 def _register_all(client: RegistryClient, order: list[tuple[str, dict]], ask_ids: bool
@@ -114,7 +139,7 @@ def _register_all(client: RegistryClient, order: list[tuple[str, dict]], ask_ids
 
 
 def _restore_state(client: RegistryClient, saved: dict, target_versions: dict[tuple[str, int], int]) -> None:
-    """Soft-delete what was soft-deleted, then set the saved compatibility levels and modes."""
+    """Soft-delete what was soft-deleted, then set the saved subjects' compatibility levels."""
     for name, subject in sorted(saved["subjects"].items()):
         if subject.get("deleted"):
             client.soft_delete(name)
@@ -125,8 +150,6 @@ def _restore_state(client: RegistryClient, saved: dict, target_versions: dict[tu
     for name, subject in sorted(saved["subjects"].items()):
         if subject.get("config") and not subject.get("deleted"):
             client.set_compatibility(subject["config"], name)
-    if saved.get("config"):
-        client.set_compatibility(saved["config"])
 
 
 def save_id_map(records: RestoreRecords, restore_id: str, changed: dict[int, int]) -> None:
