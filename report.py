@@ -405,9 +405,13 @@ def registry_restored(registry, mode: str) -> list[Line]:
     said = (f"; {plural(len(changed), 'schema id')} changed, rewritten in the records (map saved with the restore)"
             if changed else "; every schema id kept")
     lines = [_err(f"schema registry: {plural(registry.versions, 'version')} registered ({mode}){said}")]
+    if registry.subjects_left:
+        lines.append(_err(f"schema registry: {plural(len(registry.subjects_left), 'subject')} the target held already "
+                          f"left as they were (no soft delete, no compatibility set): "
+                          f"{', '.join(registry.subjects_left[:10])}"))
     if registry.global_left:
         lines.append(_err(f"schema registry: the saved global compatibility {registry.global_left} was not set: the "
-                          "target holds subjects the archive did not save (set it by hand if it should change)"))
+                          "target held subjects before the restore (set it by hand if it should change)"))
     return lines
 
 

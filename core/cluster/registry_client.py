@@ -154,12 +154,12 @@ class RegistryClient:
         found = self.call("GET", f"/subjects/{subject_segment(subject)}/versions?deleted=true", missing_ok=True)
         return [int(number) for number in found] if found else None
 
-    def lookup(self, subject: str, version: dict, references: list[dict]) -> int | None:
-        """The version number `subject` holds the saved `version`'s schema under, soft-deleted too
-        (POST /subjects/S?deleted=true); None when it holds it under none."""
+    def lookup(self, subject: str, version: dict, references: list[dict]) -> tuple[int, int] | None:
+        """(version number, id) `subject` holds the saved `version`'s schema under, soft-deleted
+        too (POST /subjects/S?deleted=true); None when it holds it under none."""
         body = {"schema": version["schema"], "schemaType": version["schemaType"], "references": references}
         found = self.call("POST", f"/subjects/{subject_segment(subject)}?deleted=true", body, missing_ok=True)
-        return int(found["version"]) if isinstance(found, dict) else None
+        return (int(found["version"]), int(found["id"])) if isinstance(found, dict) else None
 
     def mode(self) -> str | None:
         """The global mode (GET /mode); None when the registry has none."""

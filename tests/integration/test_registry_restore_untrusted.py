@@ -83,3 +83,19 @@ def test_a_registry_with_subjects_of_its_own_keeps_its_global_compatibility(sche
     assert call(schema_registry, "GET", "/config")["compatibilityLevel"] == "FULL_TRANSITIVE"
     assert restored.global_left == "NONE"  # reported (report.registry_restored)
     assert call(schema_registry, "GET", f"/config/{subject}")["compatibilityLevel"] == "FORWARD"  # its own subject
+
+
+def test_a_subject_the_target_held_with_the_saved_schema_is_not_soft_deleted_or_reconfigured(schema_registry):
+    # Whoever writes the bucket can read the target's schemas and save them, soft-deleted.
+    subject = f"u{uuid.uuid4().hex[:6]}-orders-value"
+    own_id = call(schema_registry, "POST", f"/subjects/{subject}/versions", {"schema": AVRO_OWN})["id"]
+    call(schema_registry, "PUT", f"/config/{subject}", {"compatibility": "FULL"})
+    saved = {"config": None, "mode": None,
+             "subjects": {subject: saved_subject(AVRO_OWN, 12, deleted=True, config="NONE")}}
+
+    restored = restore_registry(RegistryClient(schema_registry), saved, "remap")
+
+    assert subject in call(schema_registry, "GET", "/subjects")  # not soft-deleted
+    assert call(schema_registry, "GET", f"/config/{subject}")["compatibilityLevel"] == "FULL"
+    assert restored.changed == ({12: own_id} if own_id != 12 else {})
+    assert restored.subjects_left == (subject,)  # reported (report.registry_restored)
