@@ -404,7 +404,15 @@ def registry_restored(registry, mode: str) -> list[Line]:
     changed = registry.changed
     said = (f"; {plural(len(changed), 'schema id')} changed, rewritten in the records (map saved with the restore)"
             if changed else "; every schema id kept")
-    return [_err(f"schema registry: {plural(registry.versions, 'version')} registered ({mode}){said}")]
+    lines = [_err(f"schema registry: {plural(registry.versions, 'version')} registered ({mode}){said}")]
+    if registry.subjects_left:
+        lines.append(_err(f"schema registry: {plural(len(registry.subjects_left), 'subject')} the target held already "
+                          f"left as they were (no soft delete, no compatibility set): "
+                          f"{', '.join(registry.subjects_left[:10])}"))
+    if registry.global_left:
+        lines.append(_err(f"schema registry: the saved global compatibility {registry.global_left} was not set: the "
+                          "target held subjects before the restore (set it by hand if it should change)"))
+    return lines
 
 
 def registry_dry_run(registry, saved: dict | None) -> list[Line]:

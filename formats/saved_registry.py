@@ -33,6 +33,7 @@ MAX_SCHEMA_ID = 2**31 - 1  # the id is a signed 32-bit int in every client
 SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSON")
 COMPATIBILITY_LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
                         "FULL_TRANSITIVE")
+NOT_SUBJECT_NAMES = ("", ".", "..")  # empty, or dot segments a URL resolves away (RFC 3986 5.2.4)
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 
 
@@ -44,6 +45,8 @@ def check_saved(body: object) -> dict:
     _check_choice(body.get("config"), COMPATIBILITY_LEVELS, "global compatibility")
     _check_choice(body.get("mode"), MODES, "global mode")
     for name, subject in body["subjects"].items():
+        if name in NOT_SUBJECT_NAMES:  # the REST API's paths would name another resource (the global config)
+            raise ValueError(f"saved subject name {name!r} is no subject a registry can hold")
         if not isinstance(subject, dict) or not isinstance(subject.get("versions"), list):
             raise ValueError(f"saved subject {name!r} has no list of versions")
         _check_choice(subject.get("config"), COMPATIBILITY_LEVELS, f"compatibility of subject {name!r}")

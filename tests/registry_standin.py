@@ -2,7 +2,7 @@
 IMPORT mode), for the id-preserving restore: no such registry runs here (docs/testing.md).
 
 It speaks only the calls source.cluster_restore.registry_restore makes, as Confluent's API reference describes them:
-GET/PUT /mode, PUT /config[/S], POST /subjects/S/versions (with `id` honoured in IMPORT mode, 422
+GET/PUT /mode, PUT /config[/S], GET /subjects, GET /subjects/S/versions, POST /subjects/S/versions (with `id` honoured in IMPORT mode, 422
 otherwise), POST /subjects/S (lookup), DELETE /subjects/S[/versions/N]. It records every request.
 """
 
@@ -28,7 +28,7 @@ class StandinRegistry:
 
     def answer(self, method: str, path: str, body: dict | None) -> tuple[int, object]:
         self.requests.append((method, path, body))
-        parts = path.strip("/").split("/")
+        parts = path.partition("?")[0].strip("/").split("/")
         if parts[0] == "mode":
             if method == "PUT":
                 self.mode = body["mode"]
@@ -36,7 +36,12 @@ class StandinRegistry:
         if parts[0] == "config":
             self.configs[parts[1] if len(parts) > 1 else ""] = body["compatibility"]
             return 200, {"compatibility": body["compatibility"]}
+        if len(parts) == 1:  # GET /subjects
+            return 200, [name for name, held in self.subjects.items() if held]
         subject = parts[1]
+        if method == "GET":  # the versions a subject holds
+            held = self.subjects.get(subject)
+            return (200, list(range(1, len(held) + 1))) if held else (404, {"error_code": 40401})
         versions = self.subjects.setdefault(subject, [])
         if method == "DELETE":
             self.deleted.add(subject if len(parts) == 2 else f"{subject}/{parts[3]}")

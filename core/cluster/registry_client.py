@@ -93,13 +93,13 @@ class RegistryClient:
         too, every version with id, type, text and references, global and per-subject config and mode)."""
         live = set(self.call("GET", "/subjects"))
         subjects = {}
-        for name in sorted(self.call("GET", "/subjects?deleted=true")):
+        for name in sorted(self.subjects()):
             subjects[name] = self._read_subject(name, deleted=name not in live)
         return {"config": _level(self.call("GET", "/config", missing_ok=True)),
                 "mode": _mode(self.call("GET", "/mode", missing_ok=True)), "subjects": subjects}
 
     def _read_subject(self, name: str, deleted: bool) -> dict:
-        path = f"/subjects/{quote(name, safe='')}"
+        path = f"/subjects/{subject_segment(name)}"
         live = set(self.call("GET", f"{path}/versions", missing_ok=True) or ())
         versions = []
         for number in self.call("GET", f"{path}/versions?deleted=true"):
@@ -110,15 +110,15 @@ class RegistryClient:
                              "schemaType": read.get("schemaType", "AVRO"), "schema": read["schema"],
                              "references": read.get("references", []), "deleted": number not in live})
         return {"deleted": deleted, "versions": versions,
-                "config": _level(self.call("GET", f"/config/{quote(name, safe='')}", missing_ok=True)),
-                "mode": _mode(self.call("GET", f"/mode/{quote(name, safe='')}", missing_ok=True))}
+                "config": _level(self.call("GET", f"/config/{subject_segment(name)}", missing_ok=True)),
+                "mode": _mode(self.call("GET", f"/mode/{subject_segment(name)}", missing_ok=True))}
 
     def _apicurio_version(self, name: str, number: int) -> dict:
         """A soft-deleted subject's version on Apicurio (see the module doc)."""
         if not self.url.endswith(APICURIO_CCOMPAT):
             raise RegistryError(f"schema registry {shown_url(self.url)}: version {number} of subject {name!r} cannot be read")
         native = self.url[: -len(APICURIO_CCOMPAT)] + "/apis/registry/v3"
-        listed = self.call("GET", f"/groups/default/artifacts/{quote(name, safe='')}/versions?limit=1000", base=native)
+        listed = self.call("GET", f"/groups/default/artifacts/{subject_segment(name)}/versions?limit=1000", base=native)
         content_id = next(int(v["contentId"]) for v in listed["versions"] if str(v["version"]) == str(number))
         schema = self.call("GET", f"/schemas/ids/{content_id}")
         return {**schema, "id": content_id}
@@ -130,20 +130,36 @@ class RegistryClient:
         body = {"schema": version["schema"], "schemaType": version["schemaType"], "references": references}
         if schema_id is not None:
             body["id"] = schema_id
-        return int(self.call("POST", f"/subjects/{quote(subject, safe='')}/versions", body)["id"])
+        return int(self.call("POST", f"/subjects/{subject_segment(subject)}/versions", body)["id"])
 
     def version_of(self, subject: str, version: dict, references: list[dict]) -> int:
         """The version number `subject` holds the saved `version`'s schema under (POST /subjects/S)."""
         body = {"schema": version["schema"], "schemaType": version["schemaType"], "references": references}
-        return int(self.call("POST", f"/subjects/{quote(subject, safe='')}", body)["version"])
+        return int(self.call("POST", f"/subjects/{subject_segment(subject)}", body)["version"])
 
     def set_compatibility(self, level: str, subject: str | None = None) -> None:
         """PUT /config (or /config/S): the compatibility level."""
-        self.call("PUT", "/config" + (f"/{quote(subject, safe='')}" if subject else ""), {"compatibility": level})
+        self.call("PUT", "/config" + (f"/{subject_segment(subject)}" if subject is not None else ""), {"compatibility": level})
 
     def set_mode(self, mode: str, subject: str | None = None) -> None:
         """PUT /mode (or /mode/S)."""
-        self.call("PUT", "/mode" + (f"/{quote(subject, safe='')}" if subject else ""), {"mode": mode})
+        self.call("PUT", "/mode" + (f"/{subject_segment(subject)}" if subject is not None else ""), {"mode": mode})
+
+    def subjects(self) -> list[str]:
+        """Every subject this registry holds, soft-deleted ones too (GET /subjects?deleted=true)."""
+        return [str(name) for name in self.call("GET", "/subjects?deleted=true")]
+
+    def versions(self, subject: str) -> list[int] | None:
+        """The version numbers `subject` holds on this registry, soft-deleted ones too; None when it holds none."""
+        found = self.call("GET", f"/subjects/{subject_segment(subject)}/versions?deleted=true", missing_ok=True)
+        return [int(number) for number in found] if found else None
+
+    def lookup(self, subject: str, version: dict, references: list[dict]) -> tuple[int, int] | None:
+        """(version number, id) `subject` holds the saved `version`'s schema under, soft-deleted
+        too (POST /subjects/S?deleted=true); None when it holds it under none."""
+        body = {"schema": version["schema"], "schemaType": version["schemaType"], "references": references}
+        found = self.call("POST", f"/subjects/{subject_segment(subject)}?deleted=true", body, missing_ok=True)
+        return (int(found["version"]), int(found["id"])) if isinstance(found, dict) else None
 
     def mode(self) -> str | None:
         """The global mode (GET /mode); None when the registry has none."""
@@ -151,7 +167,16 @@ class RegistryClient:
 
     def soft_delete(self, subject: str, version: int | None = None) -> None:
         """DELETE /subjects/S (or one version of it): soft, as the saved registry had it."""
-        self.call("DELETE", f"/subjects/{quote(subject, safe='')}" + (f"/versions/{version}" if version else ""))
+        self.call("DELETE", f"/subjects/{subject_segment(subject)}" + (f"/versions/{version}" if version is not None else ""))
+
+
+def subject_segment(subject: str) -> str:
+    """`subject` as one path segment of a REST call: percent-encoded (`/`, `?`, `#`, `%` too).
+    RegistryError for "", "." and "..": HTTP clients resolve those as dot segments (RFC 3986
+    5.2.4), so `/config/.` would reach `/config/`, the global one, and `/subjects/..` another path."""
+    if subject in ("", ".", ".."):
+        raise RegistryError(f"schema registry subject {subject!r} cannot be named in a URL: it is no subject name")
+    return quote(subject, safe="")
 
 
 def shown_url(url: str) -> str:

@@ -2,8 +2,11 @@
 
 Every saved version is registered on the target (formats.saved_registry.registration_order:
 referenced versions first, each subject's in version order), soft-deleted ones deleted again,
-then the saved compatibility levels set. Each id the target answers is compared with the saved
-one, never assumed:
+then the saved compatibility levels set: the global one only on a registry that was empty (the
+one being recovered), soft deletes and a subject's level only on a subject this run created. A
+saved subject the target holds with a schema the archive did not save is refused before anything
+is written (refuse_foreign_subjects). Each id the target answers is compared with the saved one,
+never assumed:
 
 - `--schema-ids preserve` (the default): the target is put in IMPORT mode and asked for each
   saved id (Confluent's and Redpanda's registries honour it). Any id that comes back different
@@ -16,6 +19,7 @@ one, never assumed:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from ...core.cluster.registry_client import RegistryClient
@@ -39,6 +43,8 @@ class RegistryRestored:
 
     versions: int
     changed: dict[int, int]
+    global_left: str | None = None  # the saved global compatibility, not set: the target holds subjects of its own
+    subjects_left: tuple[str, ...] = ()  # saved subjects the target held already: soft deletes and levels not set
 
 
 @dataclass(frozen=True)
@@ -74,48 +80,88 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str) -> R
         order = registration_order(saved)
     except ValueError as exc:
         raise TopicvaultError(f"the saved schema registry is damaged ({exc}): nothing was restored") from None
+    existing = refuse_foreign_subjects(client, saved)
+    empty = not client.subjects()  # the registry being recovered (a rerun finds the subjects its first run wrote)
     if mode == "preserve":
         mode_before = client.mode()
         client.set_mode("IMPORT")
         try:
-            id_map, target_versions = _register_all(client, order, ask_ids=True)
+            id_map, target_versions = _register_all(client, order, existing, ask_ids=True)
         finally:  # the target's own mode back, whatever came of it
             if mode_before not in (None, "IMPORT"):
                 client.set_mode(mode_before)
     else:
-        id_map, target_versions = _register_all(client, order, ask_ids=False)
+        id_map, target_versions = _register_all(client, order, existing, ask_ids=False)
+    # The subjects this run created get their saved state even when preserve stops below: a rerun
+    # (remap) finds them as they will stay, and leaves them alone.
+    _restore_state(client, saved, target_versions, existing)
+    if saved.get("config") and empty:  # a registry with subjects of its own keeps its global level
+        client.set_compatibility(saved["config"])
     changed = differing_ids(id_map)
     if changed and mode == "preserve":
         raise TopicvaultError(f"the target schema registry {client.url} gave other ids than the saved ones "
                               f"({describe_ids(changed)}: saved→given), so restored records would name other "
                               "schemas; nothing was produced. Use a registry that registers under a given id "
                               "(IMPORT mode), or --schema-ids remap to rewrite the ids in the records")
-    _restore_state(client, saved, target_versions)
-    return RegistryRestored(len(order), changed)
+    return RegistryRestored(len(order), changed, None if empty else saved.get("config"), tuple(sorted(existing)))
 
 
-def _register_all(client: RegistryClient, order: list[tuple[str, dict]], ask_ids: bool
+def refuse_foreign_subjects(client: RegistryClient, saved: dict) -> dict[str, dict[int, tuple[int, int]]]:
+    """TopicvaultError, before anything is written, when a saved subject exists on the target
+    holding a version (live or soft-deleted) whose schema the saved subject lacks: registering
+    there would add the archive's schema as that subject's latest version, open its compatibility,
+    soft-delete it. A subject holding only saved schemas (an earlier run of this restore) passes.
+    The saved subjects the target holds already, each saved version there as (target version, id):
+    those are not registered again (that would bring a soft-deleted subject back), and their
+    subjects' compatibility and soft deletes are left alone."""
+    existing: dict[str, dict[int, tuple[int, int]]] = {}
+    for name, subject in sorted(saved["subjects"].items()):
+        held = client.versions(name)
+        if not held:
+            continue
+        found = {v["version"]: client.lookup(name, v, v.get("references", [])) for v in subject["versions"]}
+        existing[name] = {number: there for number, there in found.items() if there is not None}
+        others = sorted(set(held) - {target_version for target_version, _ in existing[name].values()})
+        if others:
+            raise TopicvaultError(f"the target schema registry {client.url} holds subject {name!r} with version(s) "
+                                  f"{', '.join(map(str, others[:10]))} the archive did not save: the restore changes "
+                                  "no subject it did not write; nothing was registered. Restore into a registry "
+                                  "without that subject, or delete it there first")
+    return existing
+
+
+def _register_all(client: RegistryClient, order: list[tuple[str, dict]],
+                  existing: dict[str, dict[int, tuple[int, int]]], ask_ids: bool
                   ) -> tuple[dict[int, int], dict[tuple[str, int], int]]:
-    """Register each version in `order`: saved id -> given id, and (subject, saved version) -> target version."""
+    """Register each version in `order` the target does not hold already (`existing`, from
+    refuse_foreign_subjects): saved id -> given id, and (subject, saved version) -> target version."""
     id_map: dict[int, int] = {}
     target_versions: dict[tuple[str, int], int] = {}
     opened: set[str] = set()
     for subject, version in order:
-        if subject not in opened:  # the saved levels are set at the end: old versions need not pass today's
+        if subject not in opened and subject not in existing:  # levels are set at the end: old versions need not pass today's
             client.set_compatibility("NONE", subject)
             opened.add(subject)
         references = renumbered_references(version, target_versions)
-        given = client.register(subject, version, references, version["id"] if ask_ids else None)
+        there = existing.get(subject, {}).get(version["version"])
+        if there is not None:
+            target_versions[(subject, version["version"])], given = there
+        else:
+            given = client.register(subject, version, references, version["id"] if ask_ids else None)
+            target_versions[(subject, version["version"])] = client.version_of(subject, version, references)
         if id_map.setdefault(version["id"], given) != given:
             raise TopicvaultError(f"the target schema registry gave saved schema id {version['id']} two ids "
                                   f"({id_map[version['id']]} and {given}): nothing was produced")
-        target_versions[(subject, version["version"])] = client.version_of(subject, version, references)
     return id_map, target_versions
 
 
-def _restore_state(client: RegistryClient, saved: dict, target_versions: dict[tuple[str, int], int]) -> None:
-    """Soft-delete what was soft-deleted, then set the saved compatibility levels and modes."""
+def _restore_state(client: RegistryClient, saved: dict, target_versions: dict[tuple[str, int], int],
+                   existing: Collection[str]) -> None:
+    """Soft-delete what was soft-deleted, then set the saved subjects' compatibility levels: on
+    the subjects this run created only (not in `existing`), as a restore sets topic configs."""
     for name, subject in sorted(saved["subjects"].items()):
+        if name in existing:
+            continue
         if subject.get("deleted"):
             client.soft_delete(name)
             continue
@@ -123,10 +169,8 @@ def _restore_state(client: RegistryClient, saved: dict, target_versions: dict[tu
             if version.get("deleted"):
                 client.soft_delete(name, target_versions[(name, version["version"])])
     for name, subject in sorted(saved["subjects"].items()):
-        if subject.get("config") and not subject.get("deleted"):
+        if subject.get("config") and not subject.get("deleted") and name not in existing:
             client.set_compatibility(subject["config"], name)
-    if saved.get("config"):
-        client.set_compatibility(saved["config"])
 
 
 def save_id_map(records: RestoreRecords, restore_id: str, changed: dict[int, int]) -> None:

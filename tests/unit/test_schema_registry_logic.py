@@ -269,3 +269,13 @@ def test_bytes_after_a_zero_byte_that_are_no_schema_id_are_not_counted_and_the_c
     assert schema_id(b"\x00\xff\xff\xff\xff-key") is None
     record = CommitRecord(1, 1_000, (PartitionRange("t", 0, 0, 20),), (_entry(0),), schema_ids=dict(counts))
     assert CommitRecord.from_json(record.to_json(), record.key).schema_ids == dict(counts)
+
+
+@pytest.mark.parametrize("name", ["", ".", ".."])
+def test_a_saved_subject_named_as_a_dot_segment_or_nothing_is_refused(name):
+    # "" reached PUT /config (the global level) through set_compatibility(level, ""); "." and ".."
+    # are resolved away by the HTTP client (/config/. -> /config/), naming another resource.
+    with pytest.raises(ValueError, match="no subject a registry can hold"):
+        check_saved({**SAVED, "subjects": {**SAVED["subjects"], name: SAVED["subjects"]["gone-value"]}})
+    with pytest.raises(TopicvaultError, match="cannot be named in a URL"):
+        RegistryClient("http://127.0.0.1:9").set_compatibility("NONE", name)
