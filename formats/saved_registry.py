@@ -189,17 +189,39 @@ def describe_ids(changed: Mapping[int, int], limit: int = 10) -> str:
     return shown + (f", … ({len(changed)} in all)" if len(changed) > limit else "")
 
 
-def rewrite_batch(batch: pa.RecordBatch, id_map: Mapping[int, int]) -> tuple[pa.RecordBatch, int]:
-    """`batch` with the schema id of every key and value carrying a mapped one rewritten (as
-    rewrite_schema_id does one), and how many records changed. Other bytes stay as they are.
-    Vectorised: the ids are matched and replaced column by column, no per-record Python."""
+# The subject suffixes of Confluent's default subject name strategy (TopicNameStrategy:
+# io.confluent.kafka.serializers.subject.TopicNameStrategy, subject = topic + "-key" / "-value").
+SUBJECT_SUFFIXES = {"-key": "key", "-value": "value"}
+
+
+def wire_format_fields(saved: dict) -> tuple[tuple[str, str], ...]:
+    """The (topic, "key" | "value") pairs whose records the saved registry says carry the wire
+    format: those with a subject `<topic>-key` / `<topic>-value` (soft-deleted ones included: records
+    were written while they lived), sorted.
+
+    Bytes alone cannot tell: an 8-byte big-endian long key below 2^32 * 2^24 also starts with byte 0
+    and reads as a schema id, so a remap rewrites only what a subject names (docs/recovery-runbook.md)."""
+    fields = set()
+    for subject in saved.get("subjects", {}):
+        for suffix, field in SUBJECT_SUFFIXES.items():
+            if subject.endswith(suffix) and len(subject) > len(suffix):
+                fields.add((subject[: -len(suffix)], field))
+    return tuple(sorted(fields))
+
+
+def rewrite_batch(batch: pa.RecordBatch, id_map: Mapping[int, int], fields: tuple[str, ...] = ("key", "value")
+                  ) -> tuple[pa.RecordBatch, int]:
+    """`batch` with the schema id of every key and value (of `fields`: "key", "value") carrying a
+    mapped one rewritten (as rewrite_schema_id does one), and how many records changed. Other bytes
+    stay as they are. Vectorised: the ids are matched and replaced column by column, no per-record
+    Python."""
     changed_ids = {old: new for old, new in id_map.items() if old != new}
-    if not changed_ids:
+    if not changed_ids or not fields:
         return batch, 0
     olds = pa.array([old.to_bytes(4, "big") for old in changed_ids], pa.binary())
     news = pa.array([b"\x00" + new.to_bytes(4, "big") for new in changed_ids.values()], pa.binary())
     columns, changed = {}, None
-    for name in ("key", "value"):
+    for name in fields:
         data = batch.column(name)
         carries = _carries_wire_format(data)
         where = pc.index_in(pc.binary_slice(data, 1, WIRE_HEADER_BYTES), value_set=olds)

@@ -30,6 +30,7 @@ from ...formats.saved_registry import (
     differing_ids,
     registration_order,
     renumbered_references,
+    wire_format_fields,
 )
 from ..restore.restore_state import RestoreRecords
 
@@ -207,7 +208,9 @@ def registry_before_data(job, restore_id: str, until_ms: int | None, request: Re
     if request is None:
         return job, None
     client = RegistryClient(request.url, request.settings)
-    restored = restore_registry(client, saved_registry(job, until_ms), request.mode)
+    saved = saved_registry(job, until_ms)
+    restored = restore_registry(client, saved, request.mode)
     if request.mode == "remap":
         save_id_map(job.restore_records(), restore_id, restored.changed)
-    return replace(job, schema_id_map=tuple(sorted(restored.changed.items()))), restored
+    return replace(job, schema_id_map=tuple(sorted(restored.changed.items())),
+                   schema_id_fields=wire_format_fields(saved or {})), restored

@@ -109,8 +109,16 @@ class RestoreJob:
     rate: RateLimit = RateLimit()  # the whole restore's; run_restore shares it among the tasks
     encryption_keys: tuple[str, ...] = ()  # --encryption-key specs; each worker loads them (core.crypto)
     # restore --schema-ids remap: (saved id, target id) of each schema id the target registry changed;
-    # every key and value carrying one in the wire format is rewritten (source.cluster_restore.registry_restore).
+    # the keys and values schema_id_fields names carrying one in the wire format are rewritten
+    # (source.cluster_restore.registry_restore).
     schema_id_map: tuple[tuple[int, int], ...] = ()
+    # (source topic, "key" | "value") whose records carry the wire format: a saved subject names them
+    # (formats.saved_registry.wire_format_fields); no other bytes are rewritten.
+    schema_id_fields: tuple[tuple[str, str], ...] = ()
+
+    def wire_format_fields_of(self, topic: str) -> tuple[str, ...]:
+        """"key" and/or "value": the fields of `topic`'s records a remap rewrites (see schema_id_fields)."""
+        return tuple(field for named, field in self.schema_id_fields if named == topic)
 
     def __post_init__(self) -> None:
         # The default state location is resolved here, where the job is built (the driver): tasks
@@ -345,20 +353,23 @@ def _stream(job: RestoreJob, task: RestoreTask, written: WrittenPrefix, rate: Ra
         selected = check_as_restored(selected, task, present)
     rewritten = [0]
     # Rewritten before the target's records are compared with them (skip_records): they hold the new ids.
-    selected = _with_ids_rewritten(selected, dict(job.schema_id_map), rewritten)
+    selected = _with_ids_rewritten(selected, dict(job.schema_id_map), job.wire_format_fields_of(task.source_topic),
+                                   rewritten)
     batches = _prefix_checked(skip_records(recording(selected, taken), present, written.tail), task, present)
     batches = counted(in_pieces(batches, rate), job.progress_dir, f"{task.target_topic}-{task.partition}")
     return _Stream(batches, taken, left_out, peer, rewritten)
 
 
-def _with_ids_rewritten(batches: Iterator, id_map: dict[int, int], rewritten: list[int]) -> Iterator:
-    """The batches with mapped schema ids rewritten (formats.saved_registry.rewrite_batch); the
-    records changed are added to rewritten[0]. Without a map, the batches themselves."""
-    if not id_map:
+def _with_ids_rewritten(batches: Iterator, id_map: dict[int, int], fields: tuple[str, ...], rewritten: list[int]
+                        ) -> Iterator:
+    """The batches with mapped schema ids in `fields` ("key", "value") rewritten
+    (formats.saved_registry.rewrite_batch); the records changed are added to rewritten[0]. Without
+    a map or fields, the batches themselves."""
+    if not id_map or not fields:
         yield from batches
         return
     for batch in batches:
-        batch, changed = rewrite_batch(batch, id_map)
+        batch, changed = rewrite_batch(batch, id_map, fields)
         rewritten[0] += changed
         yield batch
 

@@ -26,6 +26,7 @@ from topicvault.formats.saved_registry import (
     rewrite_batch,
     rewrite_schema_id,
     schema_id,
+    wire_format_fields,
 )
 from topicvault.sink.plan import ClusterRead, plan_backup
 from topicvault.source.cluster_restore.registry_restore import check_schema_id_mode
@@ -183,6 +184,22 @@ def test_rewrite_batch_changes_only_records_carrying_a_mapped_id():
         assert rewritten.column(name).equals(batch.column(name))
     assert rewrite_batch(batch, {}) == (batch, 0)
     assert rewrite_batch(batch, {77: 78})[1] == 0
+
+
+def test_a_remap_rewrites_only_the_keys_and_values_a_saved_subject_names():
+    """An 8-byte big-endian long key starts with byte 0 and reads as a schema id (20,000,000 holds id 1):
+    rewriting every record that looks like the wire format turned it into 120,663,296 (the adversarial
+    review of #52). Only `<topic>-key` / `<topic>-value` subjects say a field carries the format."""
+    saved = {"subjects": {"orders-value": {}, "users-key": {}, "users-value": {}, "-key": {}, "audit": {}}}
+    assert wire_format_fields(saved) == (("orders", "value"), ("users", "key"), ("users", "value"))
+    long_key = (20_000_000).to_bytes(8, "big")
+    assert long_key[:5] == wire(1)[:5]
+    batch = records_to_batch([Record("orders", 0, 0, long_key, wire(1, b"payload"), 5)])
+    rewritten, changed = rewrite_batch(batch, {1: 7}, ("value",))
+    assert changed == 1
+    assert rewritten.column("key").to_pylist() == [long_key]
+    assert rewritten.column("value").to_pylist() == [wire(7, b"payload")]
+    assert rewrite_batch(batch, {1: 7}, ()) == (batch, 0)
 
 
 def test_schema_id_modes():
