@@ -248,7 +248,8 @@ def measure_case(broker, oso: Oso, java: JavaClients, scratch: Path, shape: str,
 def _delete_topic(bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient
 
-    for future in AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic]).values():
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the deletion is done
+    for future in admin.delete_topics([topic]).values():
         future.result(30)
 
 
@@ -315,9 +316,10 @@ def targets(case: dict) -> list[str]:
 
 
 def run(binary: Path | None, cases: list[tuple[str, int, int]], partitions: int, repeats: int, scratch: Path,
-        results: dict) -> None:
-    """The runs against OSO for each case and for one record per partition (the fixed cost), each on
-    a fresh Apache Kafka node; figures into results["against_oso"]. Without the binary: one line, nothing run."""
+        results: dict, fixed_cost: bool = True) -> None:
+    """The runs against OSO for one record per partition (the fixed cost; unless not `fixed_cost`)
+    and for each case, each on a fresh Apache Kafka node; figures into results["against_oso"].
+    Without the binary: one line, nothing run."""
     from topicvault.core.local_kafka import LocalKafka
 
     if binary is None or not binary.is_file() or not os.access(binary, os.X_OK):
@@ -333,7 +335,7 @@ def run(binary: Path | None, cases: list[tuple[str, int, int]], partitions: int,
     print(f"against OSO: {version} ({binary})")
     figures: dict = {"oso_version": version, "oso_binary": str(binary), "cases": []}
     results["against_oso"] = figures
-    for shape, size, records in [("user", 200, partitions), *cases]:
+    for shape, size, records in [("user", 200, partitions)] * fixed_cost + cases:
         # A broker of its own per case, as benchmarks/run.py's cases (1 GiB heap, G1, full JIT).
         with LocalKafka(nodes=1, heap="1g", jvm_options=("-XX:+UseG1GC",)) as broker:
             case = measure_case(broker, oso, JavaClients(folder), folder, shape, size, records, partitions, repeats)

@@ -686,7 +686,8 @@ def main() -> int:
                         help="skip Spark's own Kafka source and sink (jars from ci/spark-kafka-jars.sh)")
     parser.add_argument("--oso", type=Path, help="osodevops/kafka-backup's binary: also run it against topicvault "
                         "and Kafka's Java clients (benchmarks/against_oso.py); skipped when absent")
-    parser.add_argument("--only-oso", action="store_true", help="only the runs against OSO (with --oso)")
+    parser.add_argument("--only-oso", action="store_true", help="only the runs against OSO (with --oso; "
+                        "--no-fixed-cost and --only-fixed-cost apply to them too)")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
     args = parser.parse_args()
     args.no_spark_kafka = args.no_spark_kafka or args.only_fixed_cost or args.only_oso
@@ -707,7 +708,8 @@ def main() -> int:
     spark_kafka = None
     with tempfile.TemporaryDirectory() as scratch:
         if args.oso is not None or args.only_oso:
-            against_oso.run(args.oso, cases, args.partitions, args.repeats, Path(scratch), results)
+            against_oso.run(args.oso, [] if args.only_fixed_cost else cases, args.partitions, args.repeats,
+                            Path(scratch), results, fixed_cost=not args.no_fixed_cost)
             if args.only_oso:
                 return _save(results, args.output)
         if not args.no_spark_kafka:
