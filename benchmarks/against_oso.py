@@ -98,6 +98,10 @@ class Oso:
             "storage": {"backend": "filesystem", "path": str(directory)},
             "restore": {"topic_mapping": {topic: target}, "create_topics": True}})
         figures, _ = reaped([str(self.binary), "restore", "--config", str(config)], self.log, self.environment)
+        if figures["exit"] != 0:  # what it restored is still checked: a failed restore is a figure, not a crash
+            tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
+            return {"wall_s": figures["wall_s"], "cpu_s": figures["cpu_s"], "max_rss_mib": figures["max_rss_mib"],
+                    "failed": f"exit {figures['exit']}: {' / '.join(tail)[-600:]}"}
         return _checked(figures, f"OSO restore of {backup_id}", self.log)
 
 
@@ -220,7 +224,10 @@ def measure_case(broker, oso: Oso, java: JavaClients, scratch: Path, shape: str,
         """run() (a restore into `target`), then its check against the source (untimed); the topic deleted."""
         figures = run()
         figures["check"] = restored.check_restore(bootstrap, source, target, partitions).to_json()
-        _delete_topic(bootstrap, target)
+        if figures.get("failed"):
+            figures["check"]["summary"] = f"FAILED ({figures['failed']}); {figures['check']['summary']}"
+        if target in _topics(bootstrap):
+            _delete_topic(bootstrap, target)
         return figures
 
     def produce_perf(attempt: int) -> dict:
@@ -251,6 +258,12 @@ def _delete_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the deletion is done
     for future in admin.delete_topics([topic]).values():
         future.result(30)
+
+
+def _topics(bootstrap: str) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics)
 
 
 def _bytes(directory: Path) -> int:

@@ -136,6 +136,8 @@ def read_partition(bootstrap: str, topic: str, partition: int) -> Iterator:
                          "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
                          "max.partition.fetch.bytes": 16 << 20, "fetch.queue.backoff.ms": 10})
     try:
+        if topic not in consumer.list_topics(timeout=30).topics:  # all topics: asking for one may create it
+            return  # no such topic: a restore that failed before creating it restored nothing
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
         if high <= low:
             return
