@@ -99,7 +99,9 @@ class Oso:
             "restore": {"topic_mapping": {topic: target}, "create_topics": True}})
         figures, _ = reaped([str(self.binary), "restore", "--config", str(config)], self.log, self.environment)
         if figures["exit"] != 0:  # what it restored is still checked: a failed restore is a figure, not a crash
-            tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
+            # Its last lines that are not frames of a backtrace (those are indented): the error itself.
+            tail = [line for line in self.log.read_text(errors="replace").strip().splitlines()
+                    if line and not line[0].isspace()][-3:]
             return {"wall_s": figures["wall_s"], "cpu_s": figures["cpu_s"], "max_rss_mib": figures["max_rss_mib"],
                     "failed": f"exit {figures['exit']}: {' / '.join(tail)[-600:]}"}
         return _checked(figures, f"OSO restore of {backup_id}", self.log)
