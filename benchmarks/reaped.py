@@ -1,6 +1,6 @@
 """Run a command and count the CPU of every process it starts, orphans included.
 
-    python benchmarks/reaped.py COMMAND...   # prints one JSON line: exit, wall_s, cpu_s
+    python benchmarks/reaped.py COMMAND...   # prints one JSON line: exit, wall_s, cpu_s, max_rss_mib
 
 A `topicvault` command leaves its driver JVM to exit once its stdin closes, and Spark's Python
 daemon to exit after the JVM: neither is waited for, so their CPU never reaches the caller's
@@ -13,7 +13,8 @@ On a loaded machine a niced command spends much of its wall time runnable but wa
 core. `queued_s` is that wait of the command's main thread (the second field of
 /proc/PID/schedstat, sampled every 20 ms while it runs, so the last 20 ms may be missed), and
 `unqueued_s` = wall − queued: about the wall time it would take with a core free for its main
-thread (its other threads, the JVM's and the workers', are not taken off).
+thread (its other threads, the JVM's and the workers', are not taken off). `max_rss_mib` is the
+peak resident memory of the largest single process of the tree (RUSAGE_CHILDREN's ru_maxrss).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def main(command: list[str]) -> int:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({"exit": exit_code, "wall_s": wall_s, "tree_s": time.monotonic() - started,
                       "cpu_s": used.ru_utime + used.ru_stime, "queued_s": queued_ns / 1e9,
-                      "unqueued_s": wall_s - queued_ns / 1e9}), flush=True)
+                      "unqueued_s": wall_s - queued_ns / 1e9,
+                      "max_rss_mib": used.ru_maxrss / 1024}), flush=True)
     return 0
 
 

@@ -3,7 +3,7 @@
     PYTHONPATH=… python benchmarks/run.py [--cases user:200:1000000,…] [--partitions 4] [--s3]
                                           [--broker kafka|embedded] [--no-spark-kafka]
                                           [--linearity] [--no-encryption] [--no-fixed-cost | --only-fixed-cost]
-                                          [--no-wide]
+                                          [--no-wide] [--oso PATH/kafka-backup [--only-oso]]
                                           [--repeats 3]
 
 One run, one machine, the same data. For each case (record shape, value size, records), in a
@@ -36,6 +36,12 @@ calls, topic creation, the tasks, the commit; on Spark also the JVM and Spark st
 one record per partition, with the executor `auto` picks (in process) and on Spark. Then wide topics: backup of 8 and of 256 partitions x 20 records
 (job time and Spark tasks; issue #18 item 5). Peak RSS of the driver and of the Python
 workers is sampled from /proc.
+
+`--oso PATH` also runs osodevops/kafka-backup (the binary of `cargo build --release` of its public
+repository; skipped with one line when absent) against topicvault and Kafka's own Java clients
+on each case and on one record per partition (benchmarks/against_oso.py: cold caches, every
+restore checked record by record); `--only-oso` runs only that. `--cases small` and `--cases
+large` name the sizes of issue #51 (1M x 200 B and 250k x 2 KB; 10M x 200 B and 2.5M x 2 KB).
 """
 
 from __future__ import annotations
@@ -65,9 +71,12 @@ from topicvault.sink.backup import BackupJob, plan_run, run_backup
 from topicvault.source.restore.restore_job import RestoreJob, RestoreRequest, plan_restore, run_restore
 
 sys.path.insert(0, str(Path(__file__).parent))
+import against_oso  # noqa: E402  (benchmarks/ is not a package)
 import procfs  # noqa: E402
 import records as bench_records  # noqa: E402  (benchmarks/ is not a package)
 
+# Named sets of cases for --cases: "large" is where a command's fixed cost no longer dominates (issue #51 item 4).
+CASE_SETS = {"small": "user:200:1000000,user:2048:250000", "large": "user:200:10000000,user:2048:2500000"}
 DEFAULT_CASES = ("user:200:1000000,user:2048:250000,header-heavy:200:1000000,header-heavy:2048:250000,"
                  "plain:200:1000000,plain:2048:250000")
 # Targets of issue #20 (steady ratios) and its fixed cost; issue #33's on users' data.
@@ -647,9 +656,9 @@ def report(run: dict) -> None:
 
 
 def parse_cases(text: str) -> list[tuple[str, int, int]]:
-    """`shape:size:records,…` -> [(shape, size, records)]."""
+    """`shape:size:records,…` (or a name of CASE_SETS) -> [(shape, size, records)]."""
     cases = []
-    for item in text.split(","):
+    for item in CASE_SETS.get(text, text).split(","):
         shape, size, records = item.split(":")
         if shape not in bench_records.SHAPES:
             raise SystemExit(f"bad case {item!r}: shape is one of {', '.join(bench_records.SHAPES)}")
@@ -675,9 +684,13 @@ def main() -> int:
                         help="Apache Kafka (one KRaft node, jars from ci/kafka-jars.sh) or the embedded broker")
     parser.add_argument("--no-spark-kafka", action="store_true",
                         help="skip Spark's own Kafka source and sink (jars from ci/spark-kafka-jars.sh)")
+    parser.add_argument("--oso", type=Path, help="osodevops/kafka-backup's binary: also run it against topicvault "
+                        "and Kafka's Java clients (benchmarks/against_oso.py); skipped when absent")
+    parser.add_argument("--only-oso", action="store_true", help="only the runs against OSO (with --oso; "
+                        "--no-fixed-cost and --only-fixed-cost apply to them too)")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
     args = parser.parse_args()
-    args.no_spark_kafka = args.no_spark_kafka or args.only_fixed_cost
+    args.no_spark_kafka = args.no_spark_kafka or args.only_fixed_cost or args.only_oso
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     cases = parse_cases(args.cases)
@@ -694,6 +707,11 @@ def main() -> int:
                                   "broker": args.broker, "load_average_at_start": os.getloadavg()}
     spark_kafka = None
     with tempfile.TemporaryDirectory() as scratch:
+        if args.oso is not None or args.only_oso:
+            against_oso.run(args.oso, [] if args.only_fixed_cost else cases, args.partitions, args.repeats,
+                            Path(scratch), results, fixed_cost=not args.no_fixed_cost)
+            if args.only_oso:
+                return _save(results, args.output)
         if not args.no_spark_kafka:
             spark_kafka = SparkKafka(args.master, jars, Path(scratch) / "spark-kafka.log")
             results["spark_kafka"] = "spark-sql-kafka-0-10_2.13 4.2.0"
@@ -702,9 +720,13 @@ def main() -> int:
         finally:
             if spark_kafka is not None:
                 spark_kafka.close()
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(results, indent=1))
-    print(f"results: {args.output}")
+    return _save(results, args.output)
+
+
+def _save(results: dict, output: str) -> int:
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text(json.dumps(results, indent=1))
+    print(f"results: {output}")
     return 0
 
 
