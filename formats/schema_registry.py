@@ -180,6 +180,23 @@ def differing_ids(id_map: Mapping[int, int]) -> dict[int, int]:
     return {old: new for old, new in sorted(id_map.items()) if old != new}
 
 
+def check_id_map(body: object) -> dict[int, int]:
+    """The saved id -> target id map of a restore's `schema-ids.json` (`{"ids": [[saved, target], ...]}`,
+    source.schema_registry.save_id_map) when it has that shape, each id a schema id and each saved
+    id once; ValueError naming what is wrong otherwise (it is read from a state store: untrusted)."""
+    pairs = body.get("ids") if isinstance(body, dict) else None
+    if not isinstance(pairs, list):
+        raise ValueError("it holds no list of ids")
+    id_map: dict[int, int] = {}
+    for pair in pairs:
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(type(i) is int and 0 <= i <= MAX_SCHEMA_ID for i in pair)):
+            raise ValueError(f"{pair!r} is no pair of schema ids")
+        if id_map.setdefault(pair[0], pair[1]) != pair[1]:
+            raise ValueError(f"saved id {pair[0]} is mapped twice")
+    return id_map
+
+
 def describe_ids(changed: Mapping[int, int], limit: int = 10) -> str:
     """`12→3, 14→4, …` for a message."""
     shown = ", ".join(f"{old}→{new}" for old, new in list(changed.items())[:limit])

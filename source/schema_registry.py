@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from ..core.errors import TopicvaultError
 from ..core.schema_registry import RegistryClient
 from ..formats.schema_registry import (
+    check_id_map,
     check_saved,
     describe_ids,
     differing_ids,
@@ -142,6 +143,30 @@ def save_id_map(records: RestoreRecords, restore_id: str, changed: dict[int, int
                                   "--restore-id")
         return
     records.write(restore_id, SCHEMA_IDS_NAME, body)
+
+
+def id_maps_into(records: RestoreRecords, target_bootstrap: str, topic: str
+                 ) -> tuple[list[tuple[str, dict[int, int]]], list[str]]:
+    """The schema id maps (saved id -> target id, SCHEMA_IDS_NAME) of this archive's restores that
+    wrote archive topic `topic` into the topic of that name on `target_bootstrap` (as their states
+    name both), each with its restore id, in restore id order; and a line for each such map that
+    cannot be read or is no map (check_id_map). For `verify -b`: the target's records hold the ids a
+    remap restore gave them."""
+    maps, damaged = [], []
+    for body in sorted(records.states(), key=lambda b: str(b.get("restore_id"))):
+        topic_map = body.get("topic_map")
+        if (body.get("target_bootstrap") != target_bootstrap or not isinstance(topic_map, dict)
+                or topic_map.get(topic) != topic):
+            continue
+        restore_id = str(body["restore_id"])
+        try:
+            found = records.read(restore_id, SCHEMA_IDS_NAME)
+            if found is not None:
+                maps.append((restore_id, check_id_map(found)))
+        except (TopicvaultError, ValueError) as exc:
+            what = records.describe(restore_id, SCHEMA_IDS_NAME)
+            damaged.append(f"{exc}" if isinstance(exc, TopicvaultError) else f"{what} is damaged ({exc})")
+    return [(restore_id, id_map) for restore_id, id_map in maps if id_map], damaged
 
 
 def saved_registry(job, until_ms: int | None) -> dict | None:

@@ -3,7 +3,9 @@
 Checks that the checkpoints agree with the commit records, every committed object (present, checksum, record count, first/last offset, offsets
 ascending and inside the committed ranges, no overlap with its neighbours), and optionally
 compares each backed-up partition with the live topic over the range both still hold:
-record count and a digest of every record's offset, key, value, timestamp and headers.
+record count and a digest of every record's offset, key, value, timestamp and headers. A topic a
+`restore --schema-ids remap` wrote on that cluster holds the ids the target registry gave: it is
+compared through that restore's id map too (source.schema_registry.id_maps_into).
 Objects are read one at a time, so memory stays at one object whatever the partition size.
 """
 
@@ -24,9 +26,12 @@ from ..core.errors import NoBackup, TopicvaultError
 from ..core.kafka import KafkaSettings, metadata_consumer, watermarks
 from ..core.locations import open_store, open_store_beside
 from ..core.store import ObjectStore
+from ..core.text import plural
+from ..formats.schema_registry import rewrite_batch
 from ..sink.kafka_reader import OffsetRange, read_range
 from .object_reader import read_object, stored_bytes
-from .restore_state import damaged_restore_states, default_state_uri
+from .restore_state import RestoreRecords, damaged_restore_states, default_state_uri
+from .schema_registry import SCHEMA_IDS_NAME, id_maps_into
 
 
 @dataclass
@@ -47,6 +52,9 @@ class VerifyReport:
     # pointer, leases, saved restore states...): each names what readers do instead. The data is
     # whole without them, so they fail verify only with --strict.
     damaged: list[str] = field(default_factory=list)
+    # Restore id -> the partitions that match the live topic only with the schema ids that restore's
+    # --schema-ids remap gave (its id map applied to the archive's records).
+    remapped: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -56,6 +64,34 @@ class VerifyReport:
     def ok_strict(self) -> bool:
         """No problem and no damaged file (verify --strict)."""
         return self.ok and not self.damaged
+
+
+@dataclass
+class ArchiveDigests:
+    """A partition's archive records digested as they are, and once more through each schema id
+    map (saved id -> target id) a remap restore rewrote the live topic with: `maps` holds
+    (restore id, id map) pairs, `mapped` their digests in that order."""
+
+    maps: list[tuple[str, dict[int, int]]] = field(default_factory=list)
+    plain: RecordDigest = field(default_factory=RecordDigest)
+    mapped: list[RecordDigest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.mapped = [RecordDigest() for _ in self.maps]
+
+    def update(self, table) -> None:
+        """Add an archive table's records (rewritten as restore rewrote them: formats.schema_registry.rewrite_batch)."""
+        self.plain.update(table)
+        for (_, id_map), digest in zip(self.maps, self.mapped):
+            for batch in table.to_batches():
+                digest.update(rewrite_batch(batch, id_map)[0])
+
+    def matching(self, live: tuple[int, str]) -> str | None:
+        """"" when the records as archived match `live` (count, digest); the restore id whose map
+        makes them match; None when neither does."""
+        if self.plain.result() == live:
+            return ""
+        return next((restore_id for (restore_id, _), d in zip(self.maps, self.mapped) if d.result() == live), None)
 
 
 def verify_location(uri: str, store_options: dict[str, str], topics: list[str] | None, kafka: KafkaSettings | None,
@@ -90,18 +126,47 @@ def verify_backup(
     restore_damage, unchecked = damaged_restore_states(store, state_store, keyring)
     report = VerifyReport(problems=checkpoint_problems(store, state, keyring),
                           damaged=damaged_state_files(store) + restore_damage, notes=unchecked)
+    id_maps = _IdMaps(RestoreRecords(state_store, store, keyring) if state_store is not None and kafka else None,
+                      kafka.bootstrap_servers if kafka else "", report)
     for (topic, partition), partition_state in sorted(state.partitions.items()):
         if topics and topic not in topics:
             continue
         report.partitions += 1
         report.lost.extend(partition_state.lost_notes())
         compare_from = _live_start(kafka, partition_state, report) if kafka is not None else None
-        digest = RecordDigest()
-        readable = _check_objects(store, partition_state, report, digest, compare_from, keyring)
+        digests = ArchiveDigests(id_maps.of(topic) if compare_from is not None else [])
+        readable = _check_objects(store, partition_state, report, digests, compare_from, keyring)
         progress(f"{topic}[{partition}]: {len(partition_state.objects)} objects checked")
         if compare_from is not None and readable and compare_from < partition_state.end:
-            _compare_live(kafka, partition_state, compare_from, digest.result(), report)
+            _compare_live(kafka, partition_state, compare_from, digests, report)
+    report.notes.extend(_remapped_notes(report.remapped))
     return report
+
+
+def _remapped_notes(remapped: dict[str, list[str]], shown: int = 5) -> list[str]:
+    """One note per remap restore whose id map the live partitions matched through."""
+    return [f"{plural(len(where), 'partition')} ({', '.join(where[:shown])}{', ...' if len(where) > shown else ''}) "
+            f"match with the schema ids restore {restore_id} gave (--schema-ids remap: the archive's records compared "
+            f"through its {SCHEMA_IDS_NAME})" for restore_id, where in sorted(remapped.items())]
+
+
+@dataclass
+class _IdMaps:
+    """The schema id maps of the remap restores into each live topic, read once per topic;
+    those that cannot be read are added to the report's damaged files."""
+
+    records: RestoreRecords | None
+    bootstrap: str
+    report: VerifyReport
+    found: dict[str, list[tuple[str, dict[int, int]]]] = field(default_factory=dict)
+
+    def of(self, topic: str) -> list[tuple[str, dict[int, int]]]:
+        if self.records is None:
+            return []
+        if topic not in self.found:
+            self.found[topic], damaged = id_maps_into(self.records, self.bootstrap, topic)
+            self.report.damaged.extend(f"{line}: verify compares {topic} without it" for line in damaged)
+        return self.found[topic]
 
 
 def damaged_state_files(store: ObjectStore) -> list[str]:
@@ -112,7 +177,7 @@ def damaged_state_files(store: ObjectStore) -> list[str]:
 
 
 def _check_objects(
-    store: ObjectStore, ps: PartitionState, report: VerifyReport, digest: RecordDigest, digest_from: int | None,
+    store: ObjectStore, ps: PartitionState, report: VerifyReport, digest: ArchiveDigests, digest_from: int | None,
     keyring: Keyring | None,
 ) -> bool:
     """Check each object of a partition, feeding records at or after `digest_from` to the digest."""
@@ -182,7 +247,8 @@ def _live_start(kafka: KafkaSettings, ps: PartitionState, report: VerifyReport) 
     return max(ps.start, low)
 
 
-def _compare_live(kafka: KafkaSettings, ps: PartitionState, start: int, backed_up: tuple[int, str], report: VerifyReport) -> None:
+def _compare_live(kafka: KafkaSettings, ps: PartitionState, start: int, archived: ArchiveDigests,
+                  report: VerifyReport) -> None:
     live = RecordDigest()
     reader = read_range(kafka, OffsetRange(ps.topic, ps.partition, start, ps.end))
     while True:
@@ -198,9 +264,15 @@ def _compare_live(kafka: KafkaSettings, ps: PartitionState, start: int, backed_u
                             f"it was compared (retention or a leader change): not compared; run verify again")
         return
     report.partitions_compared += 1
-    if backed_up != live.result():
+    matched_by = archived.matching(live.result())
+    if matched_by:
+        report.remapped.setdefault(matched_by, []).append(f"{ps.topic}[{ps.partition}]")
+    elif matched_by is None:
+        backed_up = archived.plain.result()
+        tried = (f"; nor through the schema id map of restore {', '.join(r for r, _ in archived.maps)}"
+                 if archived.maps else "")
         report.problems.append(
             f"{ps.topic}[{ps.partition}]: offsets {start}..{ps.end - 1} differ from the live topic: backup "
             f"{backed_up[0]} records (sha256 {backed_up[1][:12]}), live {live.records} records "
-            f"(sha256 {live.result()[1][:12]})"
+            f"(sha256 {live.result()[1][:12]}){tried}"
         )
