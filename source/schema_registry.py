@@ -145,28 +145,31 @@ def save_id_map(records: RestoreRecords, restore_id: str, changed: dict[int, int
     records.write(restore_id, SCHEMA_IDS_NAME, body)
 
 
-def id_maps_into(records: RestoreRecords, target_bootstrap: str, topic: str
-                 ) -> tuple[list[tuple[str, dict[int, int]]], list[str]]:
-    """The schema id maps (saved id -> target id, SCHEMA_IDS_NAME) of this archive's restores that
-    wrote archive topic `topic` into the topic of that name on `target_bootstrap` (as their states
-    name both), each with its restore id, in restore id order; and a line for each such map that
-    cannot be read or is no map (check_id_map). For `verify -b`: the target's records hold the ids a
-    remap restore gave them."""
-    maps, damaged = [], []
+def id_maps_into(records: RestoreRecords, target_bootstrap: str
+                 ) -> tuple[dict[str, list[tuple[str, dict[int, int]]]], list[str]]:
+    """Per archive topic, the schema id maps (saved id -> target id, SCHEMA_IDS_NAME) of this
+    archive's restores that wrote it into the topic of that name on `target_bootstrap` (as their
+    states name both), each with its restore id, in restore id order; and a line for each such map
+    that cannot be read or is no map (check_id_map). Restores that changed no id are left out. For
+    `verify -b`: the target's records hold the ids a remap restore gave them. Reads each state once."""
+    maps: dict[str, list[tuple[str, dict[int, int]]]] = {}
+    damaged = []
     for body in sorted(records.states(), key=lambda b: str(b.get("restore_id"))):
         topic_map = body.get("topic_map")
-        if (body.get("target_bootstrap") != target_bootstrap or not isinstance(topic_map, dict)
-                or topic_map.get(topic) != topic):
+        kept = sorted(t for t, target in topic_map.items() if t == target) if isinstance(topic_map, dict) else []
+        if body.get("target_bootstrap") != target_bootstrap or not kept:
             continue
         restore_id = str(body["restore_id"])
         try:
             found = records.read(restore_id, SCHEMA_IDS_NAME)
-            if found is not None:
-                maps.append((restore_id, check_id_map(found)))
+            id_map = check_id_map(found) if found is not None else {}
         except (TopicvaultError, ValueError) as exc:
             what = records.describe(restore_id, SCHEMA_IDS_NAME)
             damaged.append(f"{exc}" if isinstance(exc, TopicvaultError) else f"{what} is damaged ({exc})")
-    return [(restore_id, id_map) for restore_id, id_map in maps if id_map], damaged
+            continue
+        for topic in kept if id_map else ():
+            maps.setdefault(topic, []).append((restore_id, id_map))
+    return maps, damaged
 
 
 def saved_registry(job, until_ms: int | None) -> dict | None:

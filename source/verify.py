@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.archive.checkpoints import checkpoint_problems, damaged_checkpoint_files
@@ -79,7 +80,7 @@ class ArchiveDigests:
     def __post_init__(self) -> None:
         self.mapped = [RecordDigest() for _ in self.maps]
 
-    def update(self, table) -> None:
+    def update(self, table: pa.Table) -> None:
         """Add an archive table's records (rewritten as restore rewrote them: formats.schema_registry.rewrite_batch)."""
         self.plain.update(table)
         for (_, id_map), digest in zip(self.maps, self.mapped):
@@ -126,15 +127,14 @@ def verify_backup(
     restore_damage, unchecked = damaged_restore_states(store, state_store, keyring)
     report = VerifyReport(problems=checkpoint_problems(store, state, keyring),
                           damaged=damaged_state_files(store) + restore_damage, notes=unchecked)
-    id_maps = _IdMaps(RestoreRecords(state_store, store, keyring) if state_store is not None and kafka else None,
-                      kafka.bootstrap_servers if kafka else "", report)
+    id_maps = _remap_restores(store, state_store, keyring, kafka, report)
     for (topic, partition), partition_state in sorted(state.partitions.items()):
         if topics and topic not in topics:
             continue
         report.partitions += 1
         report.lost.extend(partition_state.lost_notes())
         compare_from = _live_start(kafka, partition_state, report) if kafka is not None else None
-        digests = ArchiveDigests(id_maps.of(topic) if compare_from is not None else [])
+        digests = ArchiveDigests(id_maps.get(topic, []) if compare_from is not None else [])
         readable = _check_objects(store, partition_state, report, digests, compare_from, keyring)
         progress(f"{topic}[{partition}]: {len(partition_state.objects)} objects checked")
         if compare_from is not None and readable and compare_from < partition_state.end:
@@ -143,30 +143,22 @@ def verify_backup(
     return report
 
 
+def _remap_restores(store: ObjectStore, state_store: ObjectStore | None, keyring: Keyring | None,
+                    kafka: KafkaSettings | None, report: VerifyReport) -> dict[str, list[tuple[str, dict[int, int]]]]:
+    """Per topic, the schema id maps of this archive's remap restores into it on the cluster `kafka`
+    names (source.schema_registry.id_maps_into); a map that cannot be read goes to report.damaged."""
+    if kafka is None or state_store is None:
+        return {}
+    maps, damaged = id_maps_into(RestoreRecords(state_store, store, keyring), kafka.bootstrap_servers)
+    report.damaged.extend(f"{line}: verify compares the topics it names without it" for line in damaged)
+    return maps
+
+
 def _remapped_notes(remapped: dict[str, list[str]], shown: int = 5) -> list[str]:
     """One note per remap restore whose id map the live partitions matched through."""
     return [f"{plural(len(where), 'partition')} ({', '.join(where[:shown])}{', ...' if len(where) > shown else ''}) "
             f"match with the schema ids restore {restore_id} gave (--schema-ids remap: the archive's records compared "
             f"through its {SCHEMA_IDS_NAME})" for restore_id, where in sorted(remapped.items())]
-
-
-@dataclass
-class _IdMaps:
-    """The schema id maps of the remap restores into each live topic, read once per topic;
-    those that cannot be read are added to the report's damaged files."""
-
-    records: RestoreRecords | None
-    bootstrap: str
-    report: VerifyReport
-    found: dict[str, list[tuple[str, dict[int, int]]]] = field(default_factory=dict)
-
-    def of(self, topic: str) -> list[tuple[str, dict[int, int]]]:
-        if self.records is None:
-            return []
-        if topic not in self.found:
-            self.found[topic], damaged = id_maps_into(self.records, self.bootstrap, topic)
-            self.report.damaged.extend(f"{line}: verify compares {topic} without it" for line in damaged)
-        return self.found[topic]
 
 
 def damaged_state_files(store: ObjectStore) -> list[str]:

@@ -305,11 +305,12 @@ def test_verify_finds_the_id_maps_of_remap_restores_into_that_topic_on_that_clus
     _restore_into(records, "e-renamed", "new:9092", {"orders": "orders.restored"}, {1: 9})
     _restore_into(records, "f-other-topic", "new:9092", {"payments": "payments"}, {1: 10})
 
-    assert id_maps_into(records, "new:9092", "orders") == ([("a-remap", {1: 7})], [])
+    assert id_maps_into(records, "new:9092") == ({"orders": [("a-remap", {1: 7})], "payments": [("f-other-topic",
+                                                                                                   {1: 10})]}, [])
 
     records.write("a-remap", SCHEMA_IDS_NAME, {"restore_id": "a-remap", "ids": [[1, 7], [1, 8]]})
-    maps, damaged = id_maps_into(records, "new:9092", "orders")
-    assert maps == [] and len(damaged) == 1 and "schema-ids.json of restore 'a-remap'" in damaged[0]
+    maps, damaged = id_maps_into(records, "new:9092")
+    assert "orders" not in maps and len(damaged) == 1 and "schema-ids.json of restore 'a-remap'" in damaged[0]
     assert "mapped twice" in damaged[0]
 
 
