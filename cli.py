@@ -277,8 +277,8 @@ def restore(
     schema_registry: Optional[str] = SCHEMA_REGISTRY,
     master: Optional[str] = MASTER,
     executor: Optional[str] = EXECUTOR,
-    schema_ids: str = typer.Option("preserve", "--schema-ids", help="With --schema-registry: preserve (the saved "
-                                   "ids, or stop before any record) or remap (new ids, rewritten in the records)."),
+    schema_ids: str = typer.Option("preserve", "--schema-ids", help="With --schema-registry: preserve (saved ids, or "
+                                   "stop), remap (new ids, rewritten where a <topic>-key/-value subject is) or remap-all."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be restored; produce nothing."),
     follow: bool = typer.Option(False, "--follow", help="A warm standby: keep restoring what lands in the location "
                                 "until SIGTERM or Ctrl-C (the round finishes); resume with the same --restore-id."),

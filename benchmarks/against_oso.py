@@ -191,8 +191,8 @@ def measure_case(broker, oso: Oso, java: JavaClients, scratch: Path, shape: str,
                  partitions: int, repeats: int) -> dict:
     """One case, every side `repeats` times in alternation (see the module's docstring): each run's
     figures, each restore's check against the source, and the medians."""
-    from topicvault.core.kafka import KafkaSettings, create_topics
-    from topicvault.core.local_kafka import LocalKafka
+    from topicvault.core.cluster.kafka import KafkaSettings, create_topics
+    from topicvault.core.local.local_kafka import LocalKafka
 
     bootstrap, settings = broker.bootstrap, KafkaSettings.of(broker.bootstrap)
     name = f"vs-oso.{shape}.{size}.{records}"
@@ -335,7 +335,7 @@ def run(binary: Path | None, cases: list[tuple[str, int, int]], partitions: int,
     """The runs against OSO for one record per partition (the fixed cost; unless not `fixed_cost`)
     and for each case, each on a fresh Apache Kafka node; figures into results["against_oso"].
     Without the binary: one line, nothing run."""
-    from topicvault.core.local_kafka import LocalKafka
+    from topicvault.core.local.local_kafka import LocalKafka
 
     if binary is None or not binary.is_file() or not os.access(binary, os.X_OK):
         print(f"against OSO: skipped ({'no --oso given' if binary is None else f'no executable at {binary}'}; "

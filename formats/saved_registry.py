@@ -183,6 +183,23 @@ def differing_ids(id_map: Mapping[int, int]) -> dict[int, int]:
     return {old: new for old, new in sorted(id_map.items()) if old != new}
 
 
+def check_id_map(body: object) -> dict[int, int]:
+    """The saved id -> target id map of a restore's `schema-ids.json` (`{"ids": [[saved, target], ...]}`,
+    source.cluster_restore.registry_restore.save_id_map) when it has that shape, each id a schema id and each saved
+    id once; ValueError naming what is wrong otherwise (it is read from a state store: untrusted)."""
+    pairs = body.get("ids") if isinstance(body, dict) else None
+    if not isinstance(pairs, list):
+        raise ValueError("it holds no list of ids")
+    id_map: dict[int, int] = {}
+    for pair in pairs:
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(type(i) is int and 0 <= i <= MAX_SCHEMA_ID for i in pair)):
+            raise ValueError(f"{pair!r} is no pair of schema ids")
+        if id_map.setdefault(pair[0], pair[1]) != pair[1]:
+            raise ValueError(f"saved id {pair[0]} is mapped twice")
+    return id_map
+
+
 def describe_ids(changed: Mapping[int, int], limit: int = 10) -> str:
     """`12→3, 14→4, …` for a message."""
     shown = ", ".join(f"{old}→{new}" for old, new in list(changed.items())[:limit])
@@ -201,9 +218,10 @@ def wire_format_fields(saved: dict) -> tuple[tuple[str, str], ...]:
 
     Bytes alone cannot tell: an 8-byte big-endian long key below 2^32 * 2^24 also starts with byte 0
     and reads as a schema id, so a remap rewrites only what a subject names (docs/recovery-runbook.md)."""
+    subjects = saved.get("subjects") if isinstance(saved, dict) else None
     fields = set()
-    for subject in saved.get("subjects", {}):
-        for suffix, field in SUBJECT_SUFFIXES.items():
+    for subject in subjects if isinstance(subjects, dict) else ():
+        for suffix, field in SUBJECT_SUFFIXES.items() if isinstance(subject, str) else ():
             if subject.endswith(suffix) and len(subject) > len(suffix):
                 fields.add((subject[: -len(suffix)], field))
     return tuple(sorted(fields))

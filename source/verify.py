@@ -3,7 +3,9 @@
 Checks that the checkpoints agree with the commit records, every committed object (present, checksum, record count, first/last offset, offsets
 ascending and inside the committed ranges, no overlap with its neighbours), and optionally
 compares each backed-up partition with the live topic over the range both still hold:
-record count and a digest of every record's offset, key, value, timestamp and headers.
+record count and a digest of every record's offset, key, value, timestamp and headers. A topic a
+`restore --schema-ids remap` wrote on that cluster holds the ids the target registry gave: it is
+compared through that restore's id map too (source.cluster_restore.registry_restore.id_maps_into).
 Objects are read one at a time, so memory stays at one object whatever the partition size.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.archive.checkpoints import checkpoint_problems, damaged_checkpoint_files
@@ -24,9 +27,12 @@ from ..core.envelope import RecordDigest
 from ..core.errors import NoBackup, TopicvaultError
 from ..core.stores.locations import open_store, open_store_beside
 from ..core.stores.store import ObjectStore
+from ..core.text import plural
+from ..formats.saved_registry import rewrite_batch, wire_format_fields
 from ..sink.kafka_reader import OffsetRange, read_range
+from .cluster_restore.registry_restore import SCHEMA_IDS_NAME, id_maps_into
 from .object_reader import read_object, stored_bytes
-from .restore.restore_state import damaged_restore_states, default_state_uri
+from .restore.restore_state import RestoreRecords, damaged_restore_states, default_state_uri
 
 
 @dataclass
@@ -47,6 +53,9 @@ class VerifyReport:
     # pointer, leases, saved restore states...): each names what readers do instead. The data is
     # whole without them, so they fail verify only with --strict.
     damaged: list[str] = field(default_factory=list)
+    # Restore id -> the partitions that match the live topic only with the schema ids that restore's
+    # --schema-ids remap gave (its id map applied to the archive's records).
+    remapped: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -56,6 +65,39 @@ class VerifyReport:
     def ok_strict(self) -> bool:
         """No problem and no damaged file (verify --strict)."""
         return self.ok and not self.damaged
+
+
+@dataclass
+class ArchiveDigests:
+    """A partition's archive records digested as they are, and once more through each schema id
+    map (saved id -> target id) a remap restore rewrote the live topic with: `maps` holds
+    (restore id, id map) pairs, `mapped` their digests in that order."""
+
+    maps: list[tuple[str, dict[int, int]]] = field(default_factory=list)
+    # The fields a remap rewrote: those a `<topic>-key`/`-value` subject names (remap), or both
+    # (remap-all); the id map does not say which mode wrote it, so both are tried.
+    named_fields: tuple[str, ...] = ("key", "value")
+    plain: RecordDigest = field(default_factory=RecordDigest)
+    mapped: list[tuple[str, RecordDigest]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        choices = {self.named_fields, ("key", "value")}
+        self.mapped = [(restore_id, RecordDigest()) for restore_id, _ in self.maps for _ in choices]
+        self._rewrites = [(id_map, fields) for _, id_map in self.maps for fields in choices]
+
+    def update(self, table: pa.Table) -> None:
+        """Add an archive table's records (rewritten as restore rewrote them: formats.saved_registry.rewrite_batch)."""
+        self.plain.update(table)
+        for (id_map, fields), (_, digest) in zip(self._rewrites, self.mapped):
+            for batch in table.to_batches():
+                digest.update(rewrite_batch(batch, id_map, fields)[0])
+
+    def matching(self, live: tuple[int, str]) -> str | None:
+        """"" when the records as archived match `live` (count, digest); the restore id whose map
+        makes them match; None when neither does."""
+        if self.plain.result() == live:
+            return ""
+        return next((restore_id for restore_id, digest in self.mapped if digest.result() == live), None)
 
 
 def verify_location(uri: str, store_options: dict[str, str], topics: list[str] | None, kafka: KafkaSettings | None,
@@ -90,18 +132,39 @@ def verify_backup(
     restore_damage, unchecked = damaged_restore_states(store, state_store, keyring)
     report = VerifyReport(problems=checkpoint_problems(store, state, keyring),
                           damaged=damaged_state_files(store) + restore_damage, notes=unchecked)
+    id_maps = _remap_restores(store, state_store, keyring, kafka, report)
     for (topic, partition), partition_state in sorted(state.partitions.items()):
         if topics and topic not in topics:
             continue
         report.partitions += 1
         report.lost.extend(partition_state.lost_notes())
         compare_from = _live_start(kafka, partition_state, report) if kafka is not None else None
-        digest = RecordDigest()
-        readable = _check_objects(store, partition_state, report, digest, compare_from, keyring)
+        digests = ArchiveDigests(id_maps.get(topic, []) if compare_from is not None else [],
+                                 tuple(f for t, f in wire_format_fields(state.registry_at(None) or {}) if t == topic))
+        readable = _check_objects(store, partition_state, report, digests, compare_from, keyring)
         progress(f"{topic}[{partition}]: {len(partition_state.objects)} objects checked")
         if compare_from is not None and readable and compare_from < partition_state.end:
-            _compare_live(kafka, partition_state, compare_from, digest.result(), report)
+            _compare_live(kafka, partition_state, compare_from, digests, report)
+    report.notes.extend(_remapped_notes(report.remapped))
     return report
+
+
+def _remap_restores(store: ObjectStore, state_store: ObjectStore | None, keyring: Keyring | None,
+                    kafka: KafkaSettings | None, report: VerifyReport) -> dict[str, list[tuple[str, dict[int, int]]]]:
+    """Per topic, the schema id maps of this archive's remap restores into it on the cluster `kafka`
+    names (source.cluster_restore.registry_restore.id_maps_into); a map that cannot be read goes to report.damaged."""
+    if kafka is None or state_store is None:
+        return {}
+    maps, damaged = id_maps_into(RestoreRecords(state_store, store, keyring), kafka.bootstrap_servers)
+    report.damaged.extend(f"{line}: verify compares the topics it names without it" for line in damaged)
+    return maps
+
+
+def _remapped_notes(remapped: dict[str, list[str]], shown: int = 5) -> list[str]:
+    """One note per remap restore whose id map the live partitions matched through."""
+    return [f"{plural(len(where), 'partition')} ({', '.join(where[:shown])}{', ...' if len(where) > shown else ''}) "
+            f"match with the schema ids restore {restore_id} gave (--schema-ids remap: the archive's records compared "
+            f"through its {SCHEMA_IDS_NAME})" for restore_id, where in sorted(remapped.items())]
 
 
 def damaged_state_files(store: ObjectStore) -> list[str]:
@@ -112,7 +175,7 @@ def damaged_state_files(store: ObjectStore) -> list[str]:
 
 
 def _check_objects(
-    store: ObjectStore, ps: PartitionState, report: VerifyReport, digest: RecordDigest, digest_from: int | None,
+    store: ObjectStore, ps: PartitionState, report: VerifyReport, digest: ArchiveDigests, digest_from: int | None,
     keyring: Keyring | None,
 ) -> bool:
     """Check each object of a partition, feeding records at or after `digest_from` to the digest."""
@@ -182,7 +245,8 @@ def _live_start(kafka: KafkaSettings, ps: PartitionState, report: VerifyReport) 
     return max(ps.start, low)
 
 
-def _compare_live(kafka: KafkaSettings, ps: PartitionState, start: int, backed_up: tuple[int, str], report: VerifyReport) -> None:
+def _compare_live(kafka: KafkaSettings, ps: PartitionState, start: int, archived: ArchiveDigests,
+                  report: VerifyReport) -> None:
     live = RecordDigest()
     reader = read_range(kafka, OffsetRange(ps.topic, ps.partition, start, ps.end))
     while True:
@@ -198,9 +262,15 @@ def _compare_live(kafka: KafkaSettings, ps: PartitionState, start: int, backed_u
                             f"it was compared (retention or a leader change): not compared; run verify again")
         return
     report.partitions_compared += 1
-    if backed_up != live.result():
+    matched_by = archived.matching(live.result())
+    if matched_by:
+        report.remapped.setdefault(matched_by, []).append(f"{ps.topic}[{ps.partition}]")
+    elif matched_by is None:
+        backed_up = archived.plain.result()
+        tried = (f"; nor through the schema id map of restore {', '.join(r for r, _ in archived.maps)}"
+                 if archived.maps else "")
         report.problems.append(
             f"{ps.topic}[{ps.partition}]: offsets {start}..{ps.end - 1} differ from the live topic: backup "
             f"{backed_up[0]} records (sha256 {backed_up[1][:12]}), live {live.records} records "
-            f"(sha256 {live.result()[1][:12]})"
+            f"(sha256 {live.result()[1][:12]}){tried}"
         )

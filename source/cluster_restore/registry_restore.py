@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from ...core.cluster.registry_client import RegistryClient
 from ...core.errors import TopicvaultError
 from ...formats.saved_registry import (
+    check_id_map,
     check_saved,
     describe_ids,
     differing_ids,
@@ -35,7 +36,12 @@ from ...formats.saved_registry import (
 from ..restore.restore_state import RestoreRecords
 
 SCHEMA_IDS_NAME = "schema-ids.json"
-SCHEMA_ID_MODES = ("preserve", "remap")
+# remap rewrites the keys and values a saved `<topic>-key` / `<topic>-value` subject names
+# (formats.saved_registry.wire_format_fields); remap-all every key and value in the wire format,
+# for topics serialized under another subject name strategy (its operator knows no other bytes
+# start with byte 0 there).
+SCHEMA_ID_MODES = ("preserve", "remap", "remap-all")
+EVERY_TOPIC = "*"  # in schema_id_fields: every topic's keys and values (remap-all)
 
 
 @dataclass(frozen=True)
@@ -65,8 +71,8 @@ class RegistryRequest:
 def check_schema_id_mode(mode: str) -> str:
     """`mode` when it is one of SCHEMA_ID_MODES; a one-line error otherwise."""
     if mode not in SCHEMA_ID_MODES:
-        raise TopicvaultError(f"bad --schema-ids {mode!r}: use preserve (ids kept, or the restore stops) or remap "
-                              "(new ids, records rewritten)")
+        raise TopicvaultError(f"bad --schema-ids {mode!r}: use preserve (ids kept, or the restore stops), remap "
+                              "(new ids, rewritten in <topic>-key/-value subjects' records) or remap-all")
     return mode
 
 
@@ -189,6 +195,33 @@ def save_id_map(records: RestoreRecords, restore_id: str, changed: dict[int, int
     records.write(restore_id, SCHEMA_IDS_NAME, body)
 
 
+def id_maps_into(records: RestoreRecords, target_bootstrap: str
+                 ) -> tuple[dict[str, list[tuple[str, dict[int, int]]]], list[str]]:
+    """Per archive topic, the schema id maps (saved id -> target id, SCHEMA_IDS_NAME) of this
+    archive's restores that wrote it into the topic of that name on `target_bootstrap` (as their
+    states name both), each with its restore id, in restore id order; and a line for each such map
+    that cannot be read or is no map (check_id_map). Restores that changed no id are left out. For
+    `verify -b`: the target's records hold the ids a remap restore gave them. Reads each state once."""
+    maps: dict[str, list[tuple[str, dict[int, int]]]] = {}
+    damaged = []
+    for body in sorted(records.states(), key=lambda b: str(b.get("restore_id"))):
+        topic_map = body.get("topic_map")
+        kept = sorted(t for t, target in topic_map.items() if t == target) if isinstance(topic_map, dict) else []
+        if body.get("target_bootstrap") != target_bootstrap or not kept:
+            continue
+        restore_id = str(body["restore_id"])
+        try:
+            found = records.read(restore_id, SCHEMA_IDS_NAME)
+            id_map = check_id_map(found) if found is not None else {}
+        except (TopicvaultError, ValueError) as exc:
+            what = records.describe(restore_id, SCHEMA_IDS_NAME)
+            damaged.append(f"{exc}" if isinstance(exc, TopicvaultError) else f"{what} is damaged ({exc})")
+            continue
+        for topic in kept if id_map else ():
+            maps.setdefault(topic, []).append((restore_id, id_map))
+    return maps, damaged
+
+
 def saved_registry(job, until_ms: int | None) -> dict | None:
     """The registry the archive saved as of `until_ms` (None: none), checked (TopicvaultError when damaged)."""
     from ...core.archive.checkpoints import load_state
@@ -209,8 +242,10 @@ def registry_before_data(job, restore_id: str, until_ms: int | None, request: Re
         return job, None
     client = RegistryClient(request.url, request.settings)
     saved = saved_registry(job, until_ms)
-    restored = restore_registry(client, saved, request.mode)
-    if request.mode == "remap":
+    remap = request.mode.startswith("remap")
+    restored = restore_registry(client, saved, "remap" if remap else request.mode)
+    if remap:
         save_id_map(job.restore_records(), restore_id, restored.changed)
-    return replace(job, schema_id_map=tuple(sorted(restored.changed.items())),
-                   schema_id_fields=wire_format_fields(saved or {})), restored
+    fields = ((EVERY_TOPIC, "key"), (EVERY_TOPIC, "value")) if request.mode == "remap-all" else \
+        wire_format_fields(saved or {})
+    return replace(job, schema_id_map=tuple(sorted(restored.changed.items())), schema_id_fields=fields), restored

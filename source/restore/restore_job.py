@@ -113,12 +113,12 @@ class RestoreJob:
     # (source.cluster_restore.registry_restore).
     schema_id_map: tuple[tuple[int, int], ...] = ()
     # (source topic, "key" | "value") whose records carry the wire format: a saved subject names them
-    # (formats.saved_registry.wire_format_fields); no other bytes are rewritten.
+    # (formats.saved_registry.wire_format_fields; topic "*": every topic, --schema-ids remap-all).
     schema_id_fields: tuple[tuple[str, str], ...] = ()
 
     def wire_format_fields_of(self, topic: str) -> tuple[str, ...]:
         """"key" and/or "value": the fields of `topic`'s records a remap rewrites (see schema_id_fields)."""
-        return tuple(field for named, field in self.schema_id_fields if named == topic)
+        return tuple(field for named, field in self.schema_id_fields if named in (topic, "*"))
 
     def __post_init__(self) -> None:
         # The default state location is resolved here, where the job is built (the driver): tasks

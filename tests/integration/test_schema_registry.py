@@ -225,19 +225,20 @@ def test_remap_restores_a_lost_registry_and_rewrites_the_ids_records_carry(boots
     location = str(tmp_path / "archive")
     run_cli("backup", "-b", bootstrap, "--to", location, "--topic", topic, "--schema-registry", schema_registry)
 
-    # The source registry is lost; the new one already holds a schema, so it gives other ids.
+    # The source registry is lost; the new one already holds a schema, so it gives other ids. The
+    # topic's records name several subjects (no `<topic>-value` subject): remap-all rewrites them.
     with apicurio(tmp_path) as target:
         register(target, "decoy-value", '"string"')
         restored = f"{topic}.restored"
         planned = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
-                          "--schema-registry", target, "--schema-ids", "remap", "--dry-run")
-        assert re.search(r"schema registry: would register \d+ versions of \d+ subjects \(remap\)", planned)
+                          "--schema-registry", target, "--schema-ids", "remap-all", "--dry-run")
+        assert re.search(r"schema registry: would register \d+ versions of \d+ subjects \(remap-all\)", planned)
         assert call(target, "GET", "/subjects?deleted=true") == ["decoy-value"]  # a dry run asks the target nothing
         refused = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
                           "--schema-registry", target, expect_exit=1)
         assert_one_line_error(refused, "gave other ids than the saved ones", f"{ids['a1']}→", "nothing was produced")
         output = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
-                         "--schema-registry", target, "--schema-ids", "remap")
+                         "--schema-registry", target, "--schema-ids", "remap-all")
         rewritten = int(re.search(r"schema ids rewritten in (\d+) records?", output).group(1))
 
         got = consume_all(bootstrap, restored)[0]
@@ -254,9 +255,174 @@ def test_remap_restores_a_lost_registry_and_rewrites_the_ids_records_carry(boots
         # Run again with its id (a resume): the target's records, rewritten, are found to be the archive's.
         restore_id = re.search(r"restore id (\S+):", output).group(1)
         again = run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={restored}",
-                        "--schema-registry", target, "--schema-ids", "remap", "--restore-id", restore_id)
+                        "--schema-registry", target, "--schema-ids", "remap-all", "--restore-id", restore_id)
         assert "restored 0 records" in again and f"{len(records)} were already there" in again
         assert [(r.key, r.value) for r in consume_all(bootstrap, restored)[0]] == [(r.key, r.value) for r in got]
         assert call(target, "GET", f"/config/{prefix}-a-value")["compatibilityLevel"] == "FULL"
         assert f"{prefix}-j-value" not in call(target, "GET", "/subjects")
         assert f"{prefix}-j-value" in call(target, "GET", "/subjects?deleted=true")
+
+
+# The done-when of issue #52: records made by confluent-kafka's own serializers, a lost cluster and
+# registry, a new cluster and a new Apicurio brought back with the runbook's commands
+# (docs/recovery-runbook.md, "The schema registry"), every record read back by its deserializers.
+MONEY = {"type": "record", "name": "Money", "namespace": "shop",
+         "fields": [{"name": "cents", "type": "long"}, {"name": "currency", "type": "string"}]}
+ORDER_1 = {"type": "record", "name": "Order", "namespace": "shop",
+           "fields": [{"name": "id", "type": "long"}, {"name": "total", "type": "shop.Money"}]}
+ORDER_2 = {**ORDER_1, "fields": [*ORDER_1["fields"], {"name": "note", "type": "string", "default": ""}]}
+EVENT = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Event", "type": "object",
+         "properties": {"kind": {"type": "string"}, "n": {"type": "integer"}}, "required": ["kind"]}
+
+
+def order_key_class() -> type:
+    """A Protobuf message class `shop.OrderKey {string region = 1; int64 id = 2;}`, compiled at run time
+    from a FileDescriptorProto built here (no protoc), in a pool of its own."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+    from google.protobuf.message_factory import GetMessageClass
+
+    proto = descriptor_pb2.FileDescriptorProto(name="shop/order_key.proto", package="shop", syntax="proto3")
+    message = proto.message_type.add(name="OrderKey")
+    optional = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+    message.field.add(name="region", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=optional)
+    message.field.add(name="id", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64, label=optional)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return GetMessageClass(pool.FindMessageTypeByName("shop.OrderKey"))
+
+
+def serialized_records(url: str, prefix: str, orders: str, events: str) -> tuple[list[Record], list[Record]]:
+    """Records in both topics made by confluent-kafka's serializers against the registry at `url`:
+    `orders` with Protobuf keys and Avro values (two versions of a schema referencing `PREFIX-money`),
+    `events` with JSON Schema values; plain keys and values, a null one and a short one starting with
+    byte 0 between them. The registry then: a per-subject compatibility, the JSON Schema subject soft-deleted."""
+    from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    client = SchemaRegistryClient({"url": url})
+    money_subject = f"{prefix}-money"
+    client.register_schema(money_subject, Schema(json.dumps(MONEY), "AVRO"))
+    reference = [SchemaReference("shop.Money", money_subject, 1)]
+    order_key = order_key_class()
+    keys = ProtobufSerializer(order_key, client, {"use.deprecated.format": False})
+    order_v1 = AvroSerializer(client, Schema(json.dumps(ORDER_1), "AVRO", reference))
+    order_v2 = AvroSerializer(client, Schema(json.dumps(ORDER_2), "AVRO", reference))
+    event = JSONSerializer(json.dumps(EVENT), client)
+    key_of, value_of = SerializationContext(orders, MessageField.KEY), SerializationContext(orders, MessageField.VALUE)
+    event_of = SerializationContext(events, MessageField.VALUE)
+    order_pairs = [
+        (keys(order_key(region="eu", id=1), key_of), order_v1({"id": 1, "total": {"cents": 250, "currency": "EUR"}},
+                                                              value_of)),
+        (keys(order_key(region="us", id=2), key_of), order_v2({"id": 2, "total": {"cents": 9, "currency": "USD"},
+                                                               "note": "gift"}, value_of)),
+        (b"plain key", b"plain value"), (keys(order_key(region="eu", id=1), key_of), None), (None, b"\x00\x00\x07"),
+        (keys(order_key(id=3), key_of), order_v1({"id": 3, "total": {"cents": 0, "currency": ""}}, value_of)),
+    ]
+    event_pairs = [(b"e-1", event({"kind": "created", "n": 1}, event_of)), (None, b"{\"kind\": \"raw json\"}"),
+                   (b"e-2", event({"kind": "paid"}, event_of))]
+    client.set_compatibility(f"{orders}-value", "FULL")
+    client.delete_subject(f"{events}-value")  # soft: its records still name its schema
+    headers = (("trace", b"\x00\x00\x00\x00\x01"), ("trace", None))
+    return ([Record(orders, 0, i, k, v, 1_700_000_000_000 + i, 0, headers) for i, (k, v) in enumerate(order_pairs)],
+            [Record(events, 0, i, k, v, 1_700_000_000_000 + i, 0, ()) for i, (k, v) in enumerate(event_pairs)])
+
+
+def deserialized(url: str, record: Record) -> tuple[object, object]:
+    """A record's key and value as a schema-registry-aware consumer reads them: confluent-kafka's
+    deserializers (Avro and JSON Schema values) fetching each schema by the id the record carries
+    from the registry at `url`; plain bytes as they are. Protobuf keys: its deserializer reads the
+    framing and the message, and the schema the id names is fetched beside (Apicurio 3.3.3 answers
+    the deserializer's `?format=serialized` with raw descriptor bytes, not base64: docs/testing.md)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf.json_format import MessageToDict
+
+    client = SchemaRegistryClient({"url": url})
+    key, value = record.key, record.value
+    if in_wire_format(key):
+        reader = ProtobufDeserializer(order_key_class(), {"use.deprecated.format": False})
+        message = reader(key, SerializationContext(record.topic, MessageField.KEY))
+        key = MessageToDict(message), client.get_schema(int.from_bytes(key[1:5], "big")).schema_str
+    if in_wire_format(value):
+        reader = (AvroDeserializer(client) if "-orders-" in record.topic  # topic_factory: PREFIX-orders-HEX
+                  else JSONDeserializer(None, schema_registry_client=client))
+        value = reader(value, SerializationContext(record.topic, MessageField.VALUE))
+    return key, value
+
+
+def in_wire_format(data: bytes | None) -> bool:
+    return data is not None and len(data) >= 5 and data[0] == 0
+
+
+def test_a_lost_cluster_and_registry_come_back_with_the_runbook_and_real_deserializers_read_every_record(
+        bootstrap, topic_factory, schema_registry, tmp_path: Path):
+    from harness_registry import apicurio
+    from topicvault.core.local.local_kafka import LocalKafka
+
+    prefix = f"w{uuid.uuid4().hex[:6]}"
+    orders, events = topic_factory(1, f"{prefix}-orders"), topic_factory(1, f"{prefix}-events")
+    order_records, event_records = serialized_records(schema_registry, prefix, orders, events)
+    produce_records(bootstrap, orders, order_records)
+    produce_records(bootstrap, events, event_records)
+    sources = {orders: consume_all(bootstrap, orders)[0], events: consume_all(bootstrap, events)[0]}
+    expected = {topic: [deserialized(schema_registry, r) for r in records] for topic, records in sources.items()}
+    assert expected[orders][1][0][0] == {"region": "us", "id": "2"}
+    assert expected[orders][1][1] == {"id": 2, "total": {"cents": 9, "currency": "USD"}, "note": "gift"}
+    assert expected[events][2] == (b"e-2", {"kind": "paid"})
+    location = str(tmp_path / "archive")
+
+    # Before the loss (the runbook's commands; --topics-regex names this test's topics only).
+    backed_up = run_cli("backup", "-b", bootstrap, "--to", location, "--topics-regex", f"{prefix}-.*",
+                        "--schema-registry", schema_registry)
+    listing = run_cli("ls", location)
+    print(f"$ topicvault backup ... --schema-registry URL\n{backed_up}\n$ topicvault ls\n{listing}")
+    assert re.search(r"schema registry: \d+ subjects \(\d+ soft-deleted\)", listing)
+    assert "lacks" not in listing  # every id the records carry was saved
+
+    # The cluster and its registry are lost: a new cluster, a new, empty Apicurio.
+    with LocalKafka(folder=tmp_path / "new-cluster") as new_cluster, apicurio(tmp_path / "new-registry") as new_registry:
+        restore = ["restore", "--from", location, "-b", new_cluster.bootstrap, "--cluster-state",
+                   "--schema-registry", new_registry]
+        planned = run_cli(*restore, "--dry-run")
+        refused = run_cli(*restore, expect_exit=1)  # Apicurio gives ids of its own: preserve stops first
+        assert_one_line_error(refused, "gave other ids than the saved ones", "nothing was produced")
+        assert not new_cluster_topics(new_cluster.bootstrap, prefix)
+        restored = run_cli(*restore, "--schema-ids", "remap")
+        verified = run_cli("verify", location, "-b", new_cluster.bootstrap)
+        print(f"$ restore --dry-run\n{planned}\n$ restore\n{refused}\n$ restore --schema-ids remap\n{restored}\n"
+              f"$ verify -b NEW\n{verified}")
+
+        rewritten = int(re.search(r"schema ids rewritten in (\d+) records?", restored).group(1))
+        changed = 0
+        for topic, records in sources.items():
+            got = consume_all(new_cluster.bootstrap, topic)[0]
+            def kept(rs: list[Record]) -> list[tuple]:
+                return [(r.offset, r.timestamp_ms, r.timestamp_type, r.headers) for r in rs]
+
+            assert kept(got) == kept(records)
+            for record, source, want in zip(got, records, expected[topic], strict=True):
+                assert deserialized(new_registry, record) == want  # the same values, read on the new registry
+                for data, original in zip((record.key, record.value), (source.key, source.value)):
+                    if in_wire_format(original):
+                        assert data[0] == 0 and data[5:] == original[5:]  # only the 4-byte id may differ
+                    else:
+                        assert data == original  # not in the wire format: byte-exact
+                changed += (record.key, record.value) != (source.key, source.value)
+        assert rewritten == changed > 0
+        assert call(new_registry, "GET", f"/config/{orders}-value")["compatibilityLevel"] == "FULL"
+        assert f"{events}-value" not in call(new_registry, "GET", "/subjects")
+        assert f"{events}-value" in call(new_registry, "GET", "/subjects?deleted=true")
+        assert "differ" not in verified
+
+
+def new_cluster_topics(bootstrap: str, prefix: str) -> list[str]:
+    """The topics of the cluster at `bootstrap` named with `prefix`."""
+    from confluent_kafka.admin import AdminClient
+
+    return [t for t in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics if t.startswith(prefix)]

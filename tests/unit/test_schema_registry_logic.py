@@ -296,3 +296,69 @@ def test_a_saved_subject_named_as_a_dot_segment_or_nothing_is_refused(name):
         check_saved({**SAVED, "subjects": {**SAVED["subjects"], name: SAVED["subjects"]["gone-value"]}})
     with pytest.raises(TopicvaultError, match="cannot be named in a URL"):
         RegistryClient("http://127.0.0.1:9").set_compatibility("NONE", name)
+
+
+def test_check_id_map_takes_a_saved_map_and_names_what_is_wrong():
+    from topicvault.formats.saved_registry import check_id_map
+
+    assert check_id_map({"restore_id": "r", "ids": [[1, 2], [5, 6]]}) == {1: 2, 5: 6}
+    for body, wrong in [([], "no list of ids"), ({"ids": "1,2"}, "no list of ids"), ({"ids": [[1]]}, "no pair"),
+                        ({"ids": [[1, True]]}, "no pair"), ({"ids": [[1, 2**31]]}, "no pair"),
+                        ({"ids": [[-1, 2]]}, "no pair"), ({"ids": [[1, 2], [1, 3]]}, "mapped twice")]:
+        with pytest.raises(ValueError, match=wrong):
+            check_id_map(body)
+
+
+def _restore_into(records, restore_id: str, bootstrap: str, topic_map: dict, id_map: dict | None) -> None:
+    from topicvault.source.cluster_restore.registry_restore import save_id_map
+    from topicvault.source.restore.restore_state import STATE_NAME
+
+    records.write(restore_id, STATE_NAME, {"restore_id": restore_id, "target_bootstrap": bootstrap,
+                                           "topic_map": topic_map, "start_offsets": {}})
+    if id_map is not None:
+        save_id_map(records, restore_id, id_map)
+
+
+def test_verify_finds_the_id_maps_of_remap_restores_into_that_topic_on_that_cluster(tmp_path):
+    from topicvault.core.stores.local_store import LocalStore
+    from topicvault.source.cluster_restore.registry_restore import SCHEMA_IDS_NAME, id_maps_into
+    from topicvault.source.restore.restore_state import RestoreRecords
+
+    records = RestoreRecords(LocalStore(str(tmp_path / "state")), LocalStore(str(tmp_path / "archive")))
+    _restore_into(records, "a-remap", "new:9092", {"orders": "orders"}, {1: 7})
+    _restore_into(records, "b-preserve", "new:9092", {"orders": "orders"}, None)
+    _restore_into(records, "c-no-change", "new:9092", {"orders": "orders"}, {})
+    _restore_into(records, "d-other-cluster", "old:9092", {"orders": "orders"}, {1: 8})
+    _restore_into(records, "e-renamed", "new:9092", {"orders": "orders.restored"}, {1: 9})
+    _restore_into(records, "f-other-topic", "new:9092", {"payments": "payments"}, {1: 10})
+
+    assert id_maps_into(records, "new:9092") == ({"orders": [("a-remap", {1: 7})], "payments": [("f-other-topic",
+                                                                                                   {1: 10})]}, [])
+
+    records.write("a-remap", SCHEMA_IDS_NAME, {"restore_id": "a-remap", "ids": [[1, 7], [1, 8]]})
+    maps, damaged = id_maps_into(records, "new:9092")
+    assert "orders" not in maps and len(damaged) == 1 and "schema-ids.json of restore 'a-remap'" in damaged[0]
+    assert "mapped twice" in damaged[0]
+
+
+def test_verify_digests_archive_records_through_a_remap_restores_id_map():
+    import pyarrow as pa
+    from topicvault.core.envelope import RecordDigest
+    from topicvault.source.verify import ArchiveDigests
+
+    archived = [Record("t", 0, 0, b"\x00\x00\x00\x00\x01k", b"\x00\x00\x00\x00\x02v", 5),
+                Record("t", 0, 1, b"plain", None, 6), Record("t", 0, 2, None, b"\x00\x00\x00\x00\x03v", 7)]
+    id_map = {1: 11, 2: 12}
+    batch = records_to_batch(archived)
+    live_plain, live_remapped = RecordDigest(), RecordDigest()
+    live_plain.update(batch)
+    live_remapped.update(rewrite_batch(batch, id_map)[0])
+
+    digests = ArchiveDigests([("r0", {1: 99}), ("r1", id_map)])
+    digests.update(pa.Table.from_batches([batch]))  # verify reads objects as tables
+    assert digests.matching(live_plain.result()) == ""  # the archive's own bytes: no map needed
+    assert digests.matching(live_remapped.result()) == "r1"
+    other = RecordDigest()
+    other.update(rewrite_batch(batch, {3: 13})[0])
+    assert digests.matching(other.result()) is None
+    assert ArchiveDigests().matching(live_remapped.result()) is None  # without a map: a difference
