@@ -279,6 +279,26 @@ typedef struct {
     Py_ssize_t n_slots;
 } Reader;
 
+rd_kafka_conf_t *conf_from_dict(PyObject *config) {
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    PyObject *name, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(config, &pos, &name, &value)) {
+        const char *n = PyUnicode_AsUTF8(name), *v = PyUnicode_AsUTF8(value);
+        if (!n || !v) {
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+        if (rd_kafka_conf_set(conf, n, v, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
+            rd_kafka_conf_destroy(conf);
+            PyErr_SetString(PyExc_ValueError, errstr);
+            return NULL;
+        }
+    }
+    return conf;
+}
+
 static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
     (void)rk, (void)level, (void)fac, (void)buf; /* errors reach the reader as events instead */
 }
@@ -318,21 +338,8 @@ static int reader_init(Reader *self, PyObject *args, PyObject *kwargs) {
     (void)kwargs;
     if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &config)) return -1;
     char errstr[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    PyObject *name, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(config, &pos, &name, &value)) {
-        const char *n = PyUnicode_AsUTF8(name), *v = PyUnicode_AsUTF8(value);
-        if (!n || !v) {
-            rd_kafka_conf_destroy(conf);
-            return -1;
-        }
-        if (rd_kafka_conf_set(conf, n, v, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
-            rd_kafka_conf_destroy(conf);
-            PyErr_SetString(PyExc_ValueError, errstr);
-            return -1;
-        }
-    }
+    rd_kafka_conf_t *conf = conf_from_dict(config);
+    if (!conf) return -1;
     rd_kafka_conf_set_log_cb(conf, quiet_log);
     self->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
     if (!self->rk) {

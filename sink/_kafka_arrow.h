@@ -3,6 +3,7 @@
 #define TOPICVAULT_KAFKA_ARROW_H
 
 #include <Python.h>
+#include <librdkafka/rdkafka.h>
 #include <stdint.h>
 
 /* The Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html): plain
@@ -31,6 +32,10 @@ struct ArrowArray {
     void (*release)(struct ArrowArray *);
     void *private_data;
 };
+
+/* A librdkafka configuration of every (str, str) item of the dict `config`: NULL with ValueError
+   naming what librdkafka rejected (or the exception a non-str item raised). */
+rd_kafka_conf_t *conf_from_dict(PyObject *config);
 
 /* Adds the Writer type (_kafka_arrow_writer.c) to the module; -1 with an exception set. */
 int add_writer_type(PyObject *module);

@@ -125,21 +125,8 @@ static int writer_init(Writer *self, PyObject *args, PyObject *kwargs) {
     (void)kwargs;
     if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &config)) return -1;
     char errstr[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    PyObject *name, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(config, &pos, &name, &value)) {
-        const char *n = PyUnicode_AsUTF8(name), *v = PyUnicode_AsUTF8(value);
-        if (!n || !v) {
-            rd_kafka_conf_destroy(conf);
-            return -1;
-        }
-        if (rd_kafka_conf_set(conf, n, v, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
-            rd_kafka_conf_destroy(conf);
-            PyErr_SetString(PyExc_ValueError, errstr);
-            return -1;
-        }
-    }
+    rd_kafka_conf_t *conf = conf_from_dict(config);
+    if (!conf) return -1;
     rd_kafka_conf_set_opaque(conf, self);
     rd_kafka_conf_set_dr_msg_cb(conf, writer_delivered);
     rd_kafka_conf_set_error_cb(conf, writer_error);
