@@ -227,6 +227,16 @@ def wire_format_fields(saved: dict) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(fields))
 
 
+# In a list of (topic, field) pairs: every topic (restore --schema-ids remap-all).
+EVERY_TOPIC = "*"
+
+
+def fields_of_topic(pairs: tuple[tuple[str, str], ...], topic: str) -> tuple[str, ...]:
+    """"key" and/or "value": the fields `pairs` ((topic, field), as wire_format_fields gives, or
+    with EVERY_TOPIC) names for `topic`."""
+    return tuple(field for named, field in pairs if named in (topic, EVERY_TOPIC))
+
+
 def rewrite_batch(batch: pa.RecordBatch, id_map: Mapping[int, int], fields: tuple[str, ...] = ("key", "value")
                   ) -> tuple[pa.RecordBatch, int]:
     """`batch` with the schema id of every key and value (of `fields`: "key", "value") carrying a

@@ -28,7 +28,7 @@ from ..core.errors import NoBackup, TopicvaultError
 from ..core.stores.locations import open_store, open_store_beside
 from ..core.stores.store import ObjectStore
 from ..core.text import plural
-from ..formats.saved_registry import rewrite_batch, wire_format_fields
+from ..formats.saved_registry import fields_of_topic, rewrite_batch, wire_format_fields
 from ..sink.kafka_reader import OffsetRange, read_range
 from .cluster_restore.registry_restore import SCHEMA_IDS_NAME, id_maps_into
 from .object_reader import read_object, stored_bytes
@@ -71,24 +71,26 @@ class VerifyReport:
 class ArchiveDigests:
     """A partition's archive records digested as they are, and once more through each schema id
     map (saved id -> target id) a remap restore rewrote the live topic with: `maps` holds
-    (restore id, id map) pairs, `mapped` their digests in that order."""
+    (restore id, id map) pairs."""
 
     maps: list[tuple[str, dict[int, int]]] = field(default_factory=list)
     # The fields a remap rewrote: those a `<topic>-key`/`-value` subject names (remap), or both
     # (remap-all); the id map does not say which mode wrote it, so both are tried.
     named_fields: tuple[str, ...] = ("key", "value")
     plain: RecordDigest = field(default_factory=RecordDigest)
-    mapped: list[tuple[str, RecordDigest]] = field(default_factory=list)
+
+    # (restore id, id map, fields rewritten, digest): one per map and way of rewriting.
+    mapped: list[tuple[str, dict[int, int], tuple[str, ...], RecordDigest]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        choices = {self.named_fields, ("key", "value")}
-        self.mapped = [(restore_id, RecordDigest()) for restore_id, _ in self.maps for _ in choices]
-        self._rewrites = [(id_map, fields) for _, id_map in self.maps for fields in choices]
+        # No fields rewrites nothing: that digest is `plain`'s.
+        ways = [w for w in dict.fromkeys((self.named_fields, ("key", "value"))) if w]
+        self.mapped = [(restore_id, id_map, fields, RecordDigest()) for restore_id, id_map in self.maps for fields in ways]
 
     def update(self, table: pa.Table) -> None:
         """Add an archive table's records (rewritten as restore rewrote them: formats.saved_registry.rewrite_batch)."""
         self.plain.update(table)
-        for (id_map, fields), (_, digest) in zip(self._rewrites, self.mapped):
+        for _, id_map, fields, digest in self.mapped:
             for batch in table.to_batches():
                 digest.update(rewrite_batch(batch, id_map, fields)[0])
 
@@ -97,7 +99,7 @@ class ArchiveDigests:
         makes them match; None when neither does."""
         if self.plain.result() == live:
             return ""
-        return next((restore_id for restore_id, digest in self.mapped if digest.result() == live), None)
+        return next((restore_id for restore_id, _, _, digest in self.mapped if digest.result() == live), None)
 
 
 def verify_location(uri: str, store_options: dict[str, str], topics: list[str] | None, kafka: KafkaSettings | None,
@@ -133,6 +135,7 @@ def verify_backup(
     report = VerifyReport(problems=checkpoint_problems(store, state, keyring),
                           damaged=damaged_state_files(store) + restore_damage, notes=unchecked)
     id_maps = _remap_restores(store, state_store, keyring, kafka, report)
+    remapped_fields = wire_format_fields(state.registry_at(None) or {})  # what a remap restore rewrote
     for (topic, partition), partition_state in sorted(state.partitions.items()):
         if topics and topic not in topics:
             continue
@@ -140,7 +143,7 @@ def verify_backup(
         report.lost.extend(partition_state.lost_notes())
         compare_from = _live_start(kafka, partition_state, report) if kafka is not None else None
         digests = ArchiveDigests(id_maps.get(topic, []) if compare_from is not None else [],
-                                 tuple(f for t, f in wire_format_fields(state.registry_at(None) or {}) if t == topic))
+                                 fields_of_topic(remapped_fields, topic))
         readable = _check_objects(store, partition_state, report, digests, compare_from, keyring)
         progress(f"{topic}[{partition}]: {len(partition_state.objects)} objects checked")
         if compare_from is not None and readable and compare_from < partition_state.end:

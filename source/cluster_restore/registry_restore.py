@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from ...core.cluster.registry_client import RegistryClient
 from ...core.errors import TopicvaultError
 from ...formats.saved_registry import (
+    EVERY_TOPIC,
     check_id_map,
     check_saved,
     describe_ids,
@@ -41,7 +42,6 @@ SCHEMA_IDS_NAME = "schema-ids.json"
 # for topics serialized under another subject name strategy (its operator knows no other bytes
 # start with byte 0 there).
 SCHEMA_ID_MODES = ("preserve", "remap", "remap-all")
-EVERY_TOPIC = "*"  # in schema_id_fields: every topic's keys and values (remap-all)
 
 
 @dataclass(frozen=True)

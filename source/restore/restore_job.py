@@ -40,7 +40,7 @@ from ...core.spark import check_no_speculation, run_tasks, task_attempt
 from ...core.stores.locations import open_store, open_store_beside
 from ...core.stores.store import ObjectStore
 from ...formats.peers import NATIVE, Layout, PeerOptions
-from ...formats.saved_registry import rewrite_batch
+from ...formats.saved_registry import fields_of_topic, rewrite_batch
 from ..cluster_restore.access_restore import read_cluster_access
 from ..object_reader import SkippedObject, check_keys_open
 from ..peer_layout import (
@@ -113,12 +113,12 @@ class RestoreJob:
     # (source.cluster_restore.registry_restore).
     schema_id_map: tuple[tuple[int, int], ...] = ()
     # (source topic, "key" | "value") whose records carry the wire format: a saved subject names them
-    # (formats.saved_registry.wire_format_fields; topic "*": every topic, --schema-ids remap-all).
+    # (formats.saved_registry.wire_format_fields; EVERY_TOPIC: every topic, --schema-ids remap-all).
     schema_id_fields: tuple[tuple[str, str], ...] = ()
 
     def wire_format_fields_of(self, topic: str) -> tuple[str, ...]:
         """"key" and/or "value": the fields of `topic`'s records a remap rewrites (see schema_id_fields)."""
-        return tuple(field for named, field in self.schema_id_fields if named in (topic, "*"))
+        return fields_of_topic(self.schema_id_fields, topic)
 
     def __post_init__(self) -> None:
         # The default state location is resolved here, where the job is built (the driver): tasks
