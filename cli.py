@@ -539,9 +539,9 @@ def sandbox(
 
 def main() -> None:
     """Console-script entry point."""
-    from .core.process import exit_on_sigterm
+    from .core.process import start_command
 
-    exit_on_sigterm()
+    start_command()
     app()
 
 

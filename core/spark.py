@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import TopicvaultError
+from .process import release_at_exit
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
@@ -150,8 +151,21 @@ def _launch_quiet_jvm(settings: dict[str, str]) -> None:
                 gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(settings.items()),
                                          popen_kwargs={"stderr": writable})
                 SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
+                release_at_exit(lambda: _release_jvm(gateway))  # before a held signal ends this process
         finally:
             os.close(writable)
+
+
+def _release_jvm(gateway) -> None:
+    """Make the driver JVM end (it exits when its stdin closes), quietly: the accumulator server
+    of pyspark's context, still running in this process, would print its connection's end."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    server = getattr(context, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda request, client_address: None
+    gateway.proc.stdin.close()
 
 
 # The signals that end a topicvault process: Ctrl-C, and a supervisor's SIGTERM.

@@ -131,6 +131,16 @@ def children_of(pid: int) -> set[int]:
     return found
 
 
+def command_line(pid: int) -> str:
+    """`pid` and its command line, for a message."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as line:
+            words = line.read().split(b"\0")
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid} {b' '.join(words).decode(errors='replace')[:200]}"
+
+
 def alive(pid: int) -> bool:
     """Whether `pid` still runs (a zombie, exited but not yet reaped, counts as gone)."""
     try:
@@ -192,9 +202,10 @@ def test_a_signal_to_the_restore_alone_leaves_no_process_holding_its_output(boot
         assert not reader.is_alive(), (f"its output was still open 120 s after {signum.name}; processes it "
                                         f"started still running: {sorted(p for p in started if alive(p))}")
         assert restore.wait(60) == 128 + signum, output
+        assert b"after it ended: killed" not in output[0], output  # they ended when released, not by SIGKILL
         started |= children_of(restore.pid)
         left = {pid for pid in started if alive(pid)}
-        assert not left, f"processes it started outlived it: {left}"
+        assert not left, f"processes it started outlived it: {[command_line(pid) for pid in sorted(left)]}"
     finally:
         if restore.poll() is None:
             os.killpg(restore.pid, signal.SIGKILL)

@@ -35,6 +35,11 @@ def register(url: str, subject: str, schema: str, schema_type: str = "AVRO", ref
     return answer.json()["id"]
 
 
+# confluent-kafka's registry client waits without limit by default (httpx timeout None): a
+# registry that stops answering would hold the test without a word.
+REGISTRY_CLIENT_CONF = {"timeout": 30}
+
+
 def call(url: str, method: str, path: str, body: dict | None = None) -> object:
     answer = requests.request(method, url + path, json=body, headers=HEADERS, timeout=30)
     assert answer.status_code == 200, answer.text
@@ -302,7 +307,7 @@ def serialized_records(url: str, prefix: str, orders: str, events: str) -> tuple
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    client = SchemaRegistryClient({"url": url})
+    client = SchemaRegistryClient(REGISTRY_CLIENT_CONF | {"url": url})
     money_subject = f"{prefix}-money"
     client.register_schema(money_subject, Schema(json.dumps(MONEY), "AVRO"))
     reference = [SchemaReference("shop.Money", money_subject, 1)]
@@ -343,7 +348,7 @@ def deserialized(url: str, record: Record) -> tuple[object, object]:
     from confluent_kafka.serialization import MessageField, SerializationContext
     from google.protobuf.json_format import MessageToDict
 
-    client = SchemaRegistryClient({"url": url})
+    client = SchemaRegistryClient(REGISTRY_CLIENT_CONF | {"url": url})
     key, value = record.key, record.value
     if in_wire_format(key):
         reader = ProtobufDeserializer(order_key_class(), {"use.deprecated.format": False})
