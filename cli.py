@@ -340,7 +340,7 @@ def restore(
         saved = registry and saved_registry(job, request.selection.until_ms)
         _print(report.restore_dry_run(restore_plan, as_json) + report.registry_dry_run(registry, saved))
         return
-    job, registered = registry_before_data(job, restore_plan.restore_id, request.selection.until_ms, registry)
+    job, registered = registry_before_data(job, restore_plan, request.selection.until_ms, registry)
     _print(report.registry_restored(registered, schema_ids))
     choice = plan_executor(restore_plan, executor, master)
     _print(report.restore_started(restore_plan) + report.executor_chosen(choice, as_json or quiet))

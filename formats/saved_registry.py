@@ -227,6 +227,31 @@ def wire_format_fields(saved: dict) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(fields))
 
 
+def renamed_subjects(saved: dict, topic_map: Mapping[str, str]) -> dict:
+    """The saved registry with the `<topic>-key` / `<topic>-value` subjects of each topic
+    `topic_map` (source -> target topic, as restore --rename makes it) renames named after the
+    target topic, and every reference to them renamed with them; the other subjects as saved.
+    A TopicNameStrategy client of the renamed topic (io.confluent.kafka.serializers.subject.
+    TopicNameStrategy) looks its schemas up there. A new dict; ValueError when two subjects would
+    get one name (--rename a=b where b's subjects are saved and stay)."""
+    names = {}
+    for source, target in topic_map.items():
+        for suffix in SUBJECT_SUFFIXES if source != target else ():
+            if source + suffix in saved["subjects"]:
+                names[source + suffix] = target + suffix
+    if not names:
+        return saved
+    renamed: dict[str, dict] = {}
+    for name, subject in saved["subjects"].items():
+        new_name = names.get(name, name)
+        if new_name in renamed:
+            raise ValueError(f"subjects {name!r} and another would both be named {new_name!r} after --rename")
+        versions = [{**v, "references": [{**r, "subject": names.get(r["subject"], r["subject"])}
+                                         for r in v.get("references", [])]} for v in subject["versions"]]
+        renamed[new_name] = {**subject, "versions": versions}
+    return {**saved, "subjects": renamed}
+
+
 # In a list of (topic, field) pairs: every topic (restore --schema-ids remap-all).
 EVERY_TOPIC = "*"
 

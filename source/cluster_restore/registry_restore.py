@@ -5,8 +5,9 @@ referenced versions first, each subject's in version order), soft-deleted ones d
 then the saved compatibility levels set: the global one only on a registry that was empty (the
 one being recovered), soft deletes and a subject's level only on a subject this run created. A
 saved subject the target holds with a schema the archive did not save is refused before anything
-is written (refuse_foreign_subjects). Each id the target answers is compared with the saved one,
-never assumed:
+is written (refuse_foreign_subjects). A topic restored under another name (--rename) has its
+`<topic>-key` / `<topic>-value` subjects registered under the new name (renamed_subjects). Each
+id the target answers is compared with the saved one, never assumed:
 
 - `--schema-ids preserve` (the default): the target is put in IMPORT mode and asked for each
   saved id (Confluent's and Redpanda's registries honour it). Any id that comes back different
@@ -31,6 +32,7 @@ from ...formats.saved_registry import (
     describe_ids,
     differing_ids,
     registration_order,
+    renamed_subjects,
     renumbered_references,
     wire_format_fields,
 )
@@ -233,19 +235,26 @@ def saved_registry(job, until_ms: int | None) -> dict | None:
         raise TopicvaultError(f"the saved schema registry is damaged ({exc}): nothing was restored") from None
 
 
-def registry_before_data(job, restore_id: str, until_ms: int | None, request: RegistryRequest | None
+def registry_before_data(job, plan, until_ms: int | None, request: RegistryRequest | None
                          ) -> tuple[object, RegistryRestored | None]:
     """Restore the archive's registry (as of `until_ms`) into the target `request` names before any
-    record (see restore_registry); with remap, save the id map (save_id_map). The restore job with
-    its schema_id_map set, and what was done (without a request: the job as it is, and None)."""
+    record of `plan` (a RestorePlan; see restore_registry), the subjects of the topics it renames
+    named after their new names (formats.saved_registry.renamed_subjects); with remap, save the id
+    map (save_id_map). The restore job with its schema_id_map set, and what was done (without a
+    request: the job as it is, and None)."""
     if request is None:
         return job, None
     client = RegistryClient(request.url, request.settings)
     saved = saved_registry(job, until_ms)
+    try:
+        to_register = saved and renamed_subjects(saved, plan.topic_map)
+    except ValueError as exc:
+        raise TopicvaultError(f"--rename with --schema-registry: {exc}: nothing was restored. Rename to a topic "
+                              "whose subjects the archive did not save") from None
     remap = request.mode.startswith("remap")
-    restored = restore_registry(client, saved, "remap" if remap else request.mode)
+    restored = restore_registry(client, to_register, "remap" if remap else request.mode)
     if remap:
-        save_id_map(job.restore_records(), restore_id, restored.changed)
+        save_id_map(job.restore_records(), plan.restore_id, restored.changed)
     fields = ((EVERY_TOPIC, "key"), (EVERY_TOPIC, "value")) if request.mode == "remap-all" else \
         wire_format_fields(saved or {})
     return replace(job, schema_id_map=tuple(sorted(restored.changed.items())), schema_id_fields=fields), restored

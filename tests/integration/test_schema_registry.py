@@ -431,3 +431,27 @@ def new_cluster_topics(bootstrap: str, prefix: str) -> list[str]:
     from confluent_kafka.admin import AdminClient
 
     return [t for t in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics if t.startswith(prefix)]
+
+
+def test_a_renamed_restore_registers_the_topics_subjects_under_its_new_name(bootstrap, topic_factory, schema_registry,
+                                                                            tmp_path: Path):
+    """restore --rename T=T-copy --schema-registry: a TopicNameStrategy client of T-copy looks up
+    T-copy-value. Restored into the registry the backup read, after T-value gained a version the
+    archive did not save, the restore was refused (it changes no subject it did not write)."""
+    topic = topic_factory(1, prefix=f"r{uuid.uuid4().hex[:6]}")
+    first = register(schema_registry, f"{topic}-value", json.dumps(AVRO_A1))
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, wire(first, b"\x02"), 1_700_000_000_000)])
+    location = str(tmp_path / "archive")
+    run_cli("backup", "-b", bootstrap, "--to", location, "--topic", topic, "--schema-registry", schema_registry)
+    register(schema_registry, f"{topic}-value", json.dumps(AVRO_A2))  # the source moves on
+    copy = f"{topic}-copy"
+
+    run_cli("restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={copy}", "--schema-registry",
+            schema_registry, "--schema-ids", "remap")
+
+    latest = call(schema_registry, "GET", f"/subjects/{copy}-value/versions/latest")
+    assert json.loads(latest["schema"]) == AVRO_A1 and latest["version"] == 1
+    assert call(schema_registry, "GET", f"/subjects/{topic}-value/versions") == [1, 2]  # the source's, untouched
+    [record] = consume_all(bootstrap, copy)[0]
+    assert json.loads(call(schema_registry, "GET", f"/schemas/ids/{int.from_bytes(record.value[1:5], 'big')}")
+                      ["schema"]) == AVRO_A1

@@ -22,6 +22,7 @@ from topicvault.formats.saved_registry import (
     ids_lacking,
     registration_order,
     registry_summary,
+    renamed_subjects,
     renumbered_references,
     rewrite_batch,
     rewrite_schema_id,
@@ -163,6 +164,26 @@ def test_registration_order_puts_references_and_earlier_versions_first():
     with pytest.raises(ValueError, match="not saved"):
         registration_order({"subjects": {"a": {"versions": [
             {"version": 1, "id": 1, "references": [{"name": "q", "subject": "q", "version": 3}]}]}}})
+
+
+def test_renamed_topics_take_their_key_and_value_subjects_and_the_references_to_them():
+    """restore --rename a=b: a TopicNameStrategy client of b looks up b-key / b-value."""
+    saved = {"subjects": {
+        "a-value": {"versions": [{"version": 1, "id": 1, "references": [{"name": "k", "subject": "a-key", "version": 1}]}]},
+        "a-key": {"versions": [{"version": 1, "id": 2, "references": []}]},
+        "a-extra": {"versions": [{"version": 1, "id": 3, "references": []}]},  # another strategy's: kept
+        "c-value": {"versions": [{"version": 1, "id": 4, "references": [{"name": "v", "subject": "a-value", "version": 1}]}]},
+    }}
+    renamed = renamed_subjects(saved, {"a": "b", "c": "c", "gone": "elsewhere"})
+    assert sorted(renamed["subjects"]) == ["a-extra", "b-key", "b-value", "c-value"]
+    assert renamed["subjects"]["b-value"]["versions"][0]["references"] == [{"name": "k", "subject": "b-key", "version": 1}]
+    assert renamed["subjects"]["c-value"]["versions"][0]["references"][0]["subject"] == "b-value"
+    assert saved["subjects"]["c-value"]["versions"][0]["references"][0]["subject"] == "a-value"  # not changed in place
+    assert renamed_subjects(saved, {"a": "a"}) == saved
+    # a=c, c=a swaps the subjects; a=c alone would make two c-value subjects: refused
+    assert renamed_subjects(saved, {"a": "c", "c": "a"})["subjects"]["a-value"]["versions"][0]["id"] == 4
+    with pytest.raises(ValueError, match="c-value"):
+        renamed_subjects(saved, {"a": "c"})
 
 
 def test_renumbered_references_and_differing_ids():
