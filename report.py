@@ -13,7 +13,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .core.archive.commits import BackupState, ObjectEntry
 from .core.cluster.cluster_access import PASSWORD_ENV_PREFIX, AccessPlan, AccessState
@@ -165,6 +165,11 @@ def _registry_listing(state: BackupState) -> dict:
     return {"schema_registry": listing}
 
 
+def _listed(ids: Sequence[int], limit: int = 20) -> str:
+    """Schema ids as "1, 2, …" (the first `limit`)."""
+    return ", ".join(map(str, ids[:limit])) + (", …" if len(ids) > limit else "")
+
+
 def _registry_lines(registry: dict | None) -> list[Line]:
     """`ls`'s lines on the saved schema registry (see _registry_listing)."""
     if registry is None:
@@ -179,7 +184,7 @@ def _registry_lines(registry: dict | None) -> list[Line]:
                           f"saved {plural(registry['changes'], 'time')}, newest change {registry['last_time']}"))
     lacking = registry["used_ids_lacking"]
     if lacking:
-        shown = ", ".join(map(str, lacking[:20])) + (", …" if len(lacking) > 20 else "")
+        shown = _listed(lacking)
         where = "the saved schema registry lacks" if "subjects" in registry else "no schema registry was saved for"
         lines.append(_out(f"schema ids used by records that {where}: {shown} (back up with --schema-registry URL)"))
     return lines
@@ -412,6 +417,10 @@ def registry_restored(registry, mode: str) -> list[Line]:
     if registry.global_left:
         lines.append(_err(f"schema registry: the saved global compatibility {registry.global_left} was not set: the "
                           "target held subjects before the restore (set it by hand if it should change)"))
+    if registry.ids_lacking:
+        lines.append(_err(f"warning: records of the archive carry schema ids the saved registry lacks "
+                          f"({_listed(registry.ids_lacking)}): they are restored as they are, and a consumer that "
+                          "fetches their schema by id from the target finds none (`topicvault ls` names them)"))
     return lines
 
 

@@ -31,6 +31,7 @@ from ...formats.saved_registry import (
     check_saved,
     describe_ids,
     differing_ids,
+    ids_lacking,
     registration_order,
     renamed_subjects,
     renumbered_references,
@@ -54,6 +55,7 @@ class RegistryRestored:
     changed: dict[int, int]
     global_left: str | None = None  # the saved global compatibility, not set: the target holds subjects of its own
     subjects_left: tuple[str, ...] = ()  # saved subjects the target held already: soft deletes and levels not set
+    ids_lacking: tuple[int, ...] = ()  # schema ids the archive's records use that the saved registry lacks
 
 
 @dataclass(frozen=True)
@@ -143,8 +145,13 @@ def _register_all(client: RegistryClient, order: list[tuple[str, dict]],
                   existing: dict[str, dict[int, tuple[int, int]]], ask_ids: bool
                   ) -> tuple[dict[int, int], dict[tuple[str, int], int]]:
     """Register each version in `order` the target does not hold already (`existing`, from
-    refuse_foreign_subjects): saved id -> given id, and (subject, saved version) -> target version."""
-    id_map: dict[int, int] = {}
+    refuse_foreign_subjects): saved id -> given id, and (subject, saved version) -> target version.
+
+    One saved schema (one id) saved under several subjects can get several ids on the target (an
+    Apicurio that gives a new content id per subject it is registered under, or a subject the
+    target held already): each names that schema there, so the saved id itself is kept when it is
+    one of them (the records stay byte-exact), else the smallest."""
+    given_ids: dict[int, set[int]] = {}
     target_versions: dict[tuple[str, int], int] = {}
     opened: set[str] = set()
     for subject, version in order:
@@ -158,9 +165,8 @@ def _register_all(client: RegistryClient, order: list[tuple[str, dict]],
         else:
             given = client.register(subject, version, references, version["id"] if ask_ids else None)
             target_versions[(subject, version["version"])] = client.version_of(subject, version, references)
-        if id_map.setdefault(version["id"], given) != given:
-            raise TopicvaultError(f"the target schema registry gave saved schema id {version['id']} two ids "
-                                  f"({id_map[version['id']]} and {given}): nothing was produced")
+        given_ids.setdefault(version["id"], set()).add(given)
+    id_map = {saved: saved if saved in ids else min(ids) for saved, ids in given_ids.items()}
     return id_map, target_versions
 
 
@@ -226,11 +232,17 @@ def id_maps_into(records: RestoreRecords, target_bootstrap: str
 
 def saved_registry(job, until_ms: int | None) -> dict | None:
     """The registry the archive saved as of `until_ms` (None: none), checked (TopicvaultError when damaged)."""
+    return _archive_registry(job, until_ms)[0]
+
+
+def _archive_registry(job, until_ms: int | None) -> tuple[dict | None, dict[int, int]]:
+    """saved_registry's, and the schema ids the archive's records use (id -> records carrying it)."""
     from ...core.archive.checkpoints import load_state
 
-    saved = load_state(job.open_store(), job.keyring()).registry_at(until_ms)
+    state = load_state(job.open_store(), job.keyring())
+    saved = state.registry_at(until_ms)
     try:
-        return check_saved(saved) if saved is not None else None
+        return (check_saved(saved) if saved is not None else None), state.schema_ids
     except ValueError as exc:
         raise TopicvaultError(f"the saved schema registry is damaged ({exc}): nothing was restored") from None
 
@@ -245,7 +257,7 @@ def registry_before_data(job, plan, until_ms: int | None, request: RegistryReque
     if request is None:
         return job, None
     client = RegistryClient(request.url, request.settings)
-    saved = saved_registry(job, until_ms)
+    saved, used_ids = _archive_registry(job, until_ms)
     try:
         to_register = saved and renamed_subjects(saved, plan.topic_map)
     except ValueError as exc:
@@ -257,4 +269,5 @@ def registry_before_data(job, plan, until_ms: int | None, request: RegistryReque
         save_id_map(job.restore_records(), plan.restore_id, restored.changed)
     fields = ((EVERY_TOPIC, "key"), (EVERY_TOPIC, "value")) if request.mode == "remap-all" else \
         wire_format_fields(saved or {})
+    restored = replace(restored, ids_lacking=tuple(ids_lacking(used_ids, saved)))
     return replace(job, schema_id_map=tuple(sorted(restored.changed.items())), schema_id_fields=fields), restored
