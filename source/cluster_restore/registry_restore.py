@@ -37,7 +37,7 @@ from ...formats.saved_registry import (
     renumbered_references,
     wire_format_fields,
 )
-from ..restore.restore_state import RestoreRecords
+from ..restore.restore_state import RestoreRecords, same_servers
 
 SCHEMA_IDS_NAME = "schema-ids.json"
 # remap rewrites the keys and values a saved `<topic>-key` / `<topic>-value` subject names
@@ -215,7 +215,7 @@ def id_maps_into(records: RestoreRecords, target_bootstrap: str
     for body in sorted(records.states(), key=lambda b: str(b.get("restore_id"))):
         topic_map = body.get("topic_map")
         kept = sorted(t for t, target in topic_map.items() if t == target) if isinstance(topic_map, dict) else []
-        if body.get("target_bootstrap") != target_bootstrap or not kept:
+        if not same_servers(body.get("target_bootstrap"), target_bootstrap) or not kept:
             continue
         restore_id = str(body["restore_id"])
         try:

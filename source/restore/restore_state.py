@@ -424,12 +424,21 @@ def add_created_topics(records: RestoreRecords, restore_id: str, topic_ids: dict
     records.write(restore_id, STATE_NAME, body)
 
 
+def same_servers(saved: object, given: str) -> bool:
+    """Whether a saved bootstrap list names the servers `given` does: the same host:port entries,
+    in any order and letter case, spaces aside (-b "b:9092,a:9092" is the cluster -b "a:9092,b:9092" was)."""
+    def servers(bootstrap: str) -> frozenset[str]:
+        return frozenset(entry.strip().lower() for entry in bootstrap.split(",") if entry.strip())
+
+    return isinstance(saved, str) and servers(saved) == servers(given)
+
+
 def restores_into(records: RestoreRecords, target_bootstrap: str, topic: str) -> list[str]:
     """Ids of the restores from this archive that wrote into `topic` on that cluster, oldest first."""
     found = {
         (int(body.get("created_ms", 0)), body["restore_id"])
         for body in records.states()
-        if body.get("target_bootstrap") == target_bootstrap and topic in body.get("topic_map", {}).values()
+        if same_servers(body.get("target_bootstrap"), target_bootstrap) and topic in body.get("topic_map", {}).values()
     }
     return [restore_id for _, restore_id in sorted(found)]
 
@@ -446,7 +455,7 @@ def save_restore_state(records: RestoreRecords, state: RestoreState) -> None:
 
 def check_same_restore(saved: RestoreState, target_bootstrap: str, topic_map: dict[str, str], selection: dict) -> None:
     """A resumed restore must restore the same records of the same topics to the same cluster."""
-    if saved.topic_map != topic_map or saved.target_bootstrap != target_bootstrap:
+    if saved.topic_map != topic_map or not same_servers(saved.target_bootstrap, target_bootstrap):
         raise TopicvaultError(
             f"restore id {saved.restore_id!r} was used for a different restore "
             f"(topics {saved.topic_map} to {saved.target_bootstrap}): pick a new --restore-id"

@@ -355,6 +355,8 @@ def test_verify_finds_the_id_maps_of_remap_restores_into_that_topic_on_that_clus
 
     assert id_maps_into(records, "new:9092") == ({"orders": [("a-remap", {1: 7})], "payments": [("f-other-topic",
                                                                                                    {1: 10})]}, [])
+    _restore_into(records, "g-two-servers", "New:9092, other:9092", {"pay": "pay"}, {1: 11})
+    assert id_maps_into(records, "other:9092,new:9092")[0] == {"pay": [("g-two-servers", {1: 11})]}  # any order
 
     records.write("a-remap", SCHEMA_IDS_NAME, {"restore_id": "a-remap", "ids": [[1, 7], [1, 8]]})
     maps, damaged = id_maps_into(records, "new:9092")
