@@ -11,7 +11,8 @@ machine failure. Points: backup.consume (records read), backup.object (objects s
 backup.commit (before the commit record), restore.produce (records handed to the producer),
 kafka_writer.partition:1 (a `topicvault-kafka` writer task, after its first partition was delivered),
 compact.commit (before compact's commit record; backup.object counts the objects compact writes too),
-expire.commit (before expire's commit record), retire.delete (deletes of retired and orphan objects).
+expire.commit (before expire's commit record), retire.delete (deletes of retired and orphan objects),
+registry.import (a preserve restore's target registry in IMPORT mode, its versions registered).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from ...core.cluster.registry_client import RegistryClient
 from ...core.errors import TopicvaultError
+from ...core.local.faults import crash_after, crash_now
 from ...formats.saved_registry import (
     EVERY_TOPIC,
     check_id_map,
@@ -40,6 +41,7 @@ from ...formats.saved_registry import (
 from ..restore.restore_state import RestoreRecords, same_servers
 
 SCHEMA_IDS_NAME = "schema-ids.json"
+REGISTRY_MODE_NAME = "registry-mode.json"  # ModeRecord
 # remap rewrites the keys and values a saved `<topic>-key` / `<topic>-value` subject names
 # (formats.saved_registry.wire_format_fields); remap-all every key and value in the wire format,
 # for topics serialized under another subject name strategy (its operator knows no other bytes
@@ -80,9 +82,11 @@ def check_schema_id_mode(mode: str) -> str:
     return mode
 
 
-def restore_registry(client: RegistryClient, saved: dict | None, mode: str) -> RegistryRestored:
+def restore_registry(client: RegistryClient, saved: dict | None, mode: str,
+                     mode_record: "ModeRecord | None" = None) -> RegistryRestored:
     """Register the saved registry on the target (see the module doc); TopicvaultError before any
-    record is produced when the archive saved none, or (preserve) when an id came back different."""
+    record is produced when the archive saved none, or (preserve) when an id came back different.
+    `mode_record`: where preserve notes the mode it found before IMPORT (see ModeRecord)."""
     if saved is None:
         raise TopicvaultError("--schema-registry: the archive saved no schema registry (as of --until): back up "
                               "with --schema-registry URL first, or restore without it")
@@ -94,14 +98,20 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str) -> R
     existing = refuse_foreign_subjects(client, saved)
     empty = not client.subjects()  # the registry being recovered (a rerun finds the subjects its first run wrote)
     if mode == "preserve":
-        mode_before = client.mode()
+        mode_before = mode_record.before_import(client) if mode_record else client.mode()
         client.set_mode("IMPORT")
         try:
             id_map, target_versions = _register_all(client, order, existing, ask_ids=True)
+            if crash_after("registry.import") is not None:  # test hook: killed while the target is in IMPORT mode
+                crash_now()
         finally:  # the target's own mode back, whatever came of it
             if mode_before not in (None, "IMPORT"):
                 client.set_mode(mode_before)
+            if mode_record:
+                mode_record.put_back()
     else:
+        if mode_record:
+            mode_record.recover(client)
         id_map, target_versions = _register_all(client, order, existing, ask_ids=False)
     # The subjects this run created get their saved state even when preserve stops below: a rerun
     # (remap) finds them as they will stay, and leaves them alone.
@@ -115,6 +125,43 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str) -> R
                               "schemas; nothing was produced. Use a registry that registers under a given id "
                               "(IMPORT mode), or --schema-ids remap to rewrite the ids in the records")
     return RegistryRestored(len(order), changed, None if empty else saved.get("config"), tuple(sorted(existing)))
+
+
+@dataclass(frozen=True)
+class ModeRecord:
+    """The target registry's global mode before a preserve restore put it in IMPORT mode, kept in
+    the restore's records (REGISTRY_MODE_NAME) before the change. A run killed while the target is
+    in IMPORT mode leaves it so (the registry then refuses producers' registrations); its rerun
+    (the same --restore-id) finds IMPORT there and the record says what to put back. Only
+    READWRITE is taken from a record (a state store writer cannot make it set another mode)."""
+
+    records: RestoreRecords
+    restore_id: str
+
+    def before_import(self, client: RegistryClient) -> str | None:
+        """The mode to put back: the recorded one when a run of this restore left the target in
+        IMPORT mode, else the target's (recorded now, before it changes)."""
+        found = self.records.read(self.restore_id, REGISTRY_MODE_NAME)
+        if isinstance(found, dict) and not found.get("put_back") and client.mode() == "IMPORT":
+            return "READWRITE" if found.get("before") == "READWRITE" else None
+        before = client.mode()
+        self.records.write(self.restore_id, REGISTRY_MODE_NAME, {"restore_id": self.restore_id, "before": before})
+        return before
+
+    def recover(self, client: RegistryClient) -> None:
+        """For a rerun that does not use IMPORT mode (remap): put back the mode a killed preserve
+        run of this restore left in IMPORT."""
+        found = self.records.read(self.restore_id, REGISTRY_MODE_NAME)
+        if isinstance(found, dict) and not found.get("put_back") and client.mode() == "IMPORT":
+            if found.get("before") == "READWRITE":
+                client.set_mode("READWRITE")
+            self.put_back()
+
+    def put_back(self) -> None:
+        """Note that the mode was put back: a later rerun reads the target's mode again."""
+        found = self.records.read(self.restore_id, REGISTRY_MODE_NAME)
+        if isinstance(found, dict):
+            self.records.write(self.restore_id, REGISTRY_MODE_NAME, {**found, "put_back": True})
 
 
 def refuse_foreign_subjects(client: RegistryClient, saved: dict) -> dict[str, dict[int, tuple[int, int]]]:
@@ -264,7 +311,8 @@ def registry_before_data(job, plan, until_ms: int | None, request: RegistryReque
         raise TopicvaultError(f"--rename with --schema-registry: {exc}: nothing was restored. Rename to a topic "
                               "whose subjects the archive did not save") from None
     remap = request.mode.startswith("remap")
-    restored = restore_registry(client, to_register, "remap" if remap else request.mode)
+    restored = restore_registry(client, to_register, "remap" if remap else request.mode,
+                                ModeRecord(job.restore_records(), plan.restore_id))
     if remap:
         save_id_map(job.restore_records(), plan.restore_id, restored.changed)
     fields = ((EVERY_TOPIC, "key"), (EVERY_TOPIC, "value")) if request.mode == "remap-all" else \

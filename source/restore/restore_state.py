@@ -78,6 +78,7 @@ _LEGACY_FIELDS = {
     "hole": ("key", "topic", "partition", "first_offset", "last_offset", "records", "reason"),
     "peer-objects": ("objects", "left_out"),
     "schema-ids": (),  # restore --schema-ids remap (source.cluster_restore.registry_restore): always written with a check
+    "registry-mode": (),  # restore --schema-ids preserve (the same): always written with a check
 }
 # Why a resume refuses a record that fails its check, and what to do.
 RESUME_ADVICE = "this restore cannot be resumed from it: restore with a new --restore-id"
@@ -288,7 +289,7 @@ def damaged_restore_states(archive: ObjectStore, state: ObjectStore | None,
         records = RestoreRecords(state, archive, keyring)
         for restore_id in sorted({info.key[len(records.prefix):].split("/", 1)[0]
                                   for info in state.list(records.prefix)}):
-            for name in filter(_IMPORTED_NAMES.fullmatch, records.names(restore_id)):
+            for name in filter(_VERIFIED_NAMES.fullmatch, records.names(restore_id)):
                 try:
                     found = records.read_checked(restore_id, name)
                     if found is not None and not found[1]:
@@ -328,6 +329,8 @@ def _state_of(body: dict) -> RestoreState:
 
 # What a restore keeps in its state store, and so what an import takes (see import_restore_records).
 _IMPORTED_NAMES = re.compile(r"(state\.json|offset-map\.json|peer-objects\.json\.gz|holes/[A-Za-z0-9._-]+\.json)")
+# verify checks those and the registry restore's (source.cluster_restore.registry_restore).
+_VERIFIED_NAMES = re.compile(rf"{_IMPORTED_NAMES.pattern}|schema-ids\.json|registry-mode\.json")
 
 
 def import_state(records: RestoreRecords, state_uri: str, restore_id: str | None, uri: str,
