@@ -157,10 +157,17 @@ def _launch_quiet_jvm(settings: dict[str, str]) -> None:
 
 
 def _release_jvm(gateway) -> None:
-    """Make the driver JVM end (it exits when its stdin closes), quietly: the accumulator server
-    of pyspark's context, still running in this process, would print its connection's end."""
+    """Make the driver JVM end (it exits when its stdin closes), quietly: this process is ending,
+    its outcome already said, and what still talks to the JVM would print the JVM's end as
+    tracebacks: py4j logs a call in flight on another thread ("Exception while sending command",
+    seen in CI after a restore failed), such a thread's error reaches threading.excepthook, and the
+    accumulator server of pyspark's context prints its connection's end."""
+    import logging
+
     from pyspark import SparkContext
 
+    logging.disable(logging.CRITICAL)
+    threading.excepthook = lambda args: None
     context = SparkContext._active_spark_context
     server = getattr(context, "_accumulatorServer", None)
     if server is not None:

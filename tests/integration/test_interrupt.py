@@ -215,3 +215,48 @@ def test_a_signal_to_the_restore_alone_leaves_no_process_holding_its_output(boot
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+# A command's process (start_command, as the CLI's entry point) that started Spark, with a thread
+# still calling the JVM when it ends (as a progress poller or a failed job's other thread can be).
+CALLING_AT_EXIT = """
+import sys, threading, time
+from topicvault.core.process import start_command
+start_command()
+from topicvault.core.spark import get_task_session
+context = get_task_session("local[1]").sparkContext
+def poll():
+    while True:
+        context.statusTracker().getActiveJobsIds()
+threading.Thread(target=poll, daemon=True).start()
+time.sleep(1)
+print("ending", flush=True)
+"""
+
+
+def test_a_command_ending_while_a_thread_calls_the_jvm_prints_no_traceback_and_leaves_no_process(tmp_path):
+    """A command ends after the processes it started (start_command), so its JVM ends while it
+    still runs: a thread calling the JVM then printed py4j's "Answer from Java side is empty"
+    tracebacks after the command's last line (seen in CI after a restore's error line)."""
+    import sys
+
+    log = tmp_path / "out.log"
+    with open(log, "wb") as out:
+        command = subprocess.Popen([sys.executable, "-c", CALLING_AT_EXIT], stdin=subprocess.DEVNULL, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            assert command.wait(300) == 0, log.read_text()
+        finally:
+            if command.poll() is None:
+                os.killpg(command.pid, signal.SIGKILL)
+    assert "ending" in log.read_text() and "Traceback" not in log.read_text(), log.read_text()
+    left = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if _session_of(pid) == command.pid]
+    assert not [command_line(pid) for pid in left if alive(pid)]
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[3])
+    except (OSError, ValueError, IndexError):
+        return None
