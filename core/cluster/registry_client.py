@@ -149,9 +149,11 @@ class RegistryClient:
         """Every subject this registry holds, soft-deleted ones too (GET /subjects?deleted=true)."""
         return [str(name) for name in self.call("GET", "/subjects?deleted=true")]
 
-    def versions(self, subject: str) -> list[int] | None:
-        """The version numbers `subject` holds on this registry, soft-deleted ones too; None when it holds none."""
-        found = self.call("GET", f"/subjects/{subject_segment(subject)}/versions?deleted=true", missing_ok=True)
+    def versions(self, subject: str, deleted: bool = True) -> list[int] | None:
+        """The version numbers `subject` holds on this registry, soft-deleted ones too (unless not
+        `deleted`); None when it holds none."""
+        found = self.call("GET", f"/subjects/{subject_segment(subject)}/versions" + ("?deleted=true" if deleted else ""),
+                          missing_ok=True)
         return [int(number) for number in found] if found else None
 
     def lookup(self, subject: str, version: dict, references: list[dict]) -> tuple[int, int] | None:

@@ -12,7 +12,8 @@ backup.commit (before the commit record), restore.produce (records handed to the
 kafka_writer.partition:1 (a `topicvault-kafka` writer task, after its first partition was delivered),
 compact.commit (before compact's commit record; backup.object counts the objects compact writes too),
 expire.commit (before expire's commit record), retire.delete (deletes of retired and orphan objects),
-registry.import (a preserve restore's target registry in IMPORT mode, its versions registered).
+registry.import (a preserve restore's target registry in IMPORT mode, its versions registered),
+registry.registered (a registry restore's versions registered, before its soft deletes).
 """
 
 from __future__ import annotations

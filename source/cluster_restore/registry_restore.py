@@ -41,7 +41,7 @@ from ...formats.saved_registry import (
 from ..restore.restore_state import RestoreRecords, same_servers
 
 SCHEMA_IDS_NAME = "schema-ids.json"
-REGISTRY_MODE_NAME = "registry-mode.json"  # ModeRecord
+REGISTRY_RECORD_NAME = "registry-restore.json"  # RegistryRecord
 # remap rewrites the keys and values a saved `<topic>-key` / `<topic>-value` subject names
 # (formats.saved_registry.wire_format_fields); remap-all every key and value in the wire format,
 # for topics serialized under another subject name strategy (its operator knows no other bytes
@@ -83,10 +83,10 @@ def check_schema_id_mode(mode: str) -> str:
 
 
 def restore_registry(client: RegistryClient, saved: dict | None, mode: str,
-                     mode_record: "ModeRecord | None" = None) -> RegistryRestored:
+                     record: "RegistryRecord | None" = None) -> RegistryRestored:
     """Register the saved registry on the target (see the module doc); TopicvaultError before any
     record is produced when the archive saved none, or (preserve) when an id came back different.
-    `mode_record`: where preserve notes the mode it found before IMPORT (see ModeRecord)."""
+    `record`: where the run notes what a rerun must know (see RegistryRecord)."""
     if saved is None:
         raise TopicvaultError("--schema-registry: the archive saved no schema registry (as of --until): back up "
                               "with --schema-registry URL first, or restore without it")
@@ -96,9 +96,11 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str,
     except ValueError as exc:
         raise TopicvaultError(f"the saved schema registry is damaged ({exc}): nothing was restored") from None
     existing = refuse_foreign_subjects(client, saved)
-    empty = not client.subjects()  # the registry being recovered (a rerun finds the subjects its first run wrote)
+    empty = not client.subjects()  # the registry being recovered
+    new = set(saved["subjects"]) - set(existing)
+    created, empty = record.creating(new, empty) if record else (new, empty)
     if mode == "preserve":
-        mode_before = mode_record.before_import(client) if mode_record else client.mode()
+        mode_before = record.before_import(client) if record else client.mode()
         client.set_mode("IMPORT")
         try:
             id_map, target_versions = _register_all(client, order, existing, ask_ids=True)
@@ -107,15 +109,18 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str,
         finally:  # the target's own mode back, whatever came of it
             if mode_before not in (None, "IMPORT"):
                 client.set_mode(mode_before)
-            if mode_record:
-                mode_record.put_back()
+            if record:
+                record.put_back()
     else:
-        if mode_record:
-            mode_record.recover(client)
+        if record:
+            record.recover(client)
         id_map, target_versions = _register_all(client, order, existing, ask_ids=False)
-    # The subjects this run created get their saved state even when preserve stops below: a rerun
-    # (remap) finds them as they will stay, and leaves them alone.
-    _restore_state(client, saved, target_versions, existing)
+    if crash_after("registry.registered") is not None:  # test hook: killed before the soft deletes
+        crash_now()
+    # The subjects this restore created get their saved state even when preserve stops below: a
+    # rerun (remap) finds them as they will stay.
+    left = {name: held for name, held in existing.items() if name not in created}
+    _restore_state(client, saved, target_versions, left, again=set(existing) & created)
     if saved.get("config") and empty:  # a registry with subjects of its own keeps its global level
         client.set_compatibility(saved["config"])
     changed = differing_ids(id_map)
@@ -124,44 +129,67 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str,
                               f"({describe_ids(changed)}: saved→given), so restored records would name other "
                               "schemas; nothing was produced. Use a registry that registers under a given id "
                               "(IMPORT mode), or --schema-ids remap to rewrite the ids in the records")
-    return RegistryRestored(len(order), changed, None if empty else saved.get("config"), tuple(sorted(existing)))
+    return RegistryRestored(len(order), changed, None if empty else saved.get("config"), tuple(sorted(left)))
 
 
 @dataclass(frozen=True)
-class ModeRecord:
-    """The target registry's global mode before a preserve restore put it in IMPORT mode, kept in
-    the restore's records (REGISTRY_MODE_NAME) before the change. A run killed while the target is
-    in IMPORT mode leaves it so (the registry then refuses producers' registrations); its rerun
-    (the same --restore-id) finds IMPORT there and the record says what to put back. Only
-    READWRITE is taken from a record (a state store writer cannot make it set another mode)."""
+class RegistryRecord:
+    """What a registry restore does to the target that a rerun of it must know, kept in the
+    restore's records (REGISTRY_RECORD_NAME, in the state store, trusted as its created topics
+    are) before it is done:
+
+    - the global mode before a preserve restore put the target in IMPORT mode. A run killed then
+      leaves it so (the registry refuses producers' registrations); its rerun (the same
+      --restore-id) finds IMPORT there and puts READWRITE back (only READWRITE is taken from a
+      record: a state store writer cannot make it set another mode);
+    - the subjects it creates, and whether the target was empty. A run killed after registering
+      left them live with no soft delete or compatibility; its rerun finds them held already and
+      would leave them so (it changes no subject it did not write), so it takes them as its own."""
 
     records: RestoreRecords
     restore_id: str
 
+    def _read(self) -> dict:
+        found = self.records.read(self.restore_id, REGISTRY_RECORD_NAME)
+        return found if isinstance(found, dict) else {}
+
+    def _write(self, **fields: object) -> None:
+        self.records.write(self.restore_id, REGISTRY_RECORD_NAME,
+                           {**self._read(), **fields, "restore_id": self.restore_id})
+
     def before_import(self, client: RegistryClient) -> str | None:
-        """The mode to put back: the recorded one when a run of this restore left the target in
-        IMPORT mode, else the target's (recorded now, before it changes)."""
-        found = self.records.read(self.restore_id, REGISTRY_MODE_NAME)
-        if isinstance(found, dict) and not found.get("put_back") and client.mode() == "IMPORT":
-            return "READWRITE" if found.get("before") == "READWRITE" else None
+        """The mode to put back: READWRITE when a run of this restore left the target in IMPORT
+        mode, else the target's (recorded now, before it changes)."""
+        found = self._read()
+        if "before" in found and not found.get("put_back") and client.mode() == "IMPORT":
+            return "READWRITE" if found["before"] == "READWRITE" else None
         before = client.mode()
-        self.records.write(self.restore_id, REGISTRY_MODE_NAME, {"restore_id": self.restore_id, "before": before})
+        self._write(before=before, put_back=False)
         return before
 
     def recover(self, client: RegistryClient) -> None:
         """For a rerun that does not use IMPORT mode (remap): put back the mode a killed preserve
         run of this restore left in IMPORT."""
-        found = self.records.read(self.restore_id, REGISTRY_MODE_NAME)
-        if isinstance(found, dict) and not found.get("put_back") and client.mode() == "IMPORT":
-            if found.get("before") == "READWRITE":
+        found = self._read()
+        if "before" in found and not found.get("put_back") and client.mode() == "IMPORT":
+            if found["before"] == "READWRITE":
                 client.set_mode("READWRITE")
             self.put_back()
 
     def put_back(self) -> None:
         """Note that the mode was put back: a later rerun reads the target's mode again."""
-        found = self.records.read(self.restore_id, REGISTRY_MODE_NAME)
-        if isinstance(found, dict):
-            self.records.write(self.restore_id, REGISTRY_MODE_NAME, {**found, "put_back": True})
+        self._write(put_back=True)
+
+    def creating(self, subjects: Collection[str], empty: bool) -> tuple[set[str], bool]:
+        """Note that this run creates `subjects` on a target that is `empty` or not; every subject
+        the runs of this restore created, and whether the target was empty at the first."""
+        found = self._read()
+        earlier = {str(name) for name in found.get("created", ()) if isinstance(name, str)} \
+            if isinstance(found.get("created"), list) else set()
+        was_empty = found["was_empty"] is True if "was_empty" in found else empty
+        created = earlier | set(subjects)
+        self._write(created=sorted(created), was_empty=was_empty)
+        return created, was_empty
 
 
 def refuse_foreign_subjects(client: RegistryClient, saved: dict) -> dict[str, dict[int, tuple[int, int]]]:
@@ -218,20 +246,26 @@ def _register_all(client: RegistryClient, order: list[tuple[str, dict]],
 
 
 def _restore_state(client: RegistryClient, saved: dict, target_versions: dict[tuple[str, int], int],
-                   existing: Collection[str]) -> None:
+                   left: Collection[str], again: Collection[str]) -> None:
     """Soft-delete what was soft-deleted, then set the saved subjects' compatibility levels: on
-    the subjects this run created only (not in `existing`), as a restore sets topic configs."""
+    the subjects this restore created only (not those `left`), as a restore sets topic configs.
+    Those in `again` an earlier run of it created: what it deleted already is not deleted twice
+    (a registry answers 404 to that)."""
+    live = set(client.call("GET", "/subjects")) if again else set()
     for name, subject in sorted(saved["subjects"].items()):
-        if name in existing:
+        if name in left:
             continue
         if subject.get("deleted"):
-            client.soft_delete(name)
+            if name not in again or name in live:
+                client.soft_delete(name)
             continue
+        live_versions = set(client.versions(name, deleted=False) or ()) if name in again else None
         for version in subject["versions"]:
-            if version.get("deleted"):
-                client.soft_delete(name, target_versions[(name, version["version"])])
+            number = target_versions[(name, version["version"])]
+            if version.get("deleted") and (live_versions is None or number in live_versions):
+                client.soft_delete(name, number)
     for name, subject in sorted(saved["subjects"].items()):
-        if subject.get("config") and not subject.get("deleted") and name not in existing:
+        if subject.get("config") and not subject.get("deleted") and name not in left:
             client.set_compatibility(subject["config"], name)
 
 
@@ -312,7 +346,7 @@ def registry_before_data(job, plan, until_ms: int | None, request: RegistryReque
                               "whose subjects the archive did not save") from None
     remap = request.mode.startswith("remap")
     restored = restore_registry(client, to_register, "remap" if remap else request.mode,
-                                ModeRecord(job.restore_records(), plan.restore_id))
+                                RegistryRecord(job.restore_records(), plan.restore_id))
     if remap:
         save_id_map(job.restore_records(), plan.restore_id, restored.changed)
     fields = ((EVERY_TOPIC, "key"), (EVERY_TOPIC, "value")) if request.mode == "remap-all" else \

@@ -78,7 +78,7 @@ _LEGACY_FIELDS = {
     "hole": ("key", "topic", "partition", "first_offset", "last_offset", "records", "reason"),
     "peer-objects": ("objects", "left_out"),
     "schema-ids": (),  # restore --schema-ids remap (source.cluster_restore.registry_restore): always written with a check
-    "registry-mode": (),  # restore --schema-ids preserve (the same): always written with a check
+    "registry-restore": (),  # restore --schema-registry (the same): always written with a check
 }
 # Why a resume refuses a record that fails its check, and what to do.
 RESUME_ADVICE = "this restore cannot be resumed from it: restore with a new --restore-id"
@@ -330,7 +330,7 @@ def _state_of(body: dict) -> RestoreState:
 # What a restore keeps in its state store, and so what an import takes (see import_restore_records).
 _IMPORTED_NAMES = re.compile(r"(state\.json|offset-map\.json|peer-objects\.json\.gz|holes/[A-Za-z0-9._-]+\.json)")
 # verify checks those and the registry restore's (source.cluster_restore.registry_restore).
-_VERIFIED_NAMES = re.compile(rf"{_IMPORTED_NAMES.pattern}|schema-ids\.json|registry-mode\.json")
+_VERIFIED_NAMES = re.compile(rf"{_IMPORTED_NAMES.pattern}|schema-ids\.json|registry-restore\.json")
 
 
 def import_state(records: RestoreRecords, state_uri: str, restore_id: str | None, uri: str,

@@ -492,3 +492,30 @@ def test_a_preserve_restore_killed_in_import_mode_puts_the_mode_back_when_run_ag
         assert call(schema_registry, "GET", "/mode")["mode"] == "READWRITE"
     finally:  # the module's registry usable by the next test whatever happened
         call(schema_registry, "PUT", "/mode", {"mode": "READWRITE"})
+
+
+def test_a_restore_killed_before_its_soft_deletes_makes_them_when_run_again(bootstrap, topic_factory, schema_registry,
+                                                                             tmp_path: Path):
+    """A saved soft-deleted subject is registered, then deleted again. Killed in between, the
+    rerun found the subject held (with saved schemas only), took it for the target's own and left
+    it live, and its compatibility level unset."""
+    topic = topic_factory(1, prefix=f"d{uuid.uuid4().hex[:6]}")
+    first = register(schema_registry, f"{topic}-value", json.dumps(AVRO_A1))
+    register(schema_registry, f"{topic}-key", json.dumps(AVRO_A2))
+    call(schema_registry, "PUT", f"/config/{topic}-key", {"compatibility": "FULL"})
+    call(schema_registry, "DELETE", f"/subjects/{topic}-value")  # soft-deleted, its id still in the records
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, wire(first, b"\x02"), 1_700_000_000_000)])
+    location = str(tmp_path / "archive")
+    run_cli("backup", "-b", bootstrap, "--to", location, "--topic", topic, "--schema-registry", schema_registry)
+    copy = f"{topic}-copy"
+    restore = ["restore", "--from", location, "-b", bootstrap, "--rename", f"{topic}={copy}", "--schema-registry",
+               schema_registry, "--schema-ids", "remap", "--restore-id", f"{topic}-soft"]
+    log = tmp_path / "restore.log"
+    assert run_cli_process(restore, log, crash_at="registry.registered:1", executor="local") == -9, log.read_text()
+    assert f"{copy}-value" in call(schema_registry, "GET", "/subjects")  # registered, not yet deleted
+
+    assert run_cli_process(restore, log, executor="local") == 0, log.read_text()
+
+    assert f"{copy}-value" not in call(schema_registry, "GET", "/subjects")
+    assert f"{copy}-value" in call(schema_registry, "GET", "/subjects?deleted=true")
+    assert call(schema_registry, "GET", f"/config/{copy}-key")["compatibilityLevel"] == "FULL"
