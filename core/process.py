@@ -161,7 +161,13 @@ def release_at_exit(release: Callable[[], None]) -> None:
 
 
 def _end_children() -> None:
-    """Release the children, reap each as it ends; SIGKILL those still running after the limit."""
+    """Release the children, reap each as it ends; SIGKILL those still running after the limit,
+    or at once when SIGINT or SIGTERM comes meanwhile (a second Ctrl-C, a supervisor's stop):
+    raised here, in an atexit hook, it would end the wait and leave them running."""
+    hurry = threading.Event()
+    if in_main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda signum, frame: hurry.set())
     for release in _releases:
         with contextlib.suppress(Exception):  # the process is ending: the wait below still bounds it
             release()
@@ -173,16 +179,16 @@ def _end_children() -> None:
             return
         if ended:
             continue
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or (hurry.is_set() and not killed):
             if killed:  # one stuck in the kernel: nothing more to do
                 return
             left = _children()
             for pid in left:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+            why = "on a signal" if hurry.is_set() else f"{DESCENDANTS_LIMIT_S:.0f} s after it ended"
             with contextlib.suppress(OSError):
-                os.write(2, f"note: {len(left)} processes it started ran {DESCENDANTS_LIMIT_S:.0f} s after it ended: "
-                            "killed\n".encode())
+                os.write(2, f"note: {len(left)} processes it started still ran {why}: killed\n".encode())
             deadline, killed = time.monotonic() + 5.0, True
         time.sleep(0.02)
 

@@ -202,7 +202,7 @@ def test_a_signal_to_the_restore_alone_leaves_no_process_holding_its_output(boot
         assert not reader.is_alive(), (f"its output was still open 120 s after {signum.name}; processes it "
                                         f"started still running: {sorted(p for p in started if alive(p))}")
         assert restore.wait(60) == 128 + signum, output
-        assert b"after it ended: killed" not in output[0], output  # they ended when released, not by SIGKILL
+        assert b"still ran" not in output[0], output  # they ended when released, not by SIGKILL
         started |= children_of(restore.pid)
         left = {pid for pid in started if alive(pid)}
         assert not left, f"processes it started outlived it: {[command_line(pid) for pid in sorted(left)]}"
@@ -260,3 +260,38 @@ def _session_of(pid: int) -> int | None:
             return int(stat.read().rsplit(")", 1)[1].split()[3])
     except (OSError, ValueError, IndexError):
         return None
+
+
+# A command's process with a child that does not end when released (a stuck worker).
+STUCK_CHILD_AT_EXIT = """
+import subprocess
+from topicvault.core.process import start_command
+start_command()
+child = subprocess.Popen(["sleep", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(child.pid, flush=True)
+"""
+
+
+def test_a_signal_while_a_command_waits_for_its_children_kills_them_at_once(tmp_path):
+    """A command waits up to 30 s for what it started to end. A second Ctrl-C or a supervisor's
+    SIGTERM then raised in the exit hook: Python printed "Exception ignored in atexit callback"
+    with a traceback, stopped waiting, and left the children running."""
+    import sys
+
+    command = subprocess.Popen([sys.executable, "-c", STUCK_CHILD_AT_EXIT], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        child = int(command.stdout.readline())
+        time.sleep(1)  # into the wait (no bound on it: the wait lasts 30 s)
+        command.send_signal(signal.SIGTERM)
+        output = command.stdout.read().decode()
+        command.wait(60)
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+    try:
+        assert "note: 1 processes it started still ran on a signal: killed" in output, output
+        assert "Traceback" not in output and not alive(child), output
+    finally:
+        if alive(child):
+            os.kill(child, signal.SIGKILL)
