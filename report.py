@@ -417,6 +417,10 @@ def registry_restored(registry, mode: str) -> list[Line]:
     if registry.global_left:
         lines.append(_err(f"schema registry: the saved global compatibility {registry.global_left} was not set: the "
                           "target held subjects before the restore (set it by hand if it should change)"))
+    if registry.import_left:
+        lines.append(_err("warning: the target schema registry was in IMPORT mode before this restore and stays so "
+                          "(a killed restore with another --restore-id leaves it so; it refuses producers' "
+                          "registrations): set READWRITE (PUT /mode) once no import runs"))
     if registry.ids_lacking:
         lines.append(_err(f"warning: records of the archive carry schema ids the saved registry lacks "
                           f"({_listed(registry.ids_lacking)}): they are restored as they are, and a consumer that "

@@ -53,7 +53,22 @@ def check_saved(body: object) -> dict:
         _check_choice(subject.get("mode"), MODES, f"mode of subject {name!r}")
         for version in subject["versions"]:
             _check_version(name, version)
+    _check_one_schema_per_id(body)
     return body
+
+
+def _check_one_schema_per_id(body: dict) -> None:
+    """A schema id names one schema (its type, text and references; Confluent's Schema Registry
+    API reference, "GET /schemas/ids/{int: id}"). A saved id standing for two schemas would let a
+    restore give records of one schema the target id of the other."""
+    schemas: dict[int, tuple] = {}
+    for name, subject in body["subjects"].items():
+        for version in subject["versions"]:
+            schema = (version.get("schemaType") or "AVRO", version["schema"],
+                      tuple(sorted((r["name"], r["subject"], r["version"]) for r in version.get("references", []))))
+            if schemas.setdefault(version["id"], schema) != schema:
+                raise ValueError(f"saved schema id {version['id']} stands for two different schemas (one in "
+                                 f"subject {name!r} version {version['version']})")
 
 
 def _check_choice(value: object, allowed: tuple[str, ...], what: str) -> None:

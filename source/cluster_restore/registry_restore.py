@@ -58,6 +58,7 @@ class RegistryRestored:
     global_left: str | None = None  # the saved global compatibility, not set: the target holds subjects of its own
     subjects_left: tuple[str, ...] = ()  # saved subjects the target held already: soft deletes and levels not set
     ids_lacking: tuple[int, ...] = ()  # schema ids the archive's records use that the saved registry lacks
+    import_left: bool = False  # the target was in IMPORT mode before (a killed restore of another id?) and stays so
 
 
 @dataclass(frozen=True)
@@ -97,24 +98,29 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str,
         raise TopicvaultError(f"the saved schema registry is damaged ({exc}): nothing was restored") from None
     existing = refuse_foreign_subjects(client, saved)
     empty = not client.subjects()  # the registry being recovered
-    new = set(saved["subjects"]) - set(existing)
-    created, empty = record.creating(new, empty) if record else (new, empty)
+    earlier, was_empty = record.created_earlier() if record else (set(), None)
+    empty = empty if was_empty is None else was_empty
+    created = earlier | (set(saved["subjects"]) - set(existing))
     if mode == "preserve":
         mode_before = record.before_import(client) if record else client.mode()
         client.set_mode("IMPORT")
         try:
             id_map, target_versions = _register_all(client, order, existing, ask_ids=True)
+            if record:
+                record.registered(created, empty)
             if crash_after("registry.import") is not None:  # test hook: killed while the target is in IMPORT mode
                 crash_now()
         finally:  # the target's own mode back, whatever came of it
             if mode_before not in (None, "IMPORT"):
                 client.set_mode(mode_before)
-            if record:
-                record.put_back()
+                if record:
+                    record.put_back()
     else:
         if record:
             record.recover(client)
         id_map, target_versions = _register_all(client, order, existing, ask_ids=False)
+        if record:
+            record.registered(created, empty)
     if crash_after("registry.registered") is not None:  # test hook: killed before the soft deletes
         crash_now()
     # The subjects this restore created get their saved state even when preserve stops below: a
@@ -129,22 +135,24 @@ def restore_registry(client: RegistryClient, saved: dict | None, mode: str,
                               f"({describe_ids(changed)}: saved→given), so restored records would name other "
                               "schemas; nothing was produced. Use a registry that registers under a given id "
                               "(IMPORT mode), or --schema-ids remap to rewrite the ids in the records")
-    return RegistryRestored(len(order), changed, None if empty else saved.get("config"), tuple(sorted(left)))
+    return RegistryRestored(len(order), changed, None if empty else saved.get("config"), tuple(sorted(left)),
+                            import_left=mode == "preserve" and client.mode() == "IMPORT")
 
 
 @dataclass(frozen=True)
 class RegistryRecord:
     """What a registry restore does to the target that a rerun of it must know, kept in the
     restore's records (REGISTRY_RECORD_NAME, in the state store, trusted as its created topics
-    are) before it is done:
+    are):
 
-    - the global mode before a preserve restore put the target in IMPORT mode. A run killed then
-      leaves it so (the registry refuses producers' registrations); its rerun (the same
-      --restore-id) finds IMPORT there and puts READWRITE back (only READWRITE is taken from a
-      record: a state store writer cannot make it set another mode);
-    - the subjects it creates, and whether the target was empty. A run killed after registering
-      left them live with no soft delete or compatibility; its rerun finds them held already and
-      would leave them so (it changes no subject it did not write), so it takes them as its own."""
+    - the global mode before a preserve restore put the target in IMPORT mode, noted before the
+      change. A run killed then leaves it so (the registry refuses producers' registrations); its
+      rerun (the same --restore-id) finds IMPORT there and puts READWRITE back (only READWRITE is
+      taken from a record: a state store writer cannot make it set another mode);
+    - the subjects it created, and whether the target was empty, once their versions are
+      registered. A run killed after registering left them live with no soft delete or
+      compatibility; its rerun finds them held already and would leave them so (it changes no
+      subject it did not write), so it takes them as its own."""
 
     records: RestoreRecords
     restore_id: str
@@ -174,22 +182,25 @@ class RegistryRecord:
         if "before" in found and not found.get("put_back") and client.mode() == "IMPORT":
             if found["before"] == "READWRITE":
                 client.set_mode("READWRITE")
-            self.put_back()
+                self.put_back()
 
     def put_back(self) -> None:
         """Note that the mode was put back: a later rerun reads the target's mode again."""
         self._write(put_back=True)
 
-    def creating(self, subjects: Collection[str], empty: bool) -> tuple[set[str], bool]:
-        """Note that this run creates `subjects` on a target that is `empty` or not; every subject
-        the runs of this restore created, and whether the target was empty at the first."""
+    def created_earlier(self) -> tuple[set[str], bool | None]:
+        """The subjects earlier runs of this restore registered, and whether the target was empty
+        at the first (None: no run got that far)."""
         found = self._read()
-        earlier = {str(name) for name in found.get("created", ()) if isinstance(name, str)} \
-            if isinstance(found.get("created"), list) else set()
-        was_empty = found["was_empty"] is True if "was_empty" in found else empty
-        created = earlier | set(subjects)
+        created = found.get("created")
+        earlier = {name for name in created if isinstance(name, str)} if isinstance(created, list) else set()
+        return earlier, (found["was_empty"] is True) if "was_empty" in found else None
+
+    def registered(self, created: Collection[str], was_empty: bool) -> None:
+        """Note, once their versions are registered, the subjects this restore created (and
+        whether the target was empty): noted before, a run that failed or was killed before
+        registering would have named subjects someone else created meanwhile."""
         self._write(created=sorted(created), was_empty=was_empty)
-        return created, was_empty
 
 
 def refuse_foreign_subjects(client: RegistryClient, saved: dict) -> dict[str, dict[int, tuple[int, int]]]:

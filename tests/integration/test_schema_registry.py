@@ -14,7 +14,7 @@ import pytest
 import requests
 from clitools import assert_one_line_error, run_cli, run_cli_process
 from harness_s3 import free_port
-from kafkatools import consume_all, produce_records
+from kafkatools import consume_all, produce_records, recreate_topic
 from topicvault.core.archive.checkpoints import load_state
 from topicvault.core.envelope import Record
 from topicvault.core.stores.locations import open_store
@@ -519,3 +519,24 @@ def test_a_restore_killed_before_its_soft_deletes_makes_them_when_run_again(boot
     assert f"{copy}-value" not in call(schema_registry, "GET", "/subjects")
     assert f"{copy}-value" in call(schema_registry, "GET", "/subjects?deleted=true")
     assert call(schema_registry, "GET", f"/config/{copy}-key")["compatibilityLevel"] == "FULL"
+
+
+def test_a_preserve_restore_into_a_registry_left_in_import_mode_says_so(bootstrap, topic_factory, schema_registry,
+                                                                        tmp_path: Path):
+    """A registry in IMPORT mode (a killed restore of another --restore-id leaves it so) refuses
+    producers' registrations. The restore does not change a mode it did not set, and says so
+    (it said nothing)."""
+    topic = topic_factory(1, prefix=f"i{uuid.uuid4().hex[:6]}")
+    first = register(schema_registry, f"{topic}-value", json.dumps(AVRO_A1))
+    produce_records(bootstrap, topic, [Record(topic, 0, 0, None, wire(first, b"\x02"), 1_700_000_000_000)])
+    location = str(tmp_path / "archive")
+    run_cli("backup", "-b", bootstrap, "--to", location, "--topic", topic, "--schema-registry", schema_registry)
+    recreate_topic(bootstrap, topic, 1, {})  # empty again: the records go back into it, the subjects are there
+    call(schema_registry, "PUT", "/mode", {"mode": "IMPORT"})
+    try:
+        restored = run_cli("restore", "--from", location, "-b", bootstrap, "--schema-registry", schema_registry)
+
+        assert "warning: the target schema registry was in IMPORT mode before this restore and stays so" in restored
+        assert call(schema_registry, "GET", "/mode")["mode"] == "IMPORT"
+    finally:
+        call(schema_registry, "PUT", "/mode", {"mode": "READWRITE"})

@@ -88,6 +88,16 @@ def test_check_saved_accepts_the_saved_form_and_names_what_is_wrong():
             check_saved(body)
 
 
+def test_a_saved_id_standing_for_two_schemas_is_damage():
+    """Else a restore would give records of one schema the target id of the other."""
+    twin = {"version": 1, "id": 1, "schemaType": "AVRO", "schema": '"string"', "references": []}
+    assert check_saved({"subjects": {"a": {"versions": [twin]}, "b": {"versions": [{**twin, "schemaType": None}]}}})
+    for other in ({"schema": '"int"'}, {"schemaType": "JSON"}, {"references": [{"name": "x", "subject": "x",
+                                                                                "version": 1}]}):
+        with pytest.raises(ValueError, match="saved schema id 1 stands for two different schemas"):
+            check_saved({"subjects": {"a": {"versions": [twin]}, "b": {"versions": [{**twin, **other}]}}})
+
+
 def test_ids_lacking_names_the_used_ids_the_saved_registry_does_not_hold():
     assert ids_lacking({1: 5, 3: 2, 4: 1, 99: 1}, SAVED) == [3, 99]
     assert ids_lacking({5: 1}, None) == [5]
